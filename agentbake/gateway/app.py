@@ -6,6 +6,7 @@ per-request work is a body read, one orjson parse, the translation and one poole
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import time
@@ -36,8 +37,11 @@ from agentbake.gateway.translate import (
     anthropic_to_openai,
     openai_to_anthropic,
     sse_event,
+    used_tool_ids,
 )
 from agentbake.gateway.turns import TurnBook
+
+logger = logging.getLogger("agentbake.gateway")
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict]]
@@ -215,6 +219,11 @@ class Gateway:
         except GatewayError as error:
             body = error.anthropic_body() if anthropic else error.openai_body()
             await _respond(send, error.status, orjson.dumps(body), extra=error.headers)
+        except Exception as exc:
+            logger.exception("unexpected gateway failure on %s %s", method, path)
+            error = GatewayError(f"gateway error: {exc!r}")
+            body = error.anthropic_body() if anthropic else error.openai_body()
+            await _respond(send, error.status, orjson.dumps(body))
 
     # ------------------------------------------------------------------ recording
 
@@ -325,6 +334,10 @@ class Gateway:
                     await out(chunk)
         except httpx.TransportError as exc:
             return f"upstream stream cut mid-way: {_transport_error(exc).message}", None
+        except Exception as exc:
+            # A gateway bug must still end the client's stream with an error and leave a record.
+            logger.exception("failed while relaying an upstream stream")
+            return f"gateway error while relaying the stream: {exc!r}", None
         finally:
             await response.aclose()
         for data in decoder.close():
@@ -351,13 +364,20 @@ class Gateway:
             raise error
         if not upstream_body.get("stream"):
             data = await self._unary_json(call, response)
-            message = openai_to_anthropic(data, model=client_model, stop_sequences=stops)
+            message = openai_to_anthropic(
+                data,
+                model=client_model,
+                stop_sequences=stops,
+                taken_ids=used_tool_ids(upstream_body["messages"]),
+            )
             finish = (data.get("choices") or [{}])[0].get("finish_reason")
             self._record(call, response=data, status=200, finish_reason=finish)
             await _respond(send, 200, orjson.dumps(message))
             return
 
-        translator = StreamTranslator(model=client_model, stop_sequences=stops)
+        translator = StreamTranslator(
+            model=client_model, stop_sequences=stops, taken_ids=used_tool_ids(upstream_body["messages"])
+        )
         assembler = ChunkAssembler()
         await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
         await send(

@@ -38,6 +38,29 @@ def new_tool_id() -> str:
     return "toolu_" + secrets.token_hex(12)
 
 
+def claim_tool_id(candidate: Any, taken: set[str]) -> str:
+    """The upstream's tool call id, unless it is missing or already used in this conversation.
+
+    Some servers number calls per answer (`call_0` in every turn); Claude Code takes a repeated id for
+    an already answered call and reports "[Tool use interrupted]", so a repeat gets a fresh id.
+    """
+    tool_id = (
+        candidate if isinstance(candidate, str) and candidate and candidate not in taken else new_tool_id()
+    )
+    taken.add(tool_id)
+    return tool_id
+
+
+def used_tool_ids(messages: list[dict]) -> set[str]:
+    """Tool call ids already present in a chat-completions conversation."""
+    return {
+        call["id"]
+        for message in messages
+        for call in message.get("tool_calls") or ()
+        if isinstance(call, dict)
+    }
+
+
 def _fail(path: str, problem: str) -> InvalidRequest:
     return InvalidRequest(f"{path}: {problem}")
 
@@ -398,8 +421,12 @@ def parse_arguments(arguments: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def openai_to_anthropic(response: dict, *, model: str, stop_sequences: list[str]) -> dict:
-    """The Anthropic Message for a unary chat-completions answer (first choice)."""
+def openai_to_anthropic(
+    response: dict, *, model: str, stop_sequences: list[str], taken_ids: set[str] | None = None
+) -> dict:
+    """The Anthropic Message for a unary chat-completions answer (first choice); `taken_ids` are the
+    tool call ids the conversation already holds."""
+    taken = set() if taken_ids is None else taken_ids
     choices = response.get("choices") or [{}]
     choice = choices[0]
     message = choice.get("message") or {}
@@ -416,7 +443,7 @@ def openai_to_anthropic(response: dict, *, model: str, stop_sequences: list[str]
         content.append(
             {
                 "type": "tool_use",
-                "id": call.get("id") or new_tool_id(),
+                "id": claim_tool_id(call.get("id"), taken),
                 "name": function.get("name", ""),
                 "input": parse_arguments(function.get("arguments")),
             }
@@ -447,9 +474,10 @@ class StreamTranslator:
     treats a missing stop as malformed tool use. Tool arguments always travel as `input_json_delta`.
     """
 
-    def __init__(self, *, model: str, stop_sequences: list[str]) -> None:
+    def __init__(self, *, model: str, stop_sequences: list[str], taken_ids: set[str] | None = None) -> None:
         self.model = model
         self.stop_sequences = stop_sequences
+        self._taken = set() if taken_ids is None else taken_ids
         self.message_id = new_message_id()
         self._index = -1
         self._open: str | None = None  # "thinking" | "text" | "tool"
@@ -528,7 +556,7 @@ class StreamTranslator:
         if position not in self._tool_blocks:
             block = {
                 "type": "tool_use",
-                "id": call.get("id") or new_tool_id(),
+                "id": claim_tool_id(call.get("id"), self._taken),
                 "name": function.get("name", ""),
             }
             events += self._begin("tool", {**block, "input": {}})

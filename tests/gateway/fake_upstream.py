@@ -108,7 +108,13 @@ class FakeUpstream:
         step = self._next(request)
         if isinstance(step, Fault):
             await asyncio.sleep(step.delay_s)
-            error = {"object": "error", "message": step.message, "type": "Error", "param": None, "code": step.status}
+            error = {
+                "object": "error",
+                "message": step.message,
+                "type": "Error",
+                "param": None,
+                "code": step.status,
+            }
             await _json(send, step.status, error, step.headers)
             return
         tokens = self._tokens(step)
@@ -125,7 +131,9 @@ class FakeUpstream:
         tokens += [("content", next(self._ids), t) for t in _TOKEN_TEXT.findall(reply.text)]
         for n, (_, arguments) in enumerate(reply.tool_calls):
             tokens.append((f"call{n}", next(self._ids), ""))
-            tokens += [(f"args{n}", next(self._ids), f) for f in _split_args(orjson.dumps(arguments).decode())]
+            tokens += [
+                (f"args{n}", next(self._ids), f) for f in _split_args(orjson.dumps(arguments).decode())
+            ]
         return tokens
 
     @staticmethod
@@ -148,7 +156,11 @@ class FakeUpstream:
     @staticmethod
     def _usage(request: dict, tokens: list) -> dict:
         prompt = 11 * len(request["messages"])
-        return {"prompt_tokens": prompt, "completion_tokens": len(tokens), "total_tokens": prompt + len(tokens)}
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": len(tokens),
+            "total_tokens": prompt + len(tokens),
+        }
 
     def _completion(self, request: dict, reply: Reply, tokens: list) -> dict:
         message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
@@ -156,7 +168,11 @@ class FakeUpstream:
             message["reasoning_content"] = reply.reasoning
         if reply.tool_calls:
             message["tool_calls"] = [
-                {"id": f"call_{n}", "type": "function", "function": {"name": name, "arguments": orjson.dumps(a).decode()}}
+                {
+                    "id": f"call_{n}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": orjson.dumps(a).decode()},
+                }
                 for n, (name, a) in enumerate(reply.tool_calls)
             ]
         choice: dict[str, Any] = {
@@ -181,14 +197,28 @@ class FakeUpstream:
         return answer
 
     async def _stream(self, send: Callable, request: dict, reply: Reply, tokens: list) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
-        base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1, "model": request["model"]}
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
+        base = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": request["model"],
+        }
 
         async def emit(payload: dict | bytes) -> None:
             data = payload if isinstance(payload, bytes) else orjson.dumps(payload)
             await send({"type": "http.response.body", "body": b"data: " + data + b"\n\n", "more_body": True})
 
-        first: dict[str, Any] = {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+        first: dict[str, Any] = {
+            **base,
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}],
+        }
         if request.get("return_token_ids"):
             first["prompt_token_ids"] = list(range(1, 1 + len(request["messages"])))
         await emit(first)
@@ -227,7 +257,12 @@ class FakeUpstream:
         if reply.omit_finish:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
-        finish = {"index": 0, "delta": {}, "finish_reason": self._finish(reply), "stop_reason": reply.matched_stop}
+        finish = {
+            "index": 0,
+            "delta": {},
+            "finish_reason": self._finish(reply),
+            "stop_reason": reply.matched_stop,
+        }
         await emit({**base, "choices": [finish]})
         if (request.get("stream_options") or {}).get("include_usage"):
             await emit({**base, "choices": [], "usage": self._usage(request, tokens)})
@@ -241,7 +276,11 @@ async def _json(send: Callable, status: int, payload: dict, headers: dict[str, s
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra],
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *extra,
+            ],
         }
     )
     await send({"type": "http.response.body", "body": body})
