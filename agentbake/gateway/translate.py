@@ -152,27 +152,26 @@ def _document_text(block: dict, path: str) -> str:
     return f"{title}\n\n{text}" if isinstance(title, str) and title else text
 
 
+def _content_part(block: Any, where: str) -> dict:
+    """The OpenAI content part for one user-side text, image, document or tool_reference block."""
+    kind = _block_type(block, where)
+    if kind == "text":
+        return {"type": "text", "text": _want(block.get("text"), str, f"{where}.text", "a string")}
+    if kind == "image":
+        return _image_part(block, where)
+    if kind == "document":
+        return {"type": "text", "text": _document_text(block, where)}
+    if kind == "tool_reference":
+        name = _want(block.get("tool_name"), str, f"{where}.tool_name", "a string")
+        return {"type": "text", "text": f"Tool loaded: {name}"}
+    raise _fail(f"{where}.type", f"unknown content block type '{kind}'")
+
+
 def _content_parts(content: Any, path: str) -> list[dict]:
-    """OpenAI content parts for user-side text, image and document blocks."""
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     _want(content, list, path, "a string or an array of content blocks")
-    parts: list[dict] = []
-    for i, block in enumerate(content):
-        where = f"{path}[{i}]"
-        kind = _block_type(block, where)
-        if kind == "text":
-            parts.append({"type": "text", "text": _want(block.get("text"), str, f"{where}.text", "a string")})
-        elif kind == "image":
-            parts.append(_image_part(block, where))
-        elif kind == "document":
-            parts.append({"type": "text", "text": _document_text(block, where)})
-        elif kind == "tool_reference":
-            name = _want(block.get("tool_name"), str, f"{where}.tool_name", "a string")
-            parts.append({"type": "text", "text": f"Tool loaded: {name}"})
-        else:
-            raise _fail(f"{where}.type", f"unknown content block type '{kind}'")
-    return parts
+    return [_content_part(block, f"{path}[{i}]") for i, block in enumerate(content)]
 
 
 def _flatten(parts: list[dict]) -> str | list[dict]:
@@ -214,7 +213,7 @@ def _user_messages(content: Any, path: str) -> list[dict]:
         else:
             rest.append((i, block))
     out = tool_messages
-    parts = images + [p for i, block in rest for p in _content_parts([block], f"{path}[{i}]")]
+    parts = images + [_content_part(block, f"{path}[{i}]") for i, block in rest]
     if parts:
         out.append({"role": "user", "content": _flatten(parts)})
     return out

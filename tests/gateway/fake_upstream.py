@@ -72,6 +72,7 @@ class FakeUpstream:
         self.requests: list[dict] = []
         self.emitted: list[list[int]] = []
         self.paths: list[str] = []
+        self.headers: list[dict[str, str]] = []
         self._ids = itertools.count(1000)
         self.tokenize_supported = True
 
@@ -93,6 +94,7 @@ class FakeUpstream:
             if not message.get("more_body"):
                 break
         self.paths.append(scope["path"])
+        self.headers.append({k.decode(): v.decode() for k, v in scope["headers"]})
         if scope["path"].endswith("/models"):
             await _json(send, 200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
             return
