@@ -66,7 +66,9 @@ def _split_args(arguments: str) -> list[str]:
 class FakeUpstream:
     """ASGI app. Set `script` (consumed per call) or `responder` (a function of the request)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_log: bool = True) -> None:
+        self.keep_log = keep_log
+        """False for long benchmark runs: nothing is kept per call."""
         self.script: list[Script] = []
         self.responder: Responder = lambda request: Reply()
         self.requests: list[dict] = []
@@ -93,8 +95,9 @@ class FakeUpstream:
             body += message.get("body", b"")
             if not message.get("more_body"):
                 break
-        self.paths.append(scope["path"])
-        self.headers.append({k.decode(): v.decode() for k, v in scope["headers"]})
+        if self.keep_log:
+            self.paths.append(scope["path"])
+            self.headers.append({k.decode(): v.decode() for k, v in scope["headers"]})
         if scope["path"].endswith("/models"):
             await _json(send, 200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
             return
@@ -106,7 +109,8 @@ class FakeUpstream:
             await _json(send, 200, {"count": 7 * len(request["messages"]), "tokens": []})
             return
         request = orjson.loads(body)
-        self.requests.append(request)
+        if self.keep_log:
+            self.requests.append(request)
         step = self._next(request)
         if isinstance(step, Fault):
             await asyncio.sleep(step.delay_s)
@@ -120,7 +124,8 @@ class FakeUpstream:
             await _json(send, step.status, error, step.headers)
             return
         tokens = self._tokens(step)
-        self.emitted.append([t[1] for t in tokens])
+        if self.keep_log:
+            self.emitted.append([t[1] for t in tokens])
         if request.get("stream"):
             await self._stream(send, request, step, tokens)
         else:
