@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 import orjson
 
 from agentbake.gateway.capture import Capture, Injected, strip_injected
@@ -26,8 +25,6 @@ from agentbake.gateway.errors import (
     RouteNotFound,
     UpstreamError,
     upstream_status_error,
-    upstream_timeout,
-    upstream_unavailable,
 )
 from agentbake.gateway.rewrite import rewrite_request
 from agentbake.gateway.stream import ChunkAssembler, SSEDecoder
@@ -40,6 +37,7 @@ from agentbake.gateway.translate import (
     used_tool_ids,
 )
 from agentbake.gateway.turns import TurnBook
+from agentbake.gateway.upstream import UpstreamClient, UpstreamResponse
 
 logger = logging.getLogger("agentbake.gateway")
 
@@ -83,15 +81,6 @@ def _error_message(content: bytes) -> str:
             if value:
                 return value if isinstance(value, str) else orjson.dumps(value).decode()
     return content[:2000].decode("utf-8", "replace")
-
-
-def _transport_error(exc: httpx.TransportError) -> UpstreamError:
-    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout):
-        return upstream_unavailable(detail)
-    if isinstance(exc, httpx.TimeoutException):
-        return upstream_timeout(detail)
-    return UpstreamError(f"upstream connection failed: {detail}", status=502)
 
 
 async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
@@ -144,25 +133,19 @@ class Gateway:
         self._upstream_headers = {"content-type": "application/json", "accept": "application/json"}
         if key:
             self._upstream_headers["authorization"] = f"Bearer {key}"
-        self._client: httpx.AsyncClient | None = None
+        self._client: UpstreamClient | None = None
         self._tokenize_works = True
 
     @property
-    def client(self) -> httpx.AsyncClient:
+    def client(self) -> UpstreamClient:
         # Created on first use so it binds to the serving event loop, with or without lifespan events.
         if self._client is None:
-            limits = httpx.Limits(
+            self._client = UpstreamClient(
+                self.config.upstream,
+                headers=self._upstream_headers,
+                connect_timeout=self.config.connect_timeout_s,
+                read_timeout=self.config.read_timeout_s,
                 max_connections=self.config.max_connections,
-                max_keepalive_connections=self.config.max_connections,
-            )
-            timeout = httpx.Timeout(
-                connect=self.config.connect_timeout_s,
-                read=self.config.read_timeout_s,
-                write=self.config.read_timeout_s,
-                pool=self.config.connect_timeout_s,
-            )
-            self._client = httpx.AsyncClient(
-                base_url=self.config.upstream, headers=self._upstream_headers, limits=limits, timeout=timeout
             )
         return self._client
 
@@ -271,27 +254,24 @@ class Gateway:
 
     # ------------------------------------------------------------------ upstream
 
-    async def _open(self, call: _Call) -> httpx.Response:
+    async def _open(self, call: _Call) -> UpstreamResponse:
         """Send the call upstream and return once response headers arrived (body still unread)."""
-        request = self.client.build_request("POST", "/chat/completions", content=orjson.dumps(call.body))
         try:
-            return await self.client.send(request, stream=True)
-        except httpx.TransportError as exc:
-            error = _transport_error(exc)
+            return await self.client.request("POST", "/chat/completions", orjson.dumps(call.body))
+        except UpstreamError as error:
             self._record(call, response=None, status=None, error=error.message)
-            raise error from exc
+            raise
 
-    async def _read_all(self, call: _Call, response: httpx.Response) -> bytes:
+    async def _read_all(self, call: _Call, response: UpstreamResponse) -> bytes:
         try:
-            return await response.aread()
-        except httpx.TransportError as exc:
-            error = _transport_error(exc)
-            self._record(call, response=None, status=response.status_code, error=error.message)
-            raise error from exc
+            return await response.read()
+        except UpstreamError as error:
+            self._record(call, response=None, status=response.status, error=error.message)
+            raise
         finally:
-            await response.aclose()
+            response.close()
 
-    async def _unary_json(self, call: _Call, response: httpx.Response) -> dict:
+    async def _unary_json(self, call: _Call, response: UpstreamResponse) -> dict:
         content = await self._read_all(call, response)
         try:
             data = orjson.loads(content)
@@ -305,7 +285,7 @@ class Gateway:
         return data
 
     async def _events(
-        self, call: _Call, response: httpx.Response, out: Callable[[dict], Awaitable[None]]
+        self, call: _Call, response: UpstreamResponse, out: Callable[[dict], Awaitable[None]]
     ) -> tuple[str | None, str | None]:
         """Feed each decoded chunk of an upstream stream to `out` as it arrives.
 
@@ -315,7 +295,7 @@ class Gateway:
         decoder = SSEDecoder()
         malformed = 0
         try:
-            async for raw in response.aiter_raw():
+            async for raw in response.iter_raw():
                 for data in decoder.feed(raw):
                     if data == b"[DONE]":
                         continue
@@ -332,14 +312,14 @@ class Gateway:
                         return f"upstream error in stream: {_error_message(data)}", None
                     call.capture.add(chunk)
                     await out(chunk)
-        except httpx.TransportError as exc:
-            return f"upstream stream cut mid-way: {_transport_error(exc).message}", None
+        except UpstreamError as error:
+            return f"upstream stream cut mid-way: {error.message}", None
         except Exception as exc:
             # A gateway bug must still end the client's stream with an error and leave a record.
             logger.exception("failed while relaying an upstream stream")
             return f"gateway error while relaying the stream: {exc!r}", None
         finally:
-            await response.aclose()
+            response.close()
         for data in decoder.close():
             malformed += data != b"[DONE]"
         return None, (f"skipped {malformed} malformed SSE event(s)" if malformed else None)
@@ -353,14 +333,14 @@ class Gateway:
         stops = upstream_body.get("stop", [])
         call = self._begin("anthropic", rollout_id, upstream_body)
         response = await self._open(call)
-        if response.status_code != 200:
+        if response.status != 200:
             content = await self._read_all(call, response)
             error = upstream_status_error(
-                response.status_code,
+                response.status,
                 _error_message(content),
                 response.headers.get("retry-after", "").encode() or None,
             )
-            self._record(call, response=None, status=response.status_code, error=error.message)
+            self._record(call, response=None, status=response.status, error=error.message)
             raise error
         if not upstream_body.get("stream"):
             data = await self._unary_json(call, response)
@@ -424,19 +404,23 @@ class Gateway:
 
     async def _tokenize(self, payload: dict) -> int | None:
         try:
-            response = await self.client.post(
-                self.config.resolved_tokenize_url, content=orjson.dumps(payload)
+            response = await self.client.request(
+                "POST", self.config.resolved_tokenize_url, orjson.dumps(payload)
             )
-        except httpx.TransportError:
+            try:
+                content = await response.read()
+            finally:
+                response.close()
+        except UpstreamError:
             return None
-        if response.status_code in (404, 405):
+        if response.status in (404, 405):
             self._tokenize_works = False  # not vLLM: stop asking
             return None
         try:
-            count = orjson.loads(response.content).get("count")
+            count = orjson.loads(content).get("count")
         except (orjson.JSONDecodeError, AttributeError):
             return None
-        return count if isinstance(count, int) and response.status_code == 200 else None
+        return count if isinstance(count, int) and response.status == 200 else None
 
     # ------------------------------------------------------------------ OpenAI dialect
 
@@ -446,17 +430,17 @@ class Gateway:
             raise InvalidRequest("messages: expected an array of messages")
         call = self._begin("openai", rollout_id, body)
         response = await self._open(call)
-        if response.status_code != 200:
+        if response.status != 200:
             # The OpenAI dialect passes the upstream's own status and body through.
             content = await self._read_all(call, response)
-            self._record(call, response=None, status=response.status_code, error=_error_message(content))
+            self._record(call, response=None, status=response.status, error=_error_message(content))
             extra = (
                 [(b"retry-after", response.headers["retry-after"].encode())]
                 if "retry-after" in response.headers
                 else []
             )
             content_type = response.headers.get("content-type", "application/json").encode()
-            await _respond(send, response.status_code, content, content_type, extra)
+            await _respond(send, response.status, content, content_type, extra)
             return
         if not body.get("stream"):
             data = await self._unary_json(call, response)
@@ -502,12 +486,13 @@ class Gateway:
         await send({"type": "http.response.body", "body": tail, "more_body": False})
 
     async def _models(self, send: Send) -> None:
+        response = await self.client.request("GET", "/models")
         try:
-            response = await self.client.get("/models")
-        except httpx.TransportError as exc:
-            raise _transport_error(exc) from exc
+            content = await response.read()
+        finally:
+            response.close()
         content_type = response.headers.get("content-type", "application/json").encode()
-        await _respond(send, response.status_code, response.content, content_type)
+        await _respond(send, response.status, content, content_type)
 
 
 def _events_bytes(events: list[tuple[str, dict]]) -> bytes:

@@ -158,7 +158,9 @@ def tree_rss_mb(pid: int) -> float:
 
 
 class Server:
-    def __init__(self, name: str, args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None):
+    def __init__(
+        self, name: str, args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
+    ):
         self.name = name
         self.log = tempfile.NamedTemporaryFile(prefix=f"bench-{name}-", suffix=".log", delete=False)
         self.process = subprocess.Popen(
@@ -202,7 +204,9 @@ class Server:
 
 def serve_upstream(port: int) -> None:
     """Entry point of the upstream process (`bench.py --serve-upstream PORT`)."""
-    spec = importlib.util.spec_from_file_location("fake_upstream", REPO / "tests" / "gateway" / "fake_upstream.py")
+    spec = importlib.util.spec_from_file_location(
+        "fake_upstream", REPO / "tests" / "gateway" / "fake_upstream.py"
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules["fake_upstream"] = module  # dataclasses look their module up while the class is built
     spec.loader.exec_module(module)
@@ -236,7 +240,15 @@ def install_ccr() -> Path:
     cli = CCR_PREFIX / "node_modules" / "@musistudio" / "claude-code-router" / "dist" / "cli.js"
     if not cli.exists():
         subprocess.run(
-            ["npm", "install", "--prefix", str(CCR_PREFIX), "--no-audit", "--no-fund", "@musistudio/claude-code-router"],
+            [
+                "npm",
+                "install",
+                "--prefix",
+                str(CCR_PREFIX),
+                "--no-audit",
+                "--no-fund",
+                "@musistudio/claude-code-router",
+            ],
             check=True,
             capture_output=True,
             timeout=900,
@@ -267,7 +279,13 @@ def main() -> None:
     oai_headers = {"authorization": "Bearer dummy"}
     user = [{"role": "user", "content": "Say hello."}]
     chat = {"model": MODEL, "messages": user, "max_tokens": 256}
-    capture = {**chat, "logprobs": True, "top_logprobs": 1, "return_tokens_as_token_ids": True, "return_token_ids": True}
+    capture = {
+        **chat,
+        "logprobs": True,
+        "top_logprobs": 1,
+        "return_tokens_as_token_ids": True,
+        "return_token_ids": True,
+    }
     msgs = {"model": "claude-bench", "messages": user, "max_tokens": 256}
 
     def run(name: str, port: int, raw: bytes, *, baseline: str, streaming: bool = False) -> Result:
@@ -288,7 +306,12 @@ def main() -> None:
             baseline="-",
             streaming=True,
         )
-        run("direct + capture fields", up_port, http_post(up_port, "/v1/chat/completions", capture, {}), baseline="-")
+        run(
+            "direct + capture fields",
+            up_port,
+            http_post(up_port, "/v1/chat/completions", capture, {}),
+            baseline="-",
+        )
         run(
             "direct + capture (stream)",
             up_port,
@@ -319,7 +342,15 @@ def main() -> None:
         servers.append(gateway)
         gateway.wait_ready(gw_port, http_post(gw_port, "/v1/chat/completions", chat, oai_headers), 60)
         run_proxy(
-            run, gateway, gw_port, "gateway", chat, msgs, oai_headers, anthropic_headers, ("direct + capture fields", "direct + capture (stream)")
+            run,
+            gateway,
+            gw_port,
+            "gateway",
+            chat,
+            msgs,
+            oai_headers,
+            anthropic_headers,
+            ("direct + capture fields", "direct + capture (stream)"),
         )
         if args.skip_peers:
             return
@@ -335,8 +366,22 @@ def run_proxy(run, server, port, label, chat, msgs, oai_headers, anthropic_heade
     unary, stream = baselines
     rows = []
     if chat is not None:
-        rows.append(run(f"{label} OpenAI", port, http_post(port, "/v1/chat/completions", chat, oai_headers), baseline=unary))
-    rows.append(run(f"{label} Anthropic", port, http_post(port, "/v1/messages", msgs, anthropic_headers), baseline=unary))
+        rows.append(
+            run(
+                f"{label} OpenAI",
+                port,
+                http_post(port, "/v1/chat/completions", chat, oai_headers),
+                baseline=unary,
+            )
+        )
+    rows.append(
+        run(
+            f"{label} Anthropic",
+            port,
+            http_post(port, "/v1/messages", msgs, anthropic_headers),
+            baseline=unary,
+        )
+    )
     streamed = {**msgs, "stream": True}
     rows.append(
         run(
@@ -361,9 +406,12 @@ def start_litellm(run, servers, results, work, up_port, chat, msgs, oai_headers,
     config = work / "litellm.yaml"
     upstream = {"api_base": f"http://127.0.0.1:{up_port}/v1", "api_key": "dummy"}
     models = [
-        {"model_name": name, "litellm_params": {"model": f"openai/{MODEL}", **upstream}} for name in (MODEL, "claude-bench")
+        {"model_name": name, "litellm_params": {"model": f"openai/{MODEL}", **upstream}}
+        for name in (MODEL, "claude-bench")
     ]
-    config.write_text(json.dumps({"model_list": models, "litellm_settings": {"drop_params": True, "telemetry": False}}))
+    config.write_text(
+        json.dumps({"model_list": models, "litellm_settings": {"drop_params": True, "telemetry": False}})
+    )
     port = free_port()
     env = {
         **os.environ,
@@ -372,14 +420,26 @@ def start_litellm(run, servers, results, work, up_port, chat, msgs, oai_headers,
         "LITELLM_LOG": "ERROR",
         "NO_DOCS": "True",
     }
-    server = Server("litellm", [str(binary), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)], env=env)
+    server = Server(
+        "litellm", [str(binary), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)], env=env
+    )
     servers.append(server)
     try:
         server.wait_ready(port, http_post(port, "/v1/chat/completions", chat, oai_headers), 180)
     except RuntimeError as exc:
         results.append(Result(name="LiteLLM proxy", unavailable=str(exc)[:200]))
         return
-    run_proxy(run, server, port, "LiteLLM", chat, msgs, oai_headers, anthropic_headers, ("direct", "direct (stream)"))
+    run_proxy(
+        run,
+        server,
+        port,
+        "LiteLLM",
+        chat,
+        msgs,
+        oai_headers,
+        anthropic_headers,
+        ("direct", "direct (stream)"),
+    )
     server.stop()
 
 
@@ -416,15 +476,30 @@ def start_ccr(run, servers, results, work, up_port, msgs, anthropic_headers) -> 
         results.append(Result(name="claude-code-router", unavailable=str(exc)[:200]))
         return
     run_proxy(run, server, port, "ccr", None, msgs, None, anthropic_headers, ("direct", "direct (stream)"))
-    results.append(Result(name="ccr OpenAI", unavailable="claude-code-router serves the Anthropic dialect only"))
+    results.append(
+        Result(name="ccr OpenAI", unavailable="claude-code-router serves the Anthropic dialect only")
+    )
     server.stop()
 
 
 def print_table(results: list[Result], sequential: int, concurrent: int) -> None:
     by_name = {r.name: r for r in results}
-    print(f"\n{sequential} sequential requests per row (one keep-alive connection), then {concurrent} over 16 connections")
+    print(
+        f"\n{sequential} sequential requests per row (one keep-alive connection), then {concurrent} over 16 connections"
+    )
     print(f"machine: {os.cpu_count()} cores; everything on loopback\n")
-    header = ("row", "p50 ms", "p99 ms", "+p50 ms", "+p99 ms", "1st tok p50", "+1st tok", "req/s", "RSS MB", "errors")
+    header = (
+        "row",
+        "p50 ms",
+        "p99 ms",
+        "+p50 ms",
+        "+p99 ms",
+        "1st tok p50",
+        "+1st tok",
+        "req/s",
+        "RSS MB",
+        "errors",
+    )
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for r in results:
@@ -439,7 +514,18 @@ def print_table(results: list[Result], sequential: int, concurrent: int) -> None
         first_s = f"{first:.2f}" if first is not None else "-"
         first_added = f"{first - pct(base.first_tokens, 0.5):+.2f}" if (base and first is not None) else "-"
         rss = f"{r.rss_mb:.0f}" if r.rss_mb is not None else "-"
-        cells = (r.name, f"{p50:.2f}", f"{p99:.2f}", added50, added99, first_s, first_added, f"{r.rps:.0f}", rss, str(r.errors))
+        cells = (
+            r.name,
+            f"{p50:.2f}",
+            f"{p99:.2f}",
+            added50,
+            added99,
+            first_s,
+            first_added,
+            f"{r.rps:.0f}",
+            rss,
+            str(r.errors),
+        )
         print("| " + " | ".join(cells) + " |")
     print("\n+ columns: row minus its baseline (gateway: direct + capture fields; peers: direct).")
 
