@@ -25,16 +25,17 @@ class GatewayConfig(BaseModel):
     """TCP port to listen on (0 picks a free one)."""
 
     trace: Path | None = None
-    """JSONL file that receives one record per upstream call (appended, flushed per call); None records nothing."""
+    """JSONL file receiving one record per upstream call, appended as each call ends; None records nothing."""
 
     api_key_env: str = "AGENTBAKE_UPSTREAM_API_KEY"
-    """Environment variable holding the upstream API key. Keys never come from argv (they would show in `ps`)."""
+    """Environment variable holding the upstream API key. Never argv: keys there show in `ps`."""
 
     api_key_file: Path | None = None
     """File holding the upstream API key; wins over `api_key_env` when set."""
 
     model_override: str | None = None
-    """Model name sent upstream on every request, whatever the client asked for (Claude Code asks for Claude)."""
+    """Model name sent upstream on every request, whatever the client asked for (Claude Code asks for
+    a Claude model)."""
 
     max_tokens_cap: int | None = Field(default=8192, ge=1)
     """Upper bound for `max_tokens` / `max_completion_tokens`; Claude Code asks for 32000-128000, which
@@ -73,7 +74,7 @@ class GatewayConfig(BaseModel):
     """Seconds to open a connection to the upstream before answering 529 (unavailable)."""
 
     read_timeout_s: float = Field(default=600.0, gt=0)
-    """Seconds without a byte from the upstream before the call is failed (Claude Code waits 600 s for headers)."""
+    """Seconds without a byte from the upstream before the call fails (Claude Code waits 600 s)."""
 
     max_connections: int = Field(default=512, ge=1)
     """Size of the shared upstream connection pool."""

@@ -162,10 +162,12 @@ class Server:
         self, name: str, args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
     ):
         self.name = name
-        self.log = tempfile.NamedTemporaryFile(prefix=f"bench-{name}-", suffix=".log", delete=False)
+        fd, log = tempfile.mkstemp(prefix=f"bench-{name}-", suffix=".log")
+        self.log = Path(log)
         self.process = subprocess.Popen(
-            args, env=env, cwd=cwd, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+            args, env=env, cwd=cwd, stdout=fd, stderr=subprocess.STDOUT, start_new_session=True
         )
+        os.close(fd)  # the child holds its own copy
 
     def wait_ready(self, port: int, raw: bytes, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -190,7 +192,7 @@ class Server:
             conn.close()
 
     def tail(self) -> str:
-        return Path(self.log.name).read_text(errors="replace")[-600:].strip().replace("\n", " | ")
+        return self.log.read_text(errors="replace")[-600:].strip().replace("\n", " | ")
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -354,7 +356,7 @@ def main() -> None:
         )
         if args.skip_peers:
             return
-        start_litellm(run, servers, results, work, up_port, chat, msgs, oai_headers, anthropic_headers)
+        start_litellm(run, servers, results, work, up_port, chat, msgs, anthropic_headers)
         start_ccr(run, servers, results, work, up_port, msgs, anthropic_headers)
     finally:
         for server in servers:
@@ -397,7 +399,7 @@ def run_proxy(run, server, port, label, chat, msgs, oai_headers, anthropic_heade
         row.rss_mb = rss
 
 
-def start_litellm(run, servers, results, work, up_port, chat, msgs, oai_headers, anthropic_headers) -> None:
+def start_litellm(run, servers, results, work, up_port, chat, msgs, anthropic_headers) -> None:
     try:
         binary = install_litellm()
     except (subprocess.SubprocessError, OSError) as exc:
@@ -419,13 +421,15 @@ def start_litellm(run, servers, results, work, up_port, chat, msgs, oai_headers,
         "LITELLM_TELEMETRY": "False",
         "LITELLM_LOG": "ERROR",
         "NO_DOCS": "True",
+        "LITELLM_MASTER_KEY": "sk-bench",  # it refuses to serve unauthenticated
     }
     server = Server(
         "litellm", [str(binary), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)], env=env
     )
     servers.append(server)
     try:
-        server.wait_ready(port, http_post(port, "/v1/chat/completions", chat, oai_headers), 180)
+        probe = http_post(port, "/v1/chat/completions", chat, {"authorization": "Bearer sk-bench"})
+        server.wait_ready(port, probe, 180)
     except RuntimeError as exc:
         results.append(Result(name="LiteLLM proxy", unavailable=str(exc)[:200]))
         return
@@ -484,9 +488,8 @@ def start_ccr(run, servers, results, work, up_port, msgs, anthropic_headers) -> 
 
 def print_table(results: list[Result], sequential: int, concurrent: int) -> None:
     by_name = {r.name: r for r in results}
-    print(
-        f"\n{sequential} sequential requests per row (one keep-alive connection), then {concurrent} over 16 connections"
-    )
+    print(f"\n{sequential} sequential requests per row (one keep-alive connection),")
+    print(f"then {concurrent} over 16 connections for req/s")
     print(f"machine: {os.cpu_count()} cores; everything on loopback\n")
     header = (
         "row",
@@ -504,7 +507,7 @@ def print_table(results: list[Result], sequential: int, concurrent: int) -> None
     print("|" + "---|" * len(header))
     for r in results:
         if r.unavailable:
-            print(f"| {r.name} | unavailable: {r.unavailable} |" + " |" * (len(header) - 2))
+            print(f"| {r.name} | unavailable: {r.unavailable.replace('|', '/')} |" + " |" * (len(header) - 2))
             continue
         base = by_name.get(r.baseline)
         p50, p99 = pct(r.latencies, 0.5), pct(r.latencies, 0.99)

@@ -39,7 +39,7 @@ def test_reader_skips_a_torn_last_line_but_not_a_broken_middle_one(tmp_path):
     path.write_bytes(complete + b'{"turn": 1}')  # parseable but without newline: still a torn write
     assert [r.turn for r in read_trace(path)] == [0]
     path.write_bytes(b"{broken\n" + complete)
-    with pytest.raises(ValueError, match="trace.jsonl:1: not a JSON line"):
+    with pytest.raises(ValueError, match=r"trace\.jsonl:1: not a JSON line"):
         read_trace(path)
 
 
