@@ -433,17 +433,9 @@ def start_litellm(run, servers, results, work, up_port, chat, msgs, anthropic_he
     except RuntimeError as exc:
         results.append(Result(name="LiteLLM proxy", unavailable=str(exc)[:200]))
         return
-    run_proxy(
-        run,
-        server,
-        port,
-        "LiteLLM",
-        chat,
-        msgs,
-        oai_headers,
-        anthropic_headers,
-        ("direct", "direct (stream)"),
-    )
+    key = {"authorization": "Bearer sk-bench", "x-api-key": "sk-bench"}
+    baselines = ("direct", "direct (stream)")
+    run_proxy(run, server, port, "LiteLLM", chat, msgs, key, {**anthropic_headers, **key}, baselines)
     server.stop()
 
 
