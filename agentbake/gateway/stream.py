@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentbake.gateway.translate import reasoning_of
+
 
 class SSEDecoder:
     """Incremental SSE decoder yielding the `data` of each event (fields other than data carry nothing
@@ -63,8 +65,8 @@ class ChunkAssembler:
             delta = choice.get("delta") or {}
             if isinstance(delta.get("content"), str):
                 self.text.append(delta["content"])
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-            if isinstance(reasoning, str):
+            reasoning = reasoning_of(delta)
+            if reasoning:
                 self.reasoning.append(reasoning)
             for call in delta.get("tool_calls") or ():
                 self._tool(call)

@@ -33,7 +33,7 @@ class TraceRecord:
     logprobs: list[dict[str, Any]] = field(default_factory=list)
     """Raw logprob entries of the completion (`choices[0].logprobs.content`)."""
     completion_tokens: int = 0
-    """Number of completion tokens whose ids were captured."""
+    """Completion tokens: the number of captured ids, or the upstream's usage count when none were."""
     completion_token_ids: list[int] = field(default_factory=list)
     """Completion token ids exactly as the upstream reported them."""
     per_token_logps: list[float] = field(default_factory=list)
@@ -41,14 +41,14 @@ class TraceRecord:
     finish_reason: str | None = None
     """The upstream's finish_reason (None if the stream ended without one or the call failed)."""
     latency_s: float = 0.0
-    """Seconds from the client's request to the end of the upstream answer."""
+    """Seconds from sending the call upstream to the end of its answer."""
     timestamp: float = 0.0
-    """Unix time the client's request arrived."""
+    """Unix time the call was sent upstream."""
     schema_version: int = SCHEMA_VERSION
     rollout_id: str | None = None
     """From the `/r/<rollout_id>/` path prefix, or None."""
     dialect: str = "openai"
-    """"openai" (chat completions) or "anthropic" (messages, translated)."""
+    """The API the client spoke: "openai" (chat completions) or "anthropic" (messages, translated)."""
     prompt_token_ids: list[int] | None = None
     """Prompt token ids when the upstream returned them (vLLM `return_token_ids`)."""
     upstream_status: int | None = None

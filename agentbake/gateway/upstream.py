@@ -71,24 +71,35 @@ class _Connection(asyncio.Protocol):
             "transfer-encoding", ""
         )
 
-    # -- httptools callbacks
+    # -- httptools callbacks (after an error they are ignored: the bytes belong to no request)
+
+    def on_message_begin(self) -> None:
+        if self.complete:
+            # A second response to one request: the connection is out of step and never reused.
+            self._fail(upstream_broken("data after the end of the response"))
+            self.transport.close()  # type: ignore[union-attr]
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+        if self.error is None:
+            self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
+        if self.error is not None:
+            return
         self.status = self.parser.get_status_code()
         self.keep_alive = self.parser.should_keep_alive()
         self._headers_done = True
         self._wake()
 
     def on_body(self, body: bytes) -> None:
-        self.chunks.append(body)
-        self._wake()
+        if self.error is None:
+            self.chunks.append(body)
+            self._wake()
 
     def on_message_complete(self) -> None:
-        self.complete = True
-        self._wake()
+        if self.error is None:
+            self.complete = True
+            self._wake()
 
     # -- used by the client
 

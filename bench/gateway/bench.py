@@ -107,7 +107,11 @@ def pct(values: list[float], q: float) -> float:
 async def measure(port: int, raw: bytes, sequential: int, concurrent: int, result: Result) -> None:
     conn = await Connection.open(port)
     for _ in range(max(20, sequential // 10)):  # warm-up: pools, JIT in node, imports in peers
-        await conn.request(raw)
+        status, _, _ = await conn.request(raw)
+        if status != 200:
+            conn.close()
+            result.unavailable = f"answers {status} to this request"
+            return
     for _ in range(sequential):
         status, first, end = await conn.request(raw)
         result.errors += status != 200
@@ -292,7 +296,10 @@ def main() -> None:
 
     def run(name: str, port: int, raw: bytes, *, baseline: str, streaming: bool = False) -> Result:
         result = Result(name=name, baseline=baseline, streaming=streaming)
-        uvloop.run(measure(port, raw, sequential, concurrent, result))
+        try:
+            uvloop.run(measure(port, raw, sequential, concurrent, result))
+        except (OSError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
+            result.unavailable = f"failed under load: {exc!r}"[:200]
         results.append(result)
         return result
 
@@ -412,7 +419,12 @@ def start_litellm(run, servers, results, work, up_port, chat, msgs, anthropic_he
         for name in (MODEL, "claude-bench")
     ]
     config.write_text(
-        json.dumps({"model_list": models, "litellm_settings": {"drop_params": True, "telemetry": False}})
+        json.dumps(
+            {
+                "model_list": models,
+                "litellm_settings": {"drop_params": True, "telemetry": False, "num_retries": 0},
+            }
+        )
     )
     port = free_port()
     env = {
@@ -422,6 +434,8 @@ def start_litellm(run, servers, results, work, up_port, chat, msgs, anthropic_he
         "LITELLM_LOG": "ERROR",
         "NO_DOCS": "True",
         "LITELLM_MASTER_KEY": "sk-bench",  # it refuses to serve unauthenticated
+        # Its /v1/messages otherwise calls the upstream's Responses API, which vLLM-style servers lack.
+        "LITELLM_USE_CHAT_COMPLETIONS_URL_FOR_ANTHROPIC_MESSAGES": "true",
     }
     server = Server(
         "litellm", [str(binary), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)], env=env

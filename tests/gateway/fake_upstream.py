@@ -33,13 +33,15 @@ class Reply:
     matched_stop: str | None = None
     """vLLM's choice-level `stop_reason` (the stop string that ended generation)."""
     id_form: str = "string"
-    """"string" ("token": "token_id:<n>", as vLLM) or "key" ("token_id": n)."""
+    """How ids appear in logprobs: "string" ("token": "token_id:<n>", as vLLM) or "key" ("token_id": n)."""
     omit_finish: bool = False
     """Stream: end cleanly without any finish_reason and without [DONE]."""
     garbage: bool = False
     """Stream: interleave malformed SSE data lines."""
     reset_after: int | None = None
     """Stream: abort the connection after this many tokens."""
+    error_after: int | None = None
+    """Stream: after this many tokens send vLLM's in-stream error payload and end the stream."""
     chunk_delay_s: float = 0.0
 
 
@@ -232,6 +234,18 @@ class FakeUpstream:
         for n, (kind, token_id, text) in enumerate(tokens):
             if reply.reset_after is not None and n == reply.reset_after:
                 raise ConnectionResetError("scripted reset mid-stream")
+            if reply.error_after is not None and n == reply.error_after:
+                await emit(
+                    {
+                        "error": {
+                            "message": "scripted engine failure",
+                            "type": "InternalServerError",
+                            "code": 500,
+                        }
+                    }
+                )
+                await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
+                return
             if reply.garbage and n % 2 == 0:
                 await emit(b"{this is not json")
             if kind == "reasoning":

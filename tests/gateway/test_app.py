@@ -255,6 +255,18 @@ def test_anthropic_stream_cut_mid_way_sends_an_error_event(gateway, upstream):
     assert "cut mid-way" in record.upstream_error and len(record.completion_token_ids) == 3
 
 
+def test_vllm_error_payload_inside_a_stream_becomes_an_error_event(gateway, upstream):
+    upstream.fake.script = [Reply(text="one two three", error_after=1)]
+    with (
+        pytest.raises(anthropic.APIStatusError, match="scripted engine failure"),
+        claude(gateway).messages.stream(model="c", max_tokens=100, messages=USER) as stream,
+    ):
+        stream.get_final_message()
+    record = gateway.records()[0]
+    assert record.upstream_error == "upstream error in stream: scripted engine failure"
+    assert record.completion_token_ids == upstream.fake.emitted[0][:1]
+
+
 def test_anthropic_stop_sequence_and_max_tokens(gateway, upstream):
     upstream.fake.script = [Reply(text="x", matched_stop="END"), Reply(text="y", finish_reason="length")]
     client = claude(gateway)
