@@ -1,0 +1,36 @@
+# The README's two commands. `make test` is what CI runs (.ci/run).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+AGENTBAKE := $(VENV)/bin/agentbake
+
+.PHONY: test demo lint bench dev engine bases
+
+dev: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev,gateway]'
+	touch $@
+
+# A Docker engine that answers (installed and started here when possible).
+engine:
+	scripts/ensure-engine
+
+# Base images for the catalog: pulled when a registry answers, else built offline with debootstrap.
+bases: dev engine
+	scripts/ensure-bases $(AGENTBAKE)
+
+test: dev engine bases
+	$(VENV)/bin/ruff check agentbake tests bench
+	$(VENV)/bin/pytest
+
+demo: dev engine bases
+	$(AGENTBAKE) build --all
+
+lint: dev
+	$(VENV)/bin/ruff check agentbake tests bench
+	$(VENV)/bin/ruff format --check agentbake tests bench
+
+bench: dev engine bases
+	$(PY) bench/buildkit/bench.py
