@@ -24,8 +24,8 @@ class _Group(click.Group):
             if isinstance(exc, BuildError) and exc.output_tail:
                 console.print(f"[bold]last output of {escape(str(exc.step))}:[/]")
                 for line in exc.output_tail:
-                    console.print(f"  {line}", markup=False)
-            console.print(f"[red]error:[/] {escape(str(exc))}")
+                    console.print(f"  {line}", markup=False, soft_wrap=True)
+            console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
             ctx.exit(1)
 
 

@@ -63,7 +63,11 @@ def debian_base(
         raise BuildError("debootstrap is not installed; on Debian/Ubuntu: apt-get install debootstrap (as root)")
     with tempfile.TemporaryDirectory(prefix="agentbake-base-", dir=workdir) as tmp:
         rootfs = Path(tmp, "rootfs")
-        _run([debootstrap, "--variant=minbase", suite, str(rootfs), mirror], log, f"debootstrap {suite} {mirror}")
+        _run(
+            [debootstrap, "--variant=minbase", suite, str(rootfs), mirror],
+            log,
+            f"debootstrap {suite} {mirror}",
+        )
         for cache in _CACHES:
             for entry in (rootfs / cache).glob("*"):
                 if entry.is_file():

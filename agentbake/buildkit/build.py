@@ -13,7 +13,6 @@ import subprocess
 import tarfile
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -174,5 +173,7 @@ def _run_builder(client: docker.DockerClient, build_plan: BuildPlan, *, no_cache
                 tail.append(line)
                 progress.output(line)
     if built_id is None:
-        raise BuildError(f"building {build_plan.tag}: the engine reported no image id", step=step, output_tail=list(tail))
+        raise BuildError(
+            f"building {build_plan.tag}: the engine reported no image id", step=step, output_tail=list(tail)
+        )
     return built_id

@@ -50,9 +50,7 @@ class Catalog:
     def load_all(self) -> list[ImageSpec]:
         return [self.load(name) for name in self.names()]
 
-    def _raw(
-        self, name: str, start: int, chain: tuple[str, ...], referrer: Path | None
-    ) -> tuple[dict[str, Any], Path]:
+    def _raw(self, name: str, start: int, chain: tuple[str, ...], referrer: Path | None) -> tuple[dict[str, Any], Path]:
         for index in range(start, len(self.dirs)):
             path = self.dirs[index] / name / SPEC_FILE
             if path.is_file():

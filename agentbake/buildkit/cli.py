@@ -40,6 +40,21 @@ def _print_json(obj: Any) -> None:
     click.echo(json.dumps(obj, sort_keys=True))
 
 
+ca_cert_option = click.option(
+    "--ca-cert",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Extra CA bundle for npm/pip/curl/apt in the build (default: SSL_CERT_FILE, REQUESTS_CA_BUNDLE or "
+    "NODE_EXTRA_CA_CERTS when set); part of the content hash.",
+)
+no_ca_cert_option = click.option("--no-ca-cert", is_flag=True, help="Do not auto-detect a CA bundle.")
+
+
+def _ca_bundle(ca_cert: Path | None, no_ca_cert: bool) -> Path | None:
+    if no_ca_cert and ca_cert:
+        raise click.UsageError("--ca-cert and --no-ca-cert exclude each other")
+    return None if no_ca_cert else (ca_cert or detect_ca_bundle())
+
+
 def _select(catalog: Catalog, names: tuple[str, ...], all_images: bool) -> list[ImageSpec]:
     if all_images == bool(names):
         raise click.UsageError("name one or more images, or pass --all")
@@ -48,22 +63,31 @@ def _select(catalog: Catalog, names: tuple[str, ...], all_images: bool) -> list[
 
 @click.command("images")
 @catalog_option
+@ca_cert_option
+@no_ca_cert_option
 @json_option
-def images_command(catalog_dir: Path | None, as_json: bool) -> None:
+def images_command(catalog_dir: Path | None, ca_cert: Path | None, no_ca_cert: bool, as_json: bool) -> None:
     """List the catalog: agent, locked version, current tag, built or not."""
     catalog = Catalog.discover(catalog_dir)
+    ca = _ca_bundle(ca_cert, no_ca_cert)
     try:
         client = connect(timeout=10)
     except AgentbakeError:
         client = None  # listing still works without an engine; tags need the base image id
     rows = []
     for spec in catalog.load_all():
-        row: dict[str, Any] = {"image": spec.name, "agent": spec.agent.name, "locked_version": None,
-                               "tag": None, "built": None, "problem": None}
+        row: dict[str, Any] = {
+            "image": spec.name,
+            "agent": spec.agent.name,
+            "locked_version": None,
+            "tag": None,
+            "built": None,
+            "problem": None,
+        }
         try:
             row["locked_version"] = read_lock(spec)["agent"]["version"]
             if client is not None:
-                tag = plan(client, spec, catalog.templates_dir).tag
+                tag = plan(client, spec, catalog.templates_dir, ca_cert=ca).tag
                 row["tag"], row["built"] = tag, image_id(client, tag) is not None
         except AgentbakeError as exc:
             row["problem"] = str(exc)
@@ -86,13 +110,21 @@ def images_command(catalog_dir: Path | None, as_json: bool) -> None:
 @click.argument("image")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the Dockerfile and context here.")
 @click.option("--base-image", help="Override the spec's base image reference.")
-@click.option("--ca-cert", type=click.Path(path_type=Path, dir_okay=False), help="Extra CA bundle to trust in the build.")
+@ca_cert_option
+@no_ca_cert_option
 @catalog_option
-def render_command(image: str, output: Path | None, base_image: str | None, ca_cert: Path | None,
-                   catalog_dir: Path | None) -> None:
+def render_command(
+    image: str,
+    output: Path | None,
+    base_image: str | None,
+    ca_cert: Path | None,
+    no_ca_cert: bool,
+    catalog_dir: Path | None,
+) -> None:
     """Print (or write with -o) an image's Dockerfile and build context, for inspection or other builders."""
     catalog = Catalog.discover(catalog_dir)
-    rendered = render(catalog.load(image), catalog.templates_dir, base_image=base_image, ca_cert=ca_cert)
+    ca = _ca_bundle(ca_cert, no_ca_cert)
+    rendered = render(catalog.load(image), catalog.templates_dir, base_image=base_image, ca_cert=ca)
     if output is None:
         click.echo(rendered.dockerfile, nl=False)
         return
@@ -109,13 +141,19 @@ def lock_command(names: tuple[str, ...], all_images: bool, catalog_dir: Path | N
     """Resolve floating versions to exact, hashed ones in images/<name>/lock.json."""
     for spec in _select(Catalog.discover(catalog_dir), names, all_images):
         lock = write_lock(spec)
-        summary = {"image": spec.name, "agent_version": lock["agent"]["version"], "lock": str(spec.lock_path),
-                   "python_packages": len(lock["python"]["packages"])}
+        summary = {
+            "image": spec.name,
+            "agent_version": lock["agent"]["version"],
+            "lock": str(spec.lock_path),
+            "python_packages": len(lock["python"]["packages"]),
+        }
         if as_json:
             _print_json(summary)
         else:
-            err.print(f"locked {spec.name}: {spec.agent.package}@{summary['agent_version']}, "
-                      f"{summary['python_packages']} Python packages -> {spec.lock_path}")
+            err.print(
+                f"locked {spec.name}: {spec.agent.package}@{summary['agent_version']}, "
+                f"{summary['python_packages']} Python packages -> {spec.lock_path}"
+            )
 
 
 def _one_line(text: str, width: int = 100) -> str:
@@ -151,25 +189,35 @@ class _RichProgress(Progress):
 @click.argument("names", nargs=-1)
 @click.option("--all", "all_images", is_flag=True, help="Build every catalog image.")
 @click.option("--base-image", help="Override the spec's base image reference for this build.")
-@click.option("--ca-cert", type=click.Path(path_type=Path, dir_okay=False),
-              help="Extra CA bundle for npm/pip/curl/apt in the build (default: SSL_CERT_FILE, "
-                   "REQUESTS_CA_BUNDLE or NODE_EXTRA_CA_CERTS when set).")
-@click.option("--no-ca-cert", is_flag=True, help="Do not auto-detect a CA bundle.")
+@ca_cert_option
+@no_ca_cert_option
 @click.option("--no-cache", is_flag=True, help="Rebuild even if the tag exists, without the layer cache.")
 @catalog_option
 @json_option
-def build_command(names: tuple[str, ...], all_images: bool, base_image: str | None, ca_cert: Path | None,
-                  no_ca_cert: bool, no_cache: bool, catalog_dir: Path | None, as_json: bool) -> None:
+def build_command(
+    names: tuple[str, ...],
+    all_images: bool,
+    base_image: str | None,
+    ca_cert: Path | None,
+    no_ca_cert: bool,
+    no_cache: bool,
+    catalog_dir: Path | None,
+    as_json: bool,
+) -> None:
     """Build images, content-addressed: an unchanged image is found, not rebuilt."""
     catalog = Catalog.discover(catalog_dir)
     specs = _select(catalog, names, all_images)
-    ca = None if no_ca_cert else (ca_cert or detect_ca_bundle())
+    ca = _ca_bundle(ca_cert, no_ca_cert)
     client = connect()
     for spec in specs:
         progress = _RichProgress(spec.name)
         try:
-            result = build(client, plan(client, spec, catalog.templates_dir, base_image=base_image, ca_cert=ca),
-                           no_cache=no_cache, progress=progress)
+            result = build(
+                client,
+                plan(client, spec, catalog.templates_dir, base_image=base_image, ca_cert=ca),
+                no_cache=no_cache,
+                progress=progress,
+            )
         finally:
             progress.close()
         _report(result, as_json)

@@ -7,10 +7,9 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from agentbake.buildkit.ca import detect_ca_bundle
 from agentbake.buildkit.catalog import Catalog
-from agentbake.buildkit.ca import detect_ca_bundle
 from agentbake.buildkit.engine import connect, image_id
-from agentbake.buildkit.ca import detect_ca_bundle
 from agentbake.errors import AgentbakeError
 
 MIN_FREE_BYTES = 10 * 1024**3
@@ -42,19 +41,34 @@ def run_checks(catalog: Catalog) -> list[Check]:
         root = Path(info.get("DockerRootDir", "/var/lib/docker"))
         free = shutil.disk_usage(root if root.exists() else "/").free
         checks.append(
-            Check("disk", free >= MIN_FREE_BYTES, f"{free / 1024**3:.1f} GiB free under {root}",
-                  "free space (`docker image prune`, `docker builder prune`): a cold build of all images needs ~10 GiB")
+            Check(
+                "disk",
+                free >= MIN_FREE_BYTES,
+                f"{free / 1024**3:.1f} GiB free under {root}",
+                "free space (`docker image prune`, `docker builder prune`): a cold build of all images needs ~10 GiB",
+            )
         )
         for spec in catalog.load_all():
             present = image_id(client, spec.base.image) is not None
             checks.append(
-                Check(f"base {spec.base.image}", present, f"needed by {spec.name}: {'present' if present else 'missing'}",
-                      f"docker pull {spec.base.image}, or offline: agentbake base debian --suite {spec.base.suite}")
+                Check(
+                    f"base {spec.base.image}",
+                    present,
+                    f"needed by {spec.name}: {'present' if present else 'missing'}",
+                    f"docker pull {spec.base.image}, or offline: agentbake base debian --suite {spec.base.suite}",
+                )
             )
     checks.append(_buildx())
     bundle = detect_ca_bundle()
-    checks.append(Check("ca-bundle", True, f"builds will trust {bundle} (from the environment)" if bundle else
-                        "no extra CA in SSL_CERT_FILE/REQUESTS_CA_BUNDLE/NODE_EXTRA_CA_CERTS; pass --ca-cert behind a proxy"))
+    checks.append(
+        Check(
+            "ca-bundle",
+            True,
+            f"builds will trust {bundle} (from the environment)"
+            if bundle
+            else "no extra CA in SSL_CERT_FILE/REQUESTS_CA_BUNDLE/NODE_EXTRA_CA_CERTS; pass --ca-cert behind a proxy",
+        )
+    )
     return checks
 
 
@@ -65,5 +79,9 @@ def _buildx() -> Check:
     found = subprocess.run([docker_cli, "buildx", "version"], capture_output=True, text=True, check=False)
     if found.returncode == 0:
         return Check("buildx", True, found.stdout.strip())
-    return Check("buildx", True, "not installed: agentbake builds with the legacy builder (fine); "
-                 "install docker-buildx for BuildKit builds of `agentbake render` output")
+    return Check(
+        "buildx",
+        True,
+        "not installed: agentbake builds with the legacy builder (fine); "
+        "install docker-buildx for BuildKit builds of `agentbake render` output",
+    )

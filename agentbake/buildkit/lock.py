@@ -148,8 +148,13 @@ def _artifact(package: str, version: str) -> dict[str, str]:
     if not integrity.startswith("sha512-"):
         raise LockError(f"{package}@{version}: registry gave no sha512 integrity ({integrity!r})")
     sha512 = base64.b64decode(integrity.removeprefix("sha512-")).hex()
-    return {"package": package, "version": version, "tarball": dist["tarball"], "integrity": integrity,
-            "sha512": sha512}
+    return {
+        "package": package,
+        "version": version,
+        "tarball": dist["tarball"],
+        "integrity": integrity,
+        "sha512": sha512,
+    }
 
 
 def _npm_lockfile(package: str, version: str) -> dict[str, Any]:
@@ -157,8 +162,11 @@ def _npm_lockfile(package: str, version: str) -> dict[str, Any]:
         Path(tmp, "package.json").write_text(
             json.dumps({"name": "agentbake-agent", "private": True, "dependencies": {package: version}})
         )
-        _run([_npm(), "install", "--package-lock-only", "--ignore-scripts", "--no-audit", "--no-fund"],
-             f"npm install --package-lock-only {package}@{version}", cwd=tmp)
+        _run(
+            [_npm(), "install", "--package-lock-only", "--ignore-scripts", "--no-audit", "--no-fund"],
+            f"npm install --package-lock-only {package}@{version}",
+            cwd=tmp,
+        )
         lockfile = json.loads(Path(tmp, "package-lock.json").read_text())
     # Pin the exact resolved version in the root too, so `npm ci` sees package.json and lock agree.
     resolved = lockfile["packages"][f"node_modules/{package}"]["version"]
@@ -170,9 +178,24 @@ def _python_requirements(python: str) -> dict[str, Any]:
     try:
         from uv import find_uv_bin
     except ImportError:
-        raise LockError("locking Python dependencies needs uv: pip install 'agentbake[dev]' (or pip install uv)")
-    cmd = [find_uv_bin(), "pip", "compile", "-", "--generate-hashes", "--python-version", python,
-           "--python-platform", PLATFORM, "--only-binary", ":all:", "--no-header", "--no-annotate"]
+        raise LockError(
+            "locking Python dependencies needs uv: pip install 'agentbake[dev]' (or pip install uv)"
+        ) from None
+    cmd = [
+        find_uv_bin(),
+        "pip",
+        "compile",
+        "-",
+        "--generate-hashes",
+        "--python-version",
+        python,
+        "--python-platform",
+        PLATFORM,
+        "--only-binary",
+        ":all:",
+        "--no-header",
+        "--no-annotate",
+    ]
     env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
     out = _run(cmd, "uv pip compile (gateway dependencies)", input="\n".join(gateway_requirements()), env=env)
     packages: list[dict[str, Any]] = []

@@ -23,7 +23,16 @@ CA_CONTEXT_PATH = "ca/extra-ca.crt"
 PREFIX = "/opt/agentbake"
 # What every image carries: the harness (git, curl, python3), a Hugging Face sandbox's boot
 # (/bin/sh, curl, sha256sum from coreutils) and the agents' search tool (ripgrep).
-COMMON_PACKAGES = ("bash", "ca-certificates", "coreutils", "curl", "git", "python3", "python3-venv", "ripgrep")
+COMMON_PACKAGES = (
+    "bash",
+    "ca-certificates",
+    "coreutils",
+    "curl",
+    "git",
+    "python3",
+    "python3-venv",
+    "ripgrep",
+)
 
 
 @dataclass(frozen=True)
@@ -127,7 +136,11 @@ def render(
     files: dict[str, bytes] = {"requirements.txt": requirements_txt(lock).encode()}
     if spec.agent.install == "npm":
         lockfile = lock["npm_lockfile"]
-        package_json = {"name": lockfile["name"], "private": True, "dependencies": lockfile["packages"][""]["dependencies"]}
+        package_json = {
+            "name": lockfile["name"],
+            "private": True,
+            "dependencies": lockfile["packages"][""]["dependencies"],
+        }
         files["agent/package.json"] = (json.dumps(package_json, indent=2, sort_keys=True) + "\n").encode()
         files["agent/package-lock.json"] = (json.dumps(lockfile, indent=2, sort_keys=True) + "\n").encode()
     if ca_cert is not None:
@@ -136,8 +149,12 @@ def render(
         except OSError as exc:
             raise SpecError(f"--ca-cert {ca_cert}: cannot read it ({exc.strerror}); pass a PEM CA bundle") from None
         if b"-----BEGIN CERTIFICATE-----" not in files[CA_CONTEXT_PATH]:
-            raise SpecError(f"--ca-cert {ca_cert}: no PEM certificate in it; pass a PEM file (-----BEGIN CERTIFICATE-----)")
-    packages = list(dict.fromkeys([*COMMON_PACKAGES, *(["nodejs"] if spec.agent.install == "npm" else []), *spec.packages]))
+            raise SpecError(
+                f"--ca-cert {ca_cert}: no PEM certificate in it; pass a PEM file (-----BEGIN CERTIFICATE-----)"
+            )
+    packages = list(
+        dict.fromkeys([*COMMON_PACKAGES, *(["nodejs"] if spec.agent.install == "npm" else []), *spec.packages])
+    )
     context = {
         "agentbake_version": __version__,
         "image": spec.model_dump(mode="json"),
