@@ -1,4 +1,4 @@
-"""Content-addressed builds on the Docker engine (legacy builder, through docker-py).
+"""Content-addressed builds on the Docker engine (legacy builder or BuildKit, see builders.py).
 
 A build first computes the image's content hash; when the engine already has
 `agentbake/<name>:<hash12>` the builder is not called at all.
@@ -8,25 +8,20 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import subprocess
 import tarfile
 import time
-from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import docker
 
+from agentbake.buildkit.builders import Builder, Progress, run_build
 from agentbake.buildkit.digest import content_hash, image_tag
 from agentbake.buildkit.engine import ensure_base, image_id
 from agentbake.buildkit.render import Rendered, render
 from agentbake.buildkit.spec import ImageSpec
-from agentbake.errors import BuildError
-
-_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
-OUTPUT_TAIL_LINES = 25
 
 
 @dataclass(frozen=True)
@@ -56,14 +51,6 @@ class BuildPlan:
         return image_tag(self.rendered.spec.name, self.digest)
 
 
-class Progress:
-    """Receives build events; the CLI draws them, the default ignores them."""
-
-    def step(self, index: int, total: int, instruction: str) -> None: ...
-
-    def output(self, line: str) -> None: ...
-
-
 def plan(
     client: docker.DockerClient,
     spec: ImageSpec,
@@ -82,6 +69,7 @@ def build(
     build_plan: BuildPlan,
     *,
     no_cache: bool = False,
+    builder: Builder = "legacy",
     progress: Progress | None = None,
 ) -> BuildResult:
     """Build the plan's image unless the engine already has its tag; tag it `latest` too."""
@@ -90,7 +78,15 @@ def build(
     found = None if no_cache else image_id(client, build_plan.tag)
     cached = found is not None
     if found is None:
-        found = _run_builder(client, build_plan, no_cache=no_cache, progress=progress or Progress())
+        found = run_build(
+            client,
+            context_tar(build_plan.rendered.context_files()),
+            build_plan.tag,
+            builder=builder,
+            no_cache=no_cache,
+            labels=provenance_labels(spec.source_dir),
+            progress=progress,
+        )
     image = client.images.get(found)
     image.tag(f"agentbake/{spec.name}", "latest")
     return BuildResult(
@@ -136,44 +132,3 @@ def _git(root: Path, *args: str) -> str:
     except OSError:
         return ""
     return result.stdout.strip() if result.returncode == 0 else ""
-
-
-def _run_builder(client: docker.DockerClient, build_plan: BuildPlan, *, no_cache: bool, progress: Progress) -> str:
-    rendered = build_plan.rendered
-    stream = client.api.build(
-        fileobj=io.BytesIO(context_tar(rendered.context_files())),
-        custom_context=True,
-        tag=build_plan.tag,
-        rm=True,
-        forcerm=True,
-        nocache=no_cache,
-        pull=False,
-        labels=provenance_labels(rendered.spec.source_dir),
-        decode=True,
-    )
-    step = "(before the first step)"
-    tail: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
-    built_id = None
-    for event in stream:
-        if "error" in event:
-            raise BuildError(
-                f"building {build_plan.tag} failed at {step}: {event['error'].strip()}",
-                step=step,
-                output_tail=list(tail),
-            )
-        if "aux" in event and "ID" in event["aux"]:
-            built_id = event["aux"]["ID"]
-        for line in event.get("stream", "").splitlines():
-            match = _STEP.match(line)
-            if match:
-                step = f"step {match[1]}/{match[2]}: {match[3]}"
-                tail.clear()
-                progress.step(int(match[1]), int(match[2]), match[3])
-            elif line.strip():
-                tail.append(line)
-                progress.output(line)
-    if built_id is None:
-        raise BuildError(
-            f"building {build_plan.tag}: the engine reported no image id", step=step, output_tail=list(tail)
-        )
-    return built_id

@@ -14,7 +14,8 @@ from rich.console import Console
 from rich.table import Table
 
 from agentbake.buildkit.base import DEFAULT_MIRROR, debian_base
-from agentbake.buildkit.build import BuildResult, Progress, build, plan
+from agentbake.buildkit.build import BuildResult, build, plan
+from agentbake.buildkit.builders import Progress
 from agentbake.buildkit.ca import detect_ca_bundle
 from agentbake.buildkit.catalog import Catalog
 from agentbake.buildkit.doctor import run_checks
@@ -192,6 +193,13 @@ class _RichProgress(Progress):
 @ca_cert_option
 @no_ca_cert_option
 @click.option("--no-cache", is_flag=True, help="Rebuild even if the tag exists, without the layer cache.")
+@click.option(
+    "--builder",
+    type=click.Choice(["legacy", "buildkit"]),
+    default="legacy",
+    show_default=True,
+    help="The engine's builder; both build the same Dockerfile into the same content-addressed tag.",
+)
 @catalog_option
 @json_option
 def build_command(
@@ -201,6 +209,7 @@ def build_command(
     ca_cert: Path | None,
     no_ca_cert: bool,
     no_cache: bool,
+    builder: str,
     catalog_dir: Path | None,
     as_json: bool,
 ) -> None:
@@ -216,6 +225,7 @@ def build_command(
                 client,
                 plan(client, spec, catalog.templates_dir, base_image=base_image, ca_cert=ca),
                 no_cache=no_cache,
+                builder=builder,  # type: ignore[arg-type]  # click.Choice guarantees a Builder
                 progress=progress,
             )
         finally:

@@ -8,6 +8,7 @@ import docker
 import pytest
 
 from agentbake.buildkit.build import BuildResult, build, context_tar
+from agentbake.buildkit.builders import Progress, run_build
 from agentbake.buildkit.catalog import Catalog
 from agentbake.errors import BuildError
 from tests.conftest import plan_default, write_spec
@@ -112,3 +113,38 @@ def test_failing_step_reports_step_and_output(
 def test_context_tar_is_byte_stable() -> None:
     files = {"b.txt": b"two", "a/one.txt": b"one"}
     assert context_tar(files) == context_tar(dict(reversed(files.items())))
+
+
+def test_the_same_dockerfile_builds_with_buildkit(
+    engine: docker.DockerClient, built_images: dict[str, BuildResult], catalog: Catalog
+) -> None:
+    build_plan = plan_default(engine, catalog.load("opencode"), catalog)
+    tag = "agentbake-test/opencode-buildkit:latest"
+    steps: list[str] = []
+
+    class Steps(Progress):
+        def step(self, index: int, total: int, instruction: str) -> None:
+            steps.append(instruction)
+
+    image = run_build(
+        engine, context_tar(build_plan.rendered.context_files()), tag, builder="buildkit", progress=Steps()
+    )
+    try:
+        assert "1.18.33" in run_in(engine, tag, "opencode --version")
+        assert any(step.startswith("RUN curl") for step in steps)
+        # Same labels as the legacy build, but for the provenance ones set at build time.
+        content_labels = [
+            {k: v for k, v in engine.images.get(ref).labels.items() if not k.startswith("org.opencontainers.image.re")}
+            for ref in (tag, build_plan.tag)
+        ]
+        assert content_labels[0] == content_labels[1]
+    finally:
+        engine.images.remove(image, force=True)
+
+
+def test_buildkit_failure_reports_step_and_output(engine: docker.DockerClient, built_images) -> None:
+    dockerfile = b"FROM debian:bookworm-slim\nRUN echo buildkit-last-words; exit 7\n"
+    with pytest.raises(BuildError) as info:
+        run_build(engine, context_tar({"Dockerfile": dockerfile}), "agentbake-test/fail:1", builder="buildkit")
+    assert "exit 7" in info.value.step and "buildkit-last-words" in "\n".join(info.value.output_tail)
+    assert "exit code: 7" in str(info.value)
