@@ -19,7 +19,7 @@ engine:
 
 # Base images for the catalog: pulled when a registry answers, else built offline with debootstrap.
 bases: dev engine
-	scripts/ensure-bases $(AGENTBAKE)
+	scripts/ensure-bases $(PY)
 
 test: dev engine bases
 	$(VENV)/bin/ruff check agentbake tests bench
