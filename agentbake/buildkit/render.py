@@ -20,6 +20,7 @@ from agentbake.errors import SpecError, TemplateError
 
 LABEL_PREFIX = "dev.agentbake."
 CA_CONTEXT_PATH = "ca/extra-ca.crt"
+DPKG_SLIM = "dpkg-slim.cfg"  # dpkg path excludes, shared with `agentbake base debian`
 PREFIX = "/opt/agentbake"
 # What every image carries: the harness (git, curl, python3), a Hugging Face sandbox's boot
 # (/bin/sh, curl, sha256sum from coreutils) and the agents' search tool (ripgrep).
@@ -133,7 +134,13 @@ def render(
 ) -> Rendered:
     """Render the spec's Dockerfile and context; the lock is read (and checked) unless given."""
     lock = read_lock(spec) if lock is None else lock
-    files: dict[str, bytes] = {"requirements.txt": requirements_txt(lock).encode()}
+    try:
+        dpkg_slim = (templates_dir / DPKG_SLIM).read_bytes()
+    except OSError as exc:
+        raise TemplateError(
+            f"{templates_dir / DPKG_SLIM}: cannot read it ({exc.strerror}); templates need it"
+        ) from None
+    files: dict[str, bytes] = {"requirements.txt": requirements_txt(lock).encode(), DPKG_SLIM: dpkg_slim}
     if spec.agent.install == "npm":
         lockfile = lock["npm_lockfile"]
         package_json = {

@@ -21,7 +21,13 @@ def test_render_writes_dockerfile_and_context(tmp_path: Path) -> None:
     result = invoke("render", "pi", "-o", str(tmp_path / "out"), "--no-ca-cert")
     assert result.exit_code == 0, result.output
     written = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*") if p.is_file())
-    assert written == ["Dockerfile", "agent/package-lock.json", "agent/package.json", "requirements.txt"]
+    assert written == [
+        "Dockerfile",
+        "agent/package-lock.json",
+        "agent/package.json",
+        "dpkg-slim.cfg",
+        "requirements.txt",
+    ]
 
 
 def test_render_includes_the_ca_cert(tmp_path: Path) -> None:

@@ -36,7 +36,12 @@ def test_images_share_their_steps_from_partials(rendered) -> None:
     assert "sha512sum -c" in rendered["claude-code"].dockerfile
     assert "npm-cli.js ci" in rendered["pi"].dockerfile and "nodejs" in rendered["pi"].dockerfile
     assert "nodejs" not in rendered["claude-code"].dockerfile  # native binary: no Node at run time
-    assert set(rendered["pi"].files) == {"requirements.txt", "agent/package.json", "agent/package-lock.json"}
+    assert set(rendered["pi"].files) == {
+        "requirements.txt",
+        "dpkg-slim.cfg",
+        "agent/package.json",
+        "agent/package-lock.json",
+    }
 
 
 def test_e2b_accepts_every_dockerfile_without_warnings(rendered, capsys) -> None:
