@@ -11,6 +11,7 @@ from rich.markup import escape
 from agentbake import __version__
 from agentbake.buildkit.cli import COMMANDS as BUILDKIT_COMMANDS
 from agentbake.errors import AgentbakeError, BuildError
+from agentbake.gateway.cli import gateway, trace
 
 
 class _Group(click.Group):
@@ -35,5 +36,5 @@ def main() -> None:
     """Build, publish and run sandboxes for training coding agents."""
 
 
-for _command in BUILDKIT_COMMANDS:
+for _command in (*BUILDKIT_COMMANDS, gateway, trace):
     main.add_command(_command)

@@ -1,0 +1,25 @@
+"""The gateway: captures token ids and logprobs of every model call and speaks Anthropic and OpenAI.
+
+from agentbake.gateway import GatewayConfig, create_app, read_trace
+"""
+
+from agentbake.gateway.app import Gateway, create_app
+from agentbake.gateway.config import GatewayConfig
+from agentbake.gateway.errors import ConfigError, GatewayError, InvalidRequest, RequestTooLarge, UpstreamError
+from agentbake.gateway.trace import TraceRecord, TraceSummary, iter_trace, read_trace, summarize
+
+__all__ = [
+    "ConfigError",
+    "Gateway",
+    "GatewayConfig",
+    "GatewayError",
+    "InvalidRequest",
+    "RequestTooLarge",
+    "TraceRecord",
+    "TraceSummary",
+    "UpstreamError",
+    "create_app",
+    "iter_trace",
+    "read_trace",
+    "summarize",
+]

@@ -1,0 +1,519 @@
+"""The gateway as one raw ASGI application: routing, upstream calls, streaming and recording.
+
+Raw ASGI rather than a framework because every microsecond here is added to each model call; the
+per-request work is a body read, one orjson parse, the translation and one pooled upstream request.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import orjson
+
+from agentbake.gateway.capture import Capture, Injected, strip_injected
+from agentbake.gateway.config import GatewayConfig
+from agentbake.gateway.errors import (
+    GatewayError,
+    InvalidRequest,
+    RequestTooLarge,
+    RouteNotFound,
+    UpstreamError,
+    upstream_status_error,
+    upstream_timeout,
+    upstream_unavailable,
+)
+from agentbake.gateway.rewrite import rewrite_request
+from agentbake.gateway.stream import ChunkAssembler, SSEDecoder
+from agentbake.gateway.trace import TraceRecord, TraceWriter
+from agentbake.gateway.translate import (
+    StreamTranslator,
+    anthropic_to_openai,
+    openai_to_anthropic,
+    sse_event,
+    used_tool_ids,
+)
+from agentbake.gateway.turns import TurnBook
+
+logger = logging.getLogger("agentbake.gateway")
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict]]
+Send = Callable[[dict], Awaitable[None]]
+
+_ROLLOUT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+_JSON = b"application/json"
+_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+# Everything the gateway asks for to capture tokens; removed from the copy kept in the record.
+_ALL_CAPTURE = Injected(logprobs=True, token_ids=True)
+
+
+@dataclass(slots=True)
+class _Call:
+    """One upstream call in flight, and what will become its trace record."""
+
+    dialect: str
+    rollout_id: str | None
+    body: dict
+    injected: Injected
+    turn: int = 0
+    retry_of: int | None = None
+    started: float = field(default_factory=time.perf_counter)
+    timestamp: float = field(default_factory=time.time)
+    capture: Capture = field(default_factory=Capture)
+
+
+def _error_message(content: bytes) -> str:
+    """The human message inside an upstream error body (OpenAI, FastAPI or plain text shapes)."""
+    try:
+        data = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return content[:2000].decode("utf-8", "replace").strip() or "(empty body)"
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        for value in (error, data.get("message"), data.get("detail")):
+            if value:
+                return value if isinstance(value, str) else orjson.dumps(value).decode()
+    return content[:2000].decode("utf-8", "replace")
+
+
+def _transport_error(exc: httpx.TransportError) -> UpstreamError:
+    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout):
+        return upstream_unavailable(detail)
+    if isinstance(exc, httpx.TimeoutException):
+        return upstream_timeout(detail)
+    return UpstreamError(f"upstream connection failed: {detail}", status=502)
+
+
+async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    for name, value in scope["headers"]:
+        if name == b"content-length" and value.isdigit() and int(value) > limit:
+            raise RequestTooLarge(f"request body of {int(value)} bytes exceeds the limit of {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise InvalidRequest("client disconnected before sending the whole body")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise RequestTooLarge(f"request body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _parse_json(raw: bytes) -> dict:
+    if not raw:
+        raise InvalidRequest("empty request body: expected a JSON object")
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest(f"invalid JSON body: {exc}") from exc
+    if not isinstance(body, dict):
+        raise InvalidRequest("body: expected a JSON object")
+    return body
+
+
+async def _respond(
+    send: Send, status: int, body: bytes, content_type: bytes = _JSON, extra: list | None = None
+) -> None:
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers + (extra or [])})
+    await send({"type": "http.response.body", "body": body})
+
+
+class Gateway:
+    """The ASGI callable. One instance per process; it owns the upstream pool and the trace file."""
+
+    def __init__(self, config: GatewayConfig) -> None:
+        self.config = config
+        self.turns = TurnBook()
+        self.writer = TraceWriter(config.trace) if config.trace else None
+        key = config.read_api_key()
+        self._upstream_headers = {"content-type": "application/json", "accept": "application/json"}
+        if key:
+            self._upstream_headers["authorization"] = f"Bearer {key}"
+        self._client: httpx.AsyncClient | None = None
+        self._tokenize_works = True
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        # Created on first use so it binds to the serving event loop, with or without lifespan events.
+        if self._client is None:
+            limits = httpx.Limits(
+                max_connections=self.config.max_connections,
+                max_keepalive_connections=self.config.max_connections,
+            )
+            timeout = httpx.Timeout(
+                connect=self.config.connect_timeout_s,
+                read=self.config.read_timeout_s,
+                write=self.config.read_timeout_s,
+                pool=self.config.connect_timeout_s,
+            )
+            self._client = httpx.AsyncClient(
+                base_url=self.config.upstream, headers=self._upstream_headers, limits=limits, timeout=timeout
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await self._http(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    # ------------------------------------------------------------------ routing
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path: str = scope["path"]
+        method: str = scope["method"]
+        rollout_id = None
+        if path.startswith("/r/"):
+            rollout_id, _, rest = path[3:].partition("/")
+            path = "/" + rest
+        anthropic = path.startswith("/v1/messages")
+        try:
+            if rollout_id is not None and not _ROLLOUT_ID.fullmatch(rollout_id):
+                raise InvalidRequest(f"invalid rollout id {rollout_id!r}: use 1-128 of [A-Za-z0-9._:-]")
+            route = (method, path)
+            if route == ("POST", "/v1/messages"):
+                await self._messages(scope, receive, send, rollout_id)
+            elif route == ("POST", "/v1/chat/completions"):
+                await self._chat(scope, receive, send, rollout_id)
+            elif route == ("POST", "/v1/messages/count_tokens"):
+                await self._count_tokens(scope, receive, send)
+            elif route == ("GET", "/v1/models"):
+                await self._models(send)
+            elif route == ("GET", "/healthz"):
+                await _respond(send, 200, b'{"status":"ok"}')
+            else:
+                raise RouteNotFound(f"no endpoint {method} {scope['path']}")
+        except GatewayError as error:
+            body = error.anthropic_body() if anthropic else error.openai_body()
+            await _respond(send, error.status, orjson.dumps(body), extra=error.headers)
+        except Exception as exc:
+            logger.exception("unexpected gateway failure on %s %s", method, path)
+            error = GatewayError(f"gateway error: {exc!r}")
+            body = error.anthropic_body() if anthropic else error.openai_body()
+            await _respond(send, error.status, orjson.dumps(body))
+
+    # ------------------------------------------------------------------ recording
+
+    def _begin(self, dialect: str, rollout_id: str | None, body: dict) -> _Call:
+        injected = rewrite_request(body, self.config)
+        call = _Call(dialect=dialect, rollout_id=rollout_id, body=body, injected=injected)
+        call.turn, call.retry_of = self.turns.begin(rollout_id, body)
+        return call
+
+    def _record(
+        self,
+        call: _Call,
+        *,
+        response: dict | None,
+        status: int | None,
+        error: str | None = None,
+        finish_reason: str | None = None,
+    ) -> None:
+        if self.writer is None:
+            return
+        if response is not None:
+            strip_injected(response, _ALL_CAPTURE)
+        ids = call.capture.completion_token_ids
+        usage = (response or {}).get("usage") or {}
+        self.writer.write(
+            TraceRecord(
+                turn=call.turn,
+                request=call.body,
+                response=response,
+                logprobs=call.capture.logprobs,
+                completion_tokens=len(ids) or int(usage.get("completion_tokens") or 0),
+                completion_token_ids=ids,
+                per_token_logps=call.capture.per_token_logps,
+                finish_reason=finish_reason,
+                latency_s=round(time.perf_counter() - call.started, 6),
+                timestamp=call.timestamp,
+                rollout_id=call.rollout_id,
+                dialect=call.dialect,
+                prompt_token_ids=call.capture.prompt_token_ids,
+                upstream_status=status,
+                upstream_error=error,
+                retry_of=call.retry_of,
+            )
+        )
+
+    # ------------------------------------------------------------------ upstream
+
+    async def _open(self, call: _Call) -> httpx.Response:
+        """Send the call upstream and return once response headers arrived (body still unread)."""
+        request = self.client.build_request("POST", "/chat/completions", content=orjson.dumps(call.body))
+        try:
+            return await self.client.send(request, stream=True)
+        except httpx.TransportError as exc:
+            error = _transport_error(exc)
+            self._record(call, response=None, status=None, error=error.message)
+            raise error from exc
+
+    async def _read_all(self, call: _Call, response: httpx.Response) -> bytes:
+        try:
+            return await response.aread()
+        except httpx.TransportError as exc:
+            error = _transport_error(exc)
+            self._record(call, response=None, status=response.status_code, error=error.message)
+            raise error from exc
+        finally:
+            await response.aclose()
+
+    async def _unary_json(self, call: _Call, response: httpx.Response) -> dict:
+        content = await self._read_all(call, response)
+        try:
+            data = orjson.loads(content)
+        except orjson.JSONDecodeError:
+            data = None
+        if not isinstance(data, dict):
+            error = UpstreamError("upstream answered 200 with a body that is not a JSON object", status=502)
+            self._record(call, response=None, status=200, error=error.message)
+            raise error
+        call.capture.add(data)
+        return data
+
+    async def _events(
+        self, call: _Call, response: httpx.Response, out: Callable[[dict], Awaitable[None]]
+    ) -> tuple[str | None, str | None]:
+        """Feed each decoded chunk of an upstream stream to `out` as it arrives.
+
+        Returns (fatal, note): `fatal` says why the stream broke off (None for a clean end, with or
+        without `[DONE]` or a finish_reason); `note` reports skipped malformed events, which clients
+        tolerate too, so they do not end the answer."""
+        decoder = SSEDecoder()
+        malformed = 0
+        try:
+            async for raw in response.aiter_raw():
+                for data in decoder.feed(raw):
+                    if data == b"[DONE]":
+                        continue
+                    try:
+                        chunk = orjson.loads(data)
+                    except orjson.JSONDecodeError:
+                        malformed += 1
+                        continue
+                    if not isinstance(chunk, dict):
+                        malformed += 1
+                        continue
+                    if "error" in chunk and not chunk.get("choices"):
+                        # vLLM reports failures after the 200 as an error payload inside the stream.
+                        return f"upstream error in stream: {_error_message(data)}", None
+                    call.capture.add(chunk)
+                    await out(chunk)
+        except httpx.TransportError as exc:
+            return f"upstream stream cut mid-way: {_transport_error(exc).message}", None
+        except Exception as exc:
+            # A gateway bug must still end the client's stream with an error and leave a record.
+            logger.exception("failed while relaying an upstream stream")
+            return f"gateway error while relaying the stream: {exc!r}", None
+        finally:
+            await response.aclose()
+        for data in decoder.close():
+            malformed += data != b"[DONE]"
+        return None, (f"skipped {malformed} malformed SSE event(s)" if malformed else None)
+
+    # ------------------------------------------------------------------ Anthropic dialect
+
+    async def _messages(self, scope: Scope, receive: Receive, send: Send, rollout_id: str | None) -> None:
+        body = _parse_json(await _read_body(scope, receive, self.config.max_body_bytes))
+        upstream_body = anthropic_to_openai(body, drop_billing_header=self.config.drop_billing_header)
+        client_model = body["model"]
+        stops = upstream_body.get("stop", [])
+        call = self._begin("anthropic", rollout_id, upstream_body)
+        response = await self._open(call)
+        if response.status_code != 200:
+            content = await self._read_all(call, response)
+            error = upstream_status_error(
+                response.status_code,
+                _error_message(content),
+                response.headers.get("retry-after", "").encode() or None,
+            )
+            self._record(call, response=None, status=response.status_code, error=error.message)
+            raise error
+        if not upstream_body.get("stream"):
+            data = await self._unary_json(call, response)
+            message = openai_to_anthropic(
+                data,
+                model=client_model,
+                stop_sequences=stops,
+                taken_ids=used_tool_ids(upstream_body["messages"]),
+            )
+            finish = (data.get("choices") or [{}])[0].get("finish_reason")
+            self._record(call, response=data, status=200, finish_reason=finish)
+            await _respond(send, 200, orjson.dumps(message))
+            return
+
+        translator = StreamTranslator(
+            model=client_model, stop_sequences=stops, taken_ids=used_tool_ids(upstream_body["messages"])
+        )
+        assembler = ChunkAssembler()
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        await send(
+            {"type": "http.response.body", "body": _events_bytes(translator.start()), "more_body": True}
+        )
+
+        async def forward(chunk: dict) -> None:
+            assembler.add(chunk)
+            events = translator.feed(chunk)
+            if events:
+                await send({"type": "http.response.body", "body": _events_bytes(events), "more_body": True})
+
+        fatal, note = await self._events(call, response, forward)
+        if fatal:
+            # The status is already sent; an SSE error event makes Claude Code re-send the request.
+            tail = sse_event("error", UpstreamError(fatal).anthropic_body())
+        else:
+            tail = _events_bytes(translator.finish())
+        self._record(
+            call,
+            response=assembler.completion(),
+            status=200,
+            error=fatal or note,
+            finish_reason=assembler.finish_reason,
+        )
+        await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+    async def _count_tokens(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = _parse_json(await _read_body(scope, receive, self.config.max_body_bytes))
+        converted = anthropic_to_openai(body, drop_billing_header=self.config.drop_billing_header)
+        payload = {
+            "model": self.config.model_override or converted["model"],
+            "messages": converted["messages"],
+            "add_generation_prompt": True,
+        }
+        if "tools" in converted:
+            payload["tools"] = converted["tools"]
+        count = await self._tokenize(payload) if self._tokenize_works else None
+        if count is None:
+            # Without a tokenizer: ~4 bytes of JSON per token, the usual rough ratio for English and code.
+            count = math.ceil(len(orjson.dumps(payload["messages"])) / 4)
+            count += math.ceil(len(orjson.dumps(payload.get("tools", []))) / 4)
+        await _respond(send, 200, orjson.dumps({"input_tokens": count}))
+
+    async def _tokenize(self, payload: dict) -> int | None:
+        try:
+            response = await self.client.post(
+                self.config.resolved_tokenize_url, content=orjson.dumps(payload)
+            )
+        except httpx.TransportError:
+            return None
+        if response.status_code in (404, 405):
+            self._tokenize_works = False  # not vLLM: stop asking
+            return None
+        try:
+            count = orjson.loads(response.content).get("count")
+        except (orjson.JSONDecodeError, AttributeError):
+            return None
+        return count if isinstance(count, int) and response.status_code == 200 else None
+
+    # ------------------------------------------------------------------ OpenAI dialect
+
+    async def _chat(self, scope: Scope, receive: Receive, send: Send, rollout_id: str | None) -> None:
+        body = _parse_json(await _read_body(scope, receive, self.config.max_body_bytes))
+        if not isinstance(body.get("messages"), list):
+            raise InvalidRequest("messages: expected an array of messages")
+        call = self._begin("openai", rollout_id, body)
+        response = await self._open(call)
+        if response.status_code != 200:
+            # The OpenAI dialect passes the upstream's own status and body through.
+            content = await self._read_all(call, response)
+            self._record(call, response=None, status=response.status_code, error=_error_message(content))
+            extra = (
+                [(b"retry-after", response.headers["retry-after"].encode())]
+                if "retry-after" in response.headers
+                else []
+            )
+            content_type = response.headers.get("content-type", "application/json").encode()
+            await _respond(send, response.status_code, content, content_type, extra)
+            return
+        if not body.get("stream"):
+            data = await self._unary_json(call, response)
+            strip_injected(data, call.injected)
+            payload = orjson.dumps(data)
+            finish = (data.get("choices") or [{}])[0].get("finish_reason")
+            self._record(call, response=data, status=200, finish_reason=finish)
+            await _respond(send, 200, payload)
+            return
+
+        assembler = ChunkAssembler()
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        injected = call.injected
+
+        async def forward(chunk: dict) -> None:
+            assembler.add(chunk)
+            strip_injected(chunk, injected)
+            if injected.usage:
+                if not chunk.get("choices"):
+                    return  # the usage-only chunk the client did not ask for
+                chunk.pop("usage", None)
+            await send(
+                {
+                    "type": "http.response.body",
+                    "body": b"data: " + orjson.dumps(chunk) + b"\n\n",
+                    "more_body": True,
+                }
+            )
+
+        fatal, note = await self._events(call, response, forward)
+        if fatal:
+            # An `error` payload makes the OpenAI SDKs raise instead of returning a truncated answer.
+            tail = b"data: " + orjson.dumps(UpstreamError(fatal, status=502).openai_body()) + b"\n\n"
+        else:
+            tail = b"data: [DONE]\n\n"
+        self._record(
+            call,
+            response=assembler.completion(),
+            status=200,
+            error=fatal or note,
+            finish_reason=assembler.finish_reason,
+        )
+        await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+    async def _models(self, send: Send) -> None:
+        try:
+            response = await self.client.get("/models")
+        except httpx.TransportError as exc:
+            raise _transport_error(exc) from exc
+        content_type = response.headers.get("content-type", "application/json").encode()
+        await _respond(send, response.status_code, response.content, content_type)
+
+
+def _events_bytes(events: list[tuple[str, dict]]) -> bytes:
+    return b"".join(sse_event(name, data) for name, data in events)
+
+
+def create_app(config: GatewayConfig) -> Gateway:
+    """The gateway's ASGI application for `config`."""
+    return Gateway(config)

@@ -1,0 +1,111 @@
+"""Gateway settings: one pydantic model, filled from the command line or by a caller."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from agentbake.gateway.errors import ConfigError
+
+
+class GatewayConfig(BaseModel):
+    """Everything `agentbake gateway` can be told; `create_app(GatewayConfig(...))` takes the same."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    upstream: str
+    """Base URL of the OpenAI-compatible server, including its `/v1` (e.g. `http://127.0.0.1:8000/v1`)."""
+
+    host: str = "127.0.0.1"
+    """Interface to listen on. Loopback by default: the gateway has no client authentication."""
+
+    port: int = Field(default=8080, ge=0, le=65535)
+    """TCP port to listen on (0 picks a free one)."""
+
+    trace: Path | None = None
+    """JSONL file that receives one record per upstream call (appended, flushed per call); None records nothing."""
+
+    api_key_env: str = "AGENTBAKE_UPSTREAM_API_KEY"
+    """Environment variable holding the upstream API key. Keys never come from argv (they would show in `ps`)."""
+
+    api_key_file: Path | None = None
+    """File holding the upstream API key; wins over `api_key_env` when set."""
+
+    model_override: str | None = None
+    """Model name sent upstream on every request, whatever the client asked for (Claude Code asks for Claude)."""
+
+    max_tokens_cap: int | None = Field(default=8192, ge=1)
+    """Upper bound for `max_tokens` / `max_completion_tokens`; Claude Code asks for 32000-128000, which
+    overflows small contexts. None forwards the client's value unchanged."""
+
+    max_completion_tokens_models: tuple[str, ...] = ("o1*", "o3*", "o4*", "gpt-5*")
+    """Glob patterns of upstream model names that reject `max_tokens`; for them it is renamed
+    `max_completion_tokens`."""
+
+    disable_thinking: bool = False
+    """Send `chat_template_kwargs.enable_thinking=false` (Qwen3-style templates) on every request."""
+
+    drop_billing_header: bool = True
+    """Drop Claude Code's `x-anthropic-billing-header: ...` system block: it is noise for the model and it
+    changes every call, which defeats prefix caching."""
+
+    capture_logprobs: bool = True
+    """Inject `logprobs: true` / `top_logprobs` so every completion token's logprob is recorded."""
+
+    top_logprobs: int = Field(default=1, ge=0, le=20)
+    """`top_logprobs` injected when the client did not set it."""
+
+    tokens_as_token_ids: bool = True
+    """Ask vLLM for `return_tokens_as_token_ids` so logprob entries carry `"token_id:<int>"`. Turned off for
+    a client that asked for logprobs itself, so its token strings stay text."""
+
+    request_token_ids: bool = True
+    """Ask vLLM for `return_token_ids` (prompt token ids and per-choice completion ids). Disable for
+    upstreams that reject unknown request fields."""
+
+    max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    """Largest client request body accepted; larger ones get 413. Big tool results make Claude Code
+    requests large, so the default is generous (64 MiB)."""
+
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    """Seconds to open a connection to the upstream before answering 529 (unavailable)."""
+
+    read_timeout_s: float = Field(default=600.0, gt=0)
+    """Seconds without a byte from the upstream before the call is failed (Claude Code waits 600 s for headers)."""
+
+    max_connections: int = Field(default=512, ge=1)
+    """Size of the shared upstream connection pool."""
+
+    tokenize_url: str | None = None
+    """vLLM's `/tokenize` endpoint for exact `count_tokens`; defaults to `upstream` without its `/v1`."""
+
+    log_level: str = "warning"
+    """uvicorn log level; request bodies and keys are never logged."""
+
+    @field_validator("upstream")
+    @classmethod
+    def _strip_slash(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("upstream must be an http:// or https:// URL")
+        return value.rstrip("/")
+
+    @property
+    def resolved_tokenize_url(self) -> str:
+        if self.tokenize_url:
+            return self.tokenize_url
+        base = self.upstream.removesuffix("/v1")
+        return f"{base}/tokenize"
+
+    def read_api_key(self) -> str | None:
+        """The upstream key from `api_key_file` or `api_key_env`, or None when neither holds one."""
+        if self.api_key_file is not None:
+            try:
+                key = self.api_key_file.read_text().strip()
+            except OSError as exc:
+                raise ConfigError(f"cannot read api_key_file {self.api_key_file}: {exc.strerror}") from exc
+            if not key:
+                raise ConfigError(f"api_key_file {self.api_key_file} is empty")
+            return key
+        return os.environ.get(self.api_key_env) or None

@@ -1,0 +1,97 @@
+"""Gateway exceptions and their mapping to the Anthropic and OpenAI error shapes.
+
+Status codes are chosen for what the client does with them: Claude Code retries 5xx/529 and honours
+`retry-after` on 429, but gives up on 400/404 (see shared/reference/claude-code-wire.md).
+"""
+
+from __future__ import annotations
+
+
+class ConfigError(Exception):
+    """The gateway cannot start with the settings it was given."""
+
+
+class GatewayError(Exception):
+    """A failure answered to the client with `status` and an Anthropic `error_type`."""
+
+    status = 500
+    error_type = "api_error"
+
+    def __init__(self, message: str, *, status: int | None = None, error_type: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if status is not None:
+            self.status = status
+        if error_type is not None:
+            self.error_type = error_type
+        self.headers: list[tuple[bytes, bytes]] = []
+
+    def anthropic_body(self) -> dict:
+        return {"type": "error", "error": {"type": self.error_type, "message": self.message}}
+
+    def openai_body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.error_type, "code": self.status}}
+
+
+class InvalidRequest(GatewayError):
+    """The client's request is malformed; the message names the offending field."""
+
+    status = 400
+    error_type = "invalid_request_error"
+
+
+class RequestTooLarge(GatewayError):
+    """The client's body exceeds `max_body_bytes`."""
+
+    status = 413
+    error_type = "request_too_large"
+
+
+class RouteNotFound(GatewayError):
+    """No endpoint at this path (or this method)."""
+
+    status = 404
+    error_type = "not_found_error"
+
+
+class UpstreamError(GatewayError):
+    """The upstream failed: an HTTP error status, no connection, a timeout or a broken stream."""
+
+
+# Upstream status -> (status for an Anthropic client, Anthropic error type).
+# 503 and 529 both mean "try again later": Claude Code retries 529 with backoff.
+_ANTHROPIC_STATUS: dict[int, tuple[int, str]] = {
+    400: (400, "invalid_request_error"),
+    401: (401, "authentication_error"),
+    403: (403, "permission_error"),
+    404: (404, "not_found_error"),
+    413: (413, "request_too_large"),
+    422: (400, "invalid_request_error"),
+    429: (429, "rate_limit_error"),
+    503: (529, "overloaded_error"),
+    529: (529, "overloaded_error"),
+}
+
+
+def upstream_status_error(status: int, message: str, retry_after: bytes | None) -> UpstreamError:
+    """Map an upstream HTTP error to the error an Anthropic client should see."""
+    if status in _ANTHROPIC_STATUS:
+        mapped, error_type = _ANTHROPIC_STATUS[status]
+    elif status >= 500:
+        mapped, error_type = status, "api_error"
+    else:
+        mapped, error_type = status, "invalid_request_error"
+    error = UpstreamError(f"upstream returned {status}: {message}", status=mapped, error_type=error_type)
+    if retry_after is not None:
+        error.headers.append((b"retry-after", retry_after))
+    return error
+
+
+def upstream_unavailable(detail: str) -> UpstreamError:
+    """The upstream cannot be reached: 529 so clients back off and retry."""
+    return UpstreamError(f"upstream unavailable: {detail}", status=529, error_type="overloaded_error")
+
+
+def upstream_timeout(detail: str) -> UpstreamError:
+    """The upstream went silent for longer than `read_timeout_s`."""
+    return UpstreamError(f"upstream timed out: {detail}", status=504, error_type="api_error")

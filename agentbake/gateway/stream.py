@@ -1,0 +1,96 @@
+"""Upstream server-sent events: decoding the byte stream and assembling chunks into one completion."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SSEDecoder:
+    """Incremental SSE decoder yielding the `data` of each event (fields other than data carry nothing
+    chat completions need). Tolerates CRLF line ends and events split across reads."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._data: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        self._buffer += chunk
+        *lines, self._buffer = self._buffer.split(b"\n")
+        events: list[bytes] = []
+        for line in lines:
+            self._line(line.rstrip(b"\r"), events)
+        return events
+
+    def close(self) -> list[bytes]:
+        """Events still pending when the stream ended without a final blank line."""
+        events: list[bytes] = []
+        if self._buffer:
+            self._line(self._buffer.rstrip(b"\r"), events)
+            self._buffer = b""
+        self._line(b"", events)
+        return events
+
+    def _line(self, line: bytes, events: list[bytes]) -> None:
+        if not line:
+            if self._data:
+                events.append(b"\n".join(self._data))
+                self._data = []
+        elif line.startswith(b"data:"):
+            value = line[5:]
+            self._data.append(value[1:] if value.startswith(b" ") else value)
+
+
+class ChunkAssembler:
+    """Builds the chat.completion a stream amounts to (choice 0), for the trace record."""
+
+    def __init__(self) -> None:
+        self.meta: dict[str, Any] = {}
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.tool_calls: dict[int, dict] = {}
+        self.finish_reason: str | None = None
+        self.matched_stop: Any = None
+        self.usage: dict | None = None
+
+    def add(self, chunk: dict) -> None:
+        if not self.meta:
+            self.meta = {k: chunk[k] for k in ("id", "model", "created") if k in chunk}
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            if isinstance(delta.get("content"), str):
+                self.text.append(delta["content"])
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if isinstance(reasoning, str):
+                self.reasoning.append(reasoning)
+            for call in delta.get("tool_calls") or ():
+                self._tool(call)
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+                self.matched_stop = choice.get("stop_reason")
+
+    def _tool(self, call: dict) -> None:
+        slot = self.tool_calls.setdefault(
+            call.get("index", 0), {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+        )
+        if call.get("id"):
+            slot["id"] = call["id"]
+        function = call.get("function") or {}
+        if function.get("name"):
+            slot["function"]["name"] += function["name"]
+        if isinstance(function.get("arguments"), str):
+            slot["function"]["arguments"] += function["arguments"]
+
+    def completion(self) -> dict:
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) if self.text else None}
+        if self.reasoning:
+            message["reasoning_content"] = "".join(self.reasoning)
+        if self.tool_calls:
+            message["tool_calls"] = [self.tool_calls[i] for i in sorted(self.tool_calls)]
+        choice = {"index": 0, "message": message, "finish_reason": self.finish_reason}
+        if self.matched_stop is not None:
+            choice["stop_reason"] = self.matched_stop
+        return {**self.meta, "object": "chat.completion", "choices": [choice], "usage": self.usage}

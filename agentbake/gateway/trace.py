@@ -1,0 +1,134 @@
+"""The JSONL trace: one record per upstream call, written as the call ends, read back typed.
+
+Each record is one `os.write` of a complete line on an O_APPEND descriptor: nothing sits in a user-space
+buffer, so a crash keeps every finished call, and lines from concurrent calls never interleave. A
+crash mid-write can still leave a partial last line; `read_trace` skips it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(slots=True, kw_only=True)
+class TraceRecord:
+    """One upstream call. Field names up to `timestamp` are the ones existing trainers read."""
+
+    turn: int
+    """Position of the call within its rollout, from 0, in the order requests arrived."""
+    request: dict[str, Any]
+    """The chat-completions request as sent upstream (after translation and rewriting)."""
+    response: dict[str, Any] | None
+    """The upstream's answer in chat-completions form (a stream is assembled), logprobs moved out;
+    None when the call failed before an answer."""
+    logprobs: list[dict[str, Any]] = field(default_factory=list)
+    """Raw logprob entries of the completion (`choices[0].logprobs.content`)."""
+    completion_tokens: int = 0
+    """Number of completion tokens whose ids were captured."""
+    completion_token_ids: list[int] = field(default_factory=list)
+    """Completion token ids exactly as the upstream reported them."""
+    per_token_logps: list[float] = field(default_factory=list)
+    """Logprob of each completion token, aligned with `completion_token_ids`."""
+    finish_reason: str | None = None
+    """The upstream's finish_reason (None if the stream ended without one or the call failed)."""
+    latency_s: float = 0.0
+    """Seconds from the client's request to the end of the upstream answer."""
+    timestamp: float = 0.0
+    """Unix time the client's request arrived."""
+    schema_version: int = SCHEMA_VERSION
+    rollout_id: str | None = None
+    """From the `/r/<rollout_id>/` path prefix, or None."""
+    dialect: str = "openai"
+    """"openai" (chat completions) or "anthropic" (messages, translated)."""
+    prompt_token_ids: list[int] | None = None
+    """Prompt token ids when the upstream returned them (vLLM `return_token_ids`)."""
+    upstream_status: int | None = None
+    """HTTP status of the upstream answer; None when no answer arrived (refused, timed out)."""
+    upstream_error: str | None = None
+    """What went wrong, if anything: error body, timeout, stream cut mid-way, malformed SSE lines."""
+    retry_of: int | None = None
+    """Turn of an earlier call with identical content that this call repeats (a client retry); a
+    trainer keeps the last call of such a chain."""
+
+    @property
+    def ok(self) -> bool:
+        return self.upstream_error is None and self.upstream_status == 200
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(TraceRecord))
+
+
+class TraceWriter:
+    """Appends records to a JSONL file; safe to share between coroutines of one event loop."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def write(self, record: TraceRecord) -> None:
+        line = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+        written = os.write(self._fd, line)
+        while written < len(line):  # a short write on a full disk or a signal; finish the line
+            written += os.write(self._fd, line[written:])
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def iter_trace(path: str | os.PathLike[str]) -> Iterator[TraceRecord]:
+    """Records of a trace file in order. A partial last line (a crash mid-write) is skipped; a broken
+    line anywhere else raises ValueError naming it."""
+    lines = Path(path).read_bytes().split(b"\n")
+    # Every record is written with its newline in one call, so the text after the last newline is
+    # either empty or a torn write: never a record.
+    lines.pop()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not a JSON line: {exc}") from exc
+        if not isinstance(raw, dict):
+            raise ValueError(f"{path}:{number}: expected a JSON object")
+        yield TraceRecord(**{k: v for k, v in raw.items() if k in _FIELDS})
+
+
+def read_trace(path: str | os.PathLike[str]) -> list[TraceRecord]:
+    """All records of a trace file (see `iter_trace`)."""
+    return list(iter_trace(path))
+
+
+@dataclass(slots=True)
+class TraceSummary:
+    """Totals over a trace, as printed by `agentbake trace summary`."""
+
+    turns: int = 0
+    rollouts: int = 0
+    tokens: int = 0
+    calls_without_ids: int = 0
+    errors: int = 0
+    retries: int = 0
+    by_dialect: dict[str, int] = field(default_factory=dict)
+
+
+def summarize(records: list[TraceRecord]) -> TraceSummary:
+    summary = TraceSummary(turns=len(records))
+    summary.rollouts = len({r.rollout_id for r in records})
+    for record in records:
+        summary.tokens += len(record.completion_token_ids)
+        summary.errors += not record.ok
+        summary.retries += record.retry_of is not None
+        summary.calls_without_ids += record.ok and not record.completion_token_ids
+        summary.by_dialect[record.dialect] = summary.by_dialect.get(record.dialect, 0) + 1
+    return summary

@@ -1,0 +1,597 @@
+"""Anthropic Messages <-> OpenAI Chat Completions, as pure functions over decoded JSON.
+
+Requests go one way (`anthropic_to_openai`), answers the other (`openai_to_anthropic` for unary
+answers, `StreamTranslator` for streamed ones). Nothing here does I/O, so every shape can be tested
+without a server. Client mistakes raise `InvalidRequest` naming the JSON path at fault.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import orjson
+
+from agentbake.gateway.errors import InvalidRequest
+
+BILLING_HEADER_PREFIX = "x-anthropic-billing-header:"
+
+# Keys of a JSON schema that OpenAI-compatible servers (vLLM's guided decoding, OpenAI's strict mode)
+# reject or choke on; Claude Code puts `$schema` (draft 2020-12) on every tool.
+_SCHEMA_KEYS_DROPPED = frozenset({"$schema", "$id"})
+
+_STOP_REASONS = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+}
+
+_EFFORTS = {"low": "low", "medium": "medium", "high": "high", "max": "high"}
+
+
+def new_message_id() -> str:
+    return "msg_" + secrets.token_hex(12)
+
+
+def new_tool_id() -> str:
+    return "toolu_" + secrets.token_hex(12)
+
+
+def claim_tool_id(candidate: Any, taken: set[str]) -> str:
+    """The upstream's tool call id, unless it is missing or already used in this conversation.
+
+    Some servers number calls per answer (`call_0` in every turn); Claude Code takes a repeated id for
+    an already answered call and reports "[Tool use interrupted]", so a repeat gets a fresh id.
+    """
+    tool_id = (
+        candidate if isinstance(candidate, str) and candidate and candidate not in taken else new_tool_id()
+    )
+    taken.add(tool_id)
+    return tool_id
+
+
+def used_tool_ids(messages: list[dict]) -> set[str]:
+    """Tool call ids already present in a chat-completions conversation."""
+    return {
+        call["id"]
+        for message in messages
+        for call in message.get("tool_calls") or ()
+        if isinstance(call, dict)
+    }
+
+
+def _fail(path: str, problem: str) -> InvalidRequest:
+    return InvalidRequest(f"{path}: {problem}")
+
+
+def _type_name(value: object) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number"
+    )
+
+
+def _want(value: Any, kind: type | tuple[type, ...], path: str, what: str) -> Any:
+    # bool is an int in Python; JSON booleans must not pass as numbers.
+    if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _as_tuple(kind)):
+        raise _fail(path, f"expected {what}, got {_type_name(value)}")
+    return value
+
+
+def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def _block_type(block: Any, path: str) -> str:
+    _want(block, dict, path, "a content block object")
+    kind = block.get("type")
+    if not isinstance(kind, str):
+        raise _fail(f"{path}.type", "missing block type")
+    return kind
+
+
+# ---------------------------------------------------------------- requests: Anthropic -> OpenAI
+
+
+def _text_of(content: Any, path: str) -> str:
+    """Plain text of a string or a list of text blocks (system prompts, system messages)."""
+    if isinstance(content, str):
+        return content
+    _want(content, list, path, "a string or an array of text blocks")
+    parts = []
+    for i, block in enumerate(content):
+        kind = _block_type(block, f"{path}[{i}]")
+        if kind != "text":
+            raise _fail(f"{path}[{i}].type", f"expected a text block, got '{kind}'")
+        parts.append(_want(block.get("text"), str, f"{path}[{i}].text", "a string"))
+    return "\n\n".join(parts)
+
+
+def _system_blocks(system: Any, drop_billing_header: bool) -> str:
+    if isinstance(system, str):
+        blocks = [{"type": "text", "text": system}]
+    else:
+        blocks = _want(system, list, "system", "a string or an array of text blocks")
+    if drop_billing_header:
+        blocks = [
+            b
+            for b in blocks
+            if not (isinstance(b, dict) and str(b.get("text", "")).startswith(BILLING_HEADER_PREFIX))
+        ]
+    return _text_of(blocks, "system")
+
+
+def _image_part(block: dict, path: str) -> dict:
+    source = _want(block.get("source"), dict, f"{path}.source", "an image source object")
+    kind = source.get("type")
+    if kind == "base64":
+        media = _want(source.get("media_type"), str, f"{path}.source.media_type", "a string")
+        data = _want(source.get("data"), str, f"{path}.source.data", "a string")
+        return {"type": "image_url", "image_url": {"url": f"data:{media};base64,{data}"}}
+    if kind == "url":
+        url = _want(source.get("url"), str, f"{path}.source.url", "a string")
+        return {"type": "image_url", "image_url": {"url": url}}
+    raise _fail(f"{path}.source.type", f"unsupported image source '{kind}' (base64 and url are supported)")
+
+
+def _document_text(block: dict, path: str) -> str:
+    source = _want(block.get("source"), dict, f"{path}.source", "a document source object")
+    kind = source.get("type")
+    if kind == "text":
+        text = _want(source.get("data"), str, f"{path}.source.data", "a string")
+    elif kind == "content":
+        text = "\n\n".join(
+            p["text"] for p in _content_parts(source.get("content"), f"{path}.source.content") if "text" in p
+        )
+    else:
+        raise _fail(
+            f"{path}.source.type",
+            f"document source '{kind}' cannot be sent to an OpenAI-compatible upstream; send it as text",
+        )
+    title = block.get("title")
+    return f"{title}\n\n{text}" if isinstance(title, str) and title else text
+
+
+def _content_part(block: Any, where: str) -> dict:
+    """The OpenAI content part for one user-side text, image, document or tool_reference block."""
+    kind = _block_type(block, where)
+    if kind == "text":
+        return {"type": "text", "text": _want(block.get("text"), str, f"{where}.text", "a string")}
+    if kind == "image":
+        return _image_part(block, where)
+    if kind == "document":
+        return {"type": "text", "text": _document_text(block, where)}
+    if kind == "tool_reference":
+        name = _want(block.get("tool_name"), str, f"{where}.tool_name", "a string")
+        return {"type": "text", "text": f"Tool loaded: {name}"}
+    raise _fail(f"{where}.type", f"unknown content block type '{kind}'")
+
+
+def _content_parts(content: Any, path: str) -> list[dict]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    _want(content, list, path, "a string or an array of content blocks")
+    return [_content_part(block, f"{path}[{i}]") for i, block in enumerate(content)]
+
+
+def _flatten(parts: list[dict]) -> str | list[dict]:
+    """A bare string when the parts are all text: many chat templates handle nothing else."""
+    if all(p["type"] == "text" for p in parts):
+        return "\n\n".join(p["text"] for p in parts)
+    return parts
+
+
+def _tool_result(block: dict, path: str) -> tuple[dict, list[dict]]:
+    """The `role: tool` message for a tool_result block, plus image parts that must follow as a user
+    message (tool messages carry text only on most servers)."""
+    tool_id = _want(block.get("tool_use_id"), str, f"{path}.tool_use_id", "a string")
+    content = block.get("content", "")
+    parts = _content_parts(content, f"{path}.content")
+    text = "\n\n".join(p["text"] for p in parts if p["type"] == "text")
+    images = [p for p in parts if p["type"] != "text"]
+    is_error = block.get("is_error", False)
+    _want(is_error, bool, f"{path}.is_error", "a boolean")
+    if is_error:
+        # OpenAI has no error flag on tool messages; the model must still learn the tool failed.
+        text = f"Error: {text}" if text else "Error"
+    return {"role": "tool", "tool_call_id": tool_id, "content": text}, images
+
+
+def _user_messages(content: Any, path: str) -> list[dict]:
+    if isinstance(content, str):
+        return [{"role": "user", "content": content}]
+    _want(content, list, path, "a string or an array of content blocks")
+    # Tool results must directly follow the assistant's tool_calls, so they go first, in block order.
+    tool_messages: list[dict] = []
+    images: list[dict] = []
+    rest: list[Any] = []
+    for i, block in enumerate(content):
+        if _block_type(block, f"{path}[{i}]") == "tool_result":
+            message, extra = _tool_result(block, f"{path}[{i}]")
+            tool_messages.append(message)
+            images.extend(extra)
+        else:
+            rest.append((i, block))
+    out = tool_messages
+    parts = images + [_content_part(block, f"{path}[{i}]") for i, block in rest]
+    if parts:
+        out.append({"role": "user", "content": _flatten(parts)})
+    return out
+
+
+def _assistant_message(content: Any, path: str) -> dict:
+    if isinstance(content, str):
+        return {"role": "assistant", "content": content}
+    _want(content, list, path, "a string or an array of content blocks")
+    texts: list[str] = []
+    calls: list[dict] = []
+    for i, block in enumerate(content):
+        where = f"{path}[{i}]"
+        kind = _block_type(block, where)
+        if kind == "text":
+            texts.append(_want(block.get("text"), str, f"{where}.text", "a string"))
+        elif kind == "tool_use":
+            name = _want(block.get("name"), str, f"{where}.name", "a string")
+            tool_input = block.get("input", {})
+            _want(tool_input, dict, f"{where}.input", "an object")
+            calls.append(
+                {
+                    "id": _want(block.get("id"), str, f"{where}.id", "a string"),
+                    "type": "function",
+                    "function": {"name": name, "arguments": orjson.dumps(tool_input).decode()},
+                }
+            )
+        elif kind in ("thinking", "redacted_thinking"):
+            # Clients drop returned thinking; upstream chat templates re-derive it or reject it.
+            continue
+        else:
+            raise _fail(f"{where}.type", f"unknown content block type '{kind}' in an assistant message")
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
+    if calls:
+        message["tool_calls"] = calls
+    elif message["content"] is None:
+        message["content"] = ""
+    return message
+
+
+def clean_schema(schema: Any) -> Any:
+    """A copy of a JSON schema without the keys OpenAI-compatible servers reject."""
+    if isinstance(schema, dict):
+        return {k: clean_schema(v) for k, v in schema.items() if k not in _SCHEMA_KEYS_DROPPED}
+    if isinstance(schema, list):
+        return [clean_schema(v) for v in schema]
+    return schema
+
+
+def _tools(tools: Any) -> list[dict]:
+    _want(tools, list, "tools", "an array of tools")
+    out = []
+    for i, tool in enumerate(tools):
+        where = f"tools[{i}]"
+        _want(tool, dict, where, "a tool object")
+        if "input_schema" not in tool:
+            # Server tools (web_search_*, ...) run at Anthropic; an OpenAI upstream cannot run them.
+            continue
+        name = _want(tool.get("name"), str, f"{where}.name", "a string")
+        schema = _want(tool["input_schema"], dict, f"{where}.input_schema", "a JSON schema object")
+        function: dict[str, Any] = {"name": name, "parameters": clean_schema(schema)}
+        description = tool.get("description")
+        if description is not None:
+            function["description"] = _want(description, str, f"{where}.description", "a string")
+        # `defer_loading` is an Anthropic tool-search hint; dropping it keeps the tool callable.
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def _tool_choice(choice: Any, out: dict) -> None:
+    _want(choice, dict, "tool_choice", "an object")
+    kind = choice.get("type")
+    if kind == "auto":
+        out["tool_choice"] = "auto"
+    elif kind == "any":
+        out["tool_choice"] = "required"
+    elif kind == "none":
+        out["tool_choice"] = "none"
+    elif kind == "tool":
+        name = _want(choice.get("name"), str, "tool_choice.name", "a string")
+        out["tool_choice"] = {"type": "function", "function": {"name": name}}
+    else:
+        raise _fail("tool_choice.type", f"unknown tool_choice type '{kind}'")
+    if choice.get("disable_parallel_tool_use") is True:
+        out["parallel_tool_calls"] = False
+
+
+def _output_config(config: Any, out: dict) -> None:
+    _want(config, dict, "output_config", "an object")
+    effort = config.get("effort")
+    if effort in _EFFORTS:
+        out["reasoning_effort"] = _EFFORTS[effort]
+    fmt = config.get("format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema" and isinstance(fmt.get("schema"), dict):
+        out["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "output", "schema": clean_schema(fmt["schema"])},
+        }
+
+
+def anthropic_to_openai(body: Any, *, drop_billing_header: bool = True) -> dict:
+    """The chat-completions request equivalent to an Anthropic Messages request.
+
+    Fields without an OpenAI equivalent (`metadata`, `context_management`, `cache_control`, unknown
+    top-level keys from newer clients) are dropped rather than refused.
+    """
+    _want(body, dict, "body", "a JSON object")
+    model = _want(body.get("model"), str, "model", "a string")
+    raw_messages = _want(body.get("messages"), list, "messages", "an array of messages")
+    messages: list[dict] = []
+    if body.get("system") is not None:
+        system = _system_blocks(body["system"], drop_billing_header)
+        if system:
+            messages.append({"role": "system", "content": system})
+    for i, message in enumerate(raw_messages):
+        where = f"messages[{i}]"
+        _want(message, dict, where, "a message object")
+        role = message.get("role")
+        if "content" not in message:
+            raise _fail(f"{where}.content", "missing")
+        content = message["content"]
+        if role == "user":
+            messages.extend(_user_messages(content, f"{where}.content"))
+        elif role == "assistant":
+            messages.append(_assistant_message(content, f"{where}.content"))
+        elif role == "system":
+            messages.append({"role": "system", "content": _text_of(content, f"{where}.content")})
+        else:
+            raise _fail(f"{where}.role", f"expected 'user', 'assistant' or 'system', got {role!r}")
+
+    out: dict[str, Any] = {"model": model, "messages": messages}
+    if "max_tokens" in body:
+        out["max_tokens"] = _want(body["max_tokens"], int, "max_tokens", "an integer")
+    for key, kind, what in (("temperature", (int, float), "a number"), ("top_p", (int, float), "a number")):
+        if body.get(key) is not None:
+            out[key] = _want(body[key], kind, key, what)
+    if body.get("top_k") is not None:
+        out["top_k"] = _want(body["top_k"], int, "top_k", "an integer")
+    if body.get("stop_sequences") is not None:
+        stops = _want(body["stop_sequences"], list, "stop_sequences", "an array of strings")
+        out["stop"] = [_want(s, str, f"stop_sequences[{i}]", "a string") for i, s in enumerate(stops)]
+    if body.get("tools"):
+        tools = _tools(body["tools"])
+        if tools:
+            out["tools"] = tools
+    if body.get("tool_choice") is not None:
+        _tool_choice(body["tool_choice"], out)
+    thinking = body.get("thinking")
+    if thinking is not None:
+        _want(thinking, dict, "thinking", "an object")
+        if thinking.get("type") == "disabled":
+            out["chat_template_kwargs"] = {"enable_thinking": False}
+    if body.get("output_config") is not None:
+        _output_config(body["output_config"], out)
+    stream = body.get("stream", False)
+    if _want(stream, bool, "stream", "a boolean"):
+        out["stream"] = True
+        out["stream_options"] = {"include_usage": True}
+    return out
+
+
+# ---------------------------------------------------------------- answers: OpenAI -> Anthropic
+
+
+def usage_block(usage: Any) -> dict:
+    """Anthropic usage from OpenAI usage; the cache fields are always present (clients index them)."""
+    usage = usage if isinstance(usage, dict) else {}
+    return {
+        "input_tokens": int(usage.get("prompt_tokens") or 0),
+        "output_tokens": int(usage.get("completion_tokens") or 0),
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
+
+
+def stop_reason(
+    finish_reason: str | None, matched_stop: Any, stop_sequences: list[str], used_tools: bool
+) -> tuple[str, str | None]:
+    """(stop_reason, stop_sequence). vLLM names the matched stop string in the choice's `stop_reason`."""
+    if finish_reason == "stop" and isinstance(matched_stop, str) and matched_stop in stop_sequences:
+        return "stop_sequence", matched_stop
+    if used_tools and finish_reason in (None, "stop", "tool_calls"):
+        # Some servers say "stop" (or nothing) after emitting tool calls; the client must still run them.
+        return "tool_use", None
+    return _STOP_REASONS.get(finish_reason or "stop", "end_turn"), None
+
+
+def reasoning_of(message: dict) -> str | None:
+    """Reasoning text: vLLM's `reasoning_content` (older) or `reasoning` (newer)."""
+    value = message.get("reasoning_content") or message.get("reasoning")
+    return value if isinstance(value, str) else None
+
+
+def parse_arguments(arguments: Any) -> dict:
+    """Tool input from an OpenAI arguments string; a non-object or broken string becomes {}."""
+    if isinstance(arguments, dict):
+        return arguments
+    if not arguments:
+        return {}
+    try:
+        value = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def openai_to_anthropic(
+    response: dict, *, model: str, stop_sequences: list[str], taken_ids: set[str] | None = None
+) -> dict:
+    """The Anthropic Message for a unary chat-completions answer (first choice); `taken_ids` are the
+    tool call ids the conversation already holds."""
+    taken = set() if taken_ids is None else taken_ids
+    choices = response.get("choices") or [{}]
+    choice = choices[0]
+    message = choice.get("message") or {}
+    content: list[dict] = []
+    reasoning = reasoning_of(message)
+    if reasoning:
+        content.append({"type": "thinking", "thinking": reasoning, "signature": ""})
+    text = message.get("content")
+    if isinstance(text, str) and text:
+        content.append({"type": "text", "text": text})
+    calls = message.get("tool_calls") or []
+    for call in calls:
+        function = call.get("function") or {}
+        content.append(
+            {
+                "type": "tool_use",
+                "id": claim_tool_id(call.get("id"), taken),
+                "name": function.get("name", ""),
+                "input": parse_arguments(function.get("arguments")),
+            }
+        )
+    reason, sequence = stop_reason(
+        choice.get("finish_reason"), choice.get("stop_reason"), stop_sequences, bool(calls)
+    )
+    return {
+        "id": new_message_id(),
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": reason,
+        "stop_sequence": sequence,
+        "usage": usage_block(response.get("usage")),
+    }
+
+
+Event = tuple[str, dict]
+
+
+class StreamTranslator:
+    """Turns streamed chat-completion chunks into Anthropic SSE events, one chunk at a time.
+
+    Blocks are emitted strictly one after another (thinking, text, tool calls in arrival order):
+    every opened block is closed with `content_block_stop` before the next opens, because Claude Code
+    treats a missing stop as malformed tool use. Tool arguments always travel as `input_json_delta`.
+    """
+
+    def __init__(self, *, model: str, stop_sequences: list[str], taken_ids: set[str] | None = None) -> None:
+        self.model = model
+        self.stop_sequences = stop_sequences
+        self._taken = set() if taken_ids is None else taken_ids
+        self.message_id = new_message_id()
+        self._index = -1
+        self._open: str | None = None  # "thinking" | "text" | "tool"
+        self._tool_blocks: dict[int, int] = {}  # OpenAI tool_call index -> Anthropic block index
+        self._open_tool: int | None = None
+        self._tool_has_args = False
+        self._finish_reason: str | None = None
+        self._matched_stop: Any = None
+        self._usage: dict | None = None
+
+    def start(self) -> list[Event]:
+        message = {
+            "id": self.message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": usage_block(None),
+        }
+        return [("message_start", {"type": "message_start", "message": message}), ("ping", {"type": "ping"})]
+
+    def _close(self) -> list[Event]:
+        if self._open is None:
+            return []
+        events: list[Event] = []
+        if self._open == "tool" and not self._tool_has_args:
+            # A call without argument fragments still needs a parseable input for the client.
+            events.append(self._delta({"type": "input_json_delta", "partial_json": "{}"}))
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": self._index}))
+        self._open = None
+        self._open_tool = None
+        return events
+
+    def _begin(self, kind: str, block: dict) -> list[Event]:
+        events = self._close()
+        self._index += 1
+        self._open = kind
+        start = {"type": "content_block_start", "index": self._index, "content_block": block}
+        events.append(("content_block_start", start))
+        return events
+
+    def _delta(self, delta: dict) -> Event:
+        return ("content_block_delta", {"type": "content_block_delta", "index": self._index, "delta": delta})
+
+    def feed(self, chunk: dict) -> list[Event]:
+        events: list[Event] = []
+        if isinstance(chunk.get("usage"), dict):
+            self._usage = chunk["usage"]
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            reasoning = reasoning_of(delta)
+            if reasoning:
+                if self._open != "thinking":
+                    events += self._begin("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+                events.append(self._delta({"type": "thinking_delta", "thinking": reasoning}))
+            text = delta.get("content")
+            if isinstance(text, str) and text:
+                if self._open != "text":
+                    events += self._begin("text", {"type": "text", "text": ""})
+                events.append(self._delta({"type": "text_delta", "text": text}))
+            for call in delta.get("tool_calls") or ():
+                events += self._tool_fragment(call)
+            if choice.get("finish_reason"):
+                self._finish_reason = choice["finish_reason"]
+                self._matched_stop = choice.get("stop_reason")
+        return events
+
+    def _tool_fragment(self, call: dict) -> list[Event]:
+        events: list[Event] = []
+        position = call.get("index", 0)
+        function = call.get("function") or {}
+        if position not in self._tool_blocks:
+            block = {
+                "type": "tool_use",
+                "id": claim_tool_id(call.get("id"), self._taken),
+                "name": function.get("name", ""),
+            }
+            events += self._begin("tool", {**block, "input": {}})
+            self._tool_blocks[position] = self._index
+            self._open_tool = position
+            self._tool_has_args = False
+        elif self._open_tool != position:
+            # A fragment for a call whose block is already closed: blocks cannot be reopened, and
+            # vLLM's tool parsers never interleave calls, so there is nothing sound to do with it.
+            return events
+        arguments = function.get("arguments")
+        if isinstance(arguments, str) and arguments:
+            self._tool_has_args = True
+            events.append(self._delta({"type": "input_json_delta", "partial_json": arguments}))
+        return events
+
+    def finish(self) -> list[Event]:
+        """Close the open block and end the message; also right for a stream without finish_reason."""
+        events = self._close()
+        reason, sequence = stop_reason(
+            self._finish_reason, self._matched_stop, self.stop_sequences, bool(self._tool_blocks)
+        )
+        usage = usage_block(self._usage)
+        events.append(
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": reason, "stop_sequence": sequence},
+                    "usage": usage,
+                },
+            )
+        )
+        events.append(("message_stop", {"type": "message_stop"}))
+        return events
+
+
+def sse_event(name: str, data: dict) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"

@@ -1,0 +1,448 @@
+"""Side-by-side latency, time to first token, throughput and memory of the gateway and two peers.
+
+    .venv/bin/python bench/gateway/bench.py [--quick] [--skip-peers]
+
+Every server runs on loopback in its own process against one scripted vLLM-like upstream (the one the
+tests use). Rows: the upstream called directly, the gateway (OpenAI dialect; Anthropic dialect unary
+and streaming), LiteLLM's proxy and claude-code-router doing the same translation. Peers are installed
+on first use into .cache/bench/ (a venv for LiteLLM, an npm prefix for claude-code-router); a peer
+that cannot be installed or started is printed as unavailable with the reason. All loops are bounded.
+
+Load comes from a minimal HTTP/1.1 keep-alive client on uvloop, so the client's own cost stays small
+and identical for every row. "added" = row percentile minus the baseline's: the gateway's baseline is
+the upstream called with the same capture fields the gateway injects (logprobs, token ids), so only
+the gateway's own work is counted; the peers inject nothing, so theirs is the plain direct call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = REPO / ".cache" / "bench"
+LITELLM_VENV = CACHE / "litellm-venv"
+CCR_PREFIX = CACHE / "ccr"
+MODEL = "fake-model"
+FIRST_TOKEN = b"Hello"  # the fake upstream's first content token
+
+
+# ------------------------------------------------------------------ a small keep-alive HTTP client
+
+
+class Connection:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    @classmethod
+    async def open(cls, port: int) -> Connection:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(reader, writer)
+
+    async def request(self, raw: bytes) -> tuple[int, float, float]:
+        """(status, seconds to the first token's bytes, seconds to the end of the answer)."""
+        start = time.perf_counter()
+        self.writer.write(raw)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head[9:12])
+        headers = head.lower()
+        first = None
+        if b"transfer-encoding: chunked" in headers:
+            while True:
+                size = int((await self.reader.readuntil(b"\r\n")).split(b";")[0], 16)
+                data = await self.reader.readexactly(size + 2)
+                if first is None and FIRST_TOKEN in data:
+                    first = time.perf_counter() - start
+                if size == 0:
+                    break
+        else:
+            length = int(headers.split(b"content-length:")[1].split(b"\r\n")[0])
+            await self.reader.readexactly(length)
+        end = time.perf_counter() - start
+        return status, (first if first is not None else end), end
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def http_post(port: int, path: str, body: dict, headers: dict[str, str]) -> bytes:
+    payload = json.dumps(body).encode()
+    lines = [f"POST {path} HTTP/1.1", "host: 127.0.0.1", "content-type: application/json"]
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    lines.append(f"content-length: {len(payload)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + payload
+
+
+@dataclass
+class Result:
+    name: str
+    latencies: list[float] = field(default_factory=list)
+    first_tokens: list[float] = field(default_factory=list)
+    rps: float = 0.0
+    rss_mb: float | None = None
+    errors: int = 0
+    unavailable: str | None = None
+    baseline: str = ""
+    streaming: bool = False
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+async def measure(port: int, raw: bytes, sequential: int, concurrent: int, result: Result) -> None:
+    conn = await Connection.open(port)
+    for _ in range(max(20, sequential // 10)):  # warm-up: pools, JIT in node, imports in peers
+        await conn.request(raw)
+    for _ in range(sequential):
+        status, first, end = await conn.request(raw)
+        result.errors += status != 200
+        result.latencies.append(end)
+        result.first_tokens.append(first)
+    conn.close()
+
+    workers = 16
+    per_worker = concurrent // workers
+
+    async def worker() -> None:
+        c = await Connection.open(port)
+        for _ in range(per_worker):
+            status, _, _ = await c.request(raw)
+            result.errors += status != 200
+        c.close()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(workers)))
+    result.rps = workers * per_worker / (time.perf_counter() - start)
+
+
+# ------------------------------------------------------------------ processes
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def tree_rss_mb(pid: int) -> float:
+    """Resident memory of a process and its descendants (LiteLLM and node may fork helpers)."""
+    total = 0
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            with open(f"/proc/{current}/status") as status:
+                for line in status:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+            with open(f"/proc/{current}/task/{current}/children") as children:
+                pending += [int(c) for c in children.read().split()]
+        except OSError:
+            continue
+    return total / 1024
+
+
+class Server:
+    def __init__(self, name: str, args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None):
+        self.name = name
+        self.log = tempfile.NamedTemporaryFile(prefix=f"bench-{name}-", suffix=".log", delete=False)
+        self.process = subprocess.Popen(
+            args, env=env, cwd=cwd, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def wait_ready(self, port: int, raw: bytes, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.process.returncode}: {self.tail()}")
+            try:
+                status, _, _ = asyncio.run(self._probe(port, raw))
+                if status == 200:
+                    return
+            except (OSError, asyncio.IncompleteReadError, ValueError, IndexError):
+                pass
+            time.sleep(0.3)
+        raise RuntimeError(f"{self.name} not ready after {timeout:.0f} s: {self.tail()}")
+
+    @staticmethod
+    async def _probe(port: int, raw: bytes) -> tuple[int, float, float]:
+        conn = await Connection.open(port)
+        try:
+            return await asyncio.wait_for(conn.request(raw), 10)
+        finally:
+            conn.close()
+
+    def tail(self) -> str:
+        return Path(self.log.name).read_text(errors="replace")[-600:].strip().replace("\n", " | ")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)  # the group this script started, nothing else
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+
+def serve_upstream(port: int) -> None:
+    """Entry point of the upstream process (`bench.py --serve-upstream PORT`)."""
+    spec = importlib.util.spec_from_file_location("fake_upstream", REPO / "tests" / "gateway" / "fake_upstream.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fake_upstream"] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    import uvicorn
+
+    uvicorn.run(
+        module.FakeUpstream(keep_log=False),
+        host="127.0.0.1",
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        log_level="warning",
+        access_log=False,
+    )
+
+
+def install_litellm() -> Path:
+    binary = LITELLM_VENV / "bin" / "litellm"
+    if not binary.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(LITELLM_VENV)], check=True)
+        subprocess.run(
+            [str(LITELLM_VENV / "bin" / "pip"), "install", "-q", "litellm[proxy]"],
+            check=True,
+            capture_output=True,
+            timeout=900,
+        )
+    return binary
+
+
+def install_ccr() -> Path:
+    cli = CCR_PREFIX / "node_modules" / "@musistudio" / "claude-code-router" / "dist" / "cli.js"
+    if not cli.exists():
+        subprocess.run(
+            ["npm", "install", "--prefix", str(CCR_PREFIX), "--no-audit", "--no-fund", "@musistudio/claude-code-router"],
+            check=True,
+            capture_output=True,
+            timeout=900,
+        )
+    return cli
+
+
+# ------------------------------------------------------------------ the run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer requests (smoke run)")
+    parser.add_argument("--skip-peers", action="store_true", help="only direct and gateway rows")
+    parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_upstream:
+        serve_upstream(args.serve_upstream)
+        return
+    import uvloop
+
+    sequential, concurrent = (300, 800) if args.quick else (2000, 4000)
+    work = Path(tempfile.mkdtemp(prefix="agentbake-bench-"))
+    up_port = free_port()
+    servers: list[Server] = []
+    results: list[Result] = []
+    anthropic_headers = {"x-api-key": "dummy", "anthropic-version": "2023-06-01"}
+    oai_headers = {"authorization": "Bearer dummy"}
+    user = [{"role": "user", "content": "Say hello."}]
+    chat = {"model": MODEL, "messages": user, "max_tokens": 256}
+    capture = {**chat, "logprobs": True, "top_logprobs": 1, "return_tokens_as_token_ids": True, "return_token_ids": True}
+    msgs = {"model": "claude-bench", "messages": user, "max_tokens": 256}
+
+    def run(name: str, port: int, raw: bytes, *, baseline: str, streaming: bool = False) -> Result:
+        result = Result(name=name, baseline=baseline, streaming=streaming)
+        uvloop.run(measure(port, raw, sequential, concurrent, result))
+        results.append(result)
+        return result
+
+    try:
+        upstream = Server("upstream", [sys.executable, __file__, "--serve-upstream", str(up_port)])
+        servers.append(upstream)
+        upstream.wait_ready(up_port, http_post(up_port, "/v1/chat/completions", chat, {}), 60)
+        run("direct", up_port, http_post(up_port, "/v1/chat/completions", chat, {}), baseline="-")
+        run(
+            "direct (stream)",
+            up_port,
+            http_post(up_port, "/v1/chat/completions", {**chat, "stream": True}, {}),
+            baseline="-",
+            streaming=True,
+        )
+        run("direct + capture fields", up_port, http_post(up_port, "/v1/chat/completions", capture, {}), baseline="-")
+        run(
+            "direct + capture (stream)",
+            up_port,
+            http_post(
+                up_port,
+                "/v1/chat/completions",
+                {**capture, "stream": True, "stream_options": {"include_usage": True}},
+                {},
+            ),
+            baseline="-",
+            streaming=True,
+        )
+
+        gw_port = free_port()
+        gateway = Server(
+            "gateway",
+            [
+                str(Path(sys.executable).with_name("agentbake")),
+                "gateway",
+                "--upstream",
+                f"http://127.0.0.1:{up_port}/v1",
+                "--port",
+                str(gw_port),
+                "--trace",
+                str(work / "trace.jsonl"),
+            ],
+        )
+        servers.append(gateway)
+        gateway.wait_ready(gw_port, http_post(gw_port, "/v1/chat/completions", chat, oai_headers), 60)
+        run_proxy(
+            run, gateway, gw_port, "gateway", chat, msgs, oai_headers, anthropic_headers, ("direct + capture fields", "direct + capture (stream)")
+        )
+        if args.skip_peers:
+            return
+        start_litellm(run, servers, results, work, up_port, chat, msgs, oai_headers, anthropic_headers)
+        start_ccr(run, servers, results, work, up_port, msgs, anthropic_headers)
+    finally:
+        for server in servers:
+            server.stop()
+        print_table(results, sequential, concurrent)
+
+
+def run_proxy(run, server, port, label, chat, msgs, oai_headers, anthropic_headers, baselines) -> None:
+    unary, stream = baselines
+    rows = []
+    if chat is not None:
+        rows.append(run(f"{label} OpenAI", port, http_post(port, "/v1/chat/completions", chat, oai_headers), baseline=unary))
+    rows.append(run(f"{label} Anthropic", port, http_post(port, "/v1/messages", msgs, anthropic_headers), baseline=unary))
+    streamed = {**msgs, "stream": True}
+    rows.append(
+        run(
+            f"{label} Anthropic (stream)",
+            port,
+            http_post(port, "/v1/messages", streamed, anthropic_headers),
+            baseline=stream,
+            streaming=True,
+        )
+    )
+    rss = tree_rss_mb(server.process.pid)
+    for row in rows:
+        row.rss_mb = rss
+
+
+def start_litellm(run, servers, results, work, up_port, chat, msgs, oai_headers, anthropic_headers) -> None:
+    try:
+        binary = install_litellm()
+    except (subprocess.SubprocessError, OSError) as exc:
+        results.append(Result(name="LiteLLM proxy", unavailable=f"install failed: {exc}"))
+        return
+    config = work / "litellm.yaml"
+    upstream = {"api_base": f"http://127.0.0.1:{up_port}/v1", "api_key": "dummy"}
+    models = [
+        {"model_name": name, "litellm_params": {"model": f"openai/{MODEL}", **upstream}} for name in (MODEL, "claude-bench")
+    ]
+    config.write_text(json.dumps({"model_list": models, "litellm_settings": {"drop_params": True, "telemetry": False}}))
+    port = free_port()
+    env = {
+        **os.environ,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no download of the cost map at start
+        "LITELLM_TELEMETRY": "False",
+        "LITELLM_LOG": "ERROR",
+        "NO_DOCS": "True",
+    }
+    server = Server("litellm", [str(binary), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)], env=env)
+    servers.append(server)
+    try:
+        server.wait_ready(port, http_post(port, "/v1/chat/completions", chat, oai_headers), 180)
+    except RuntimeError as exc:
+        results.append(Result(name="LiteLLM proxy", unavailable=str(exc)[:200]))
+        return
+    run_proxy(run, server, port, "LiteLLM", chat, msgs, oai_headers, anthropic_headers, ("direct", "direct (stream)"))
+    server.stop()
+
+
+def start_ccr(run, servers, results, work, up_port, msgs, anthropic_headers) -> None:
+    try:
+        cli = install_ccr()
+    except (subprocess.SubprocessError, OSError) as exc:
+        results.append(Result(name="claude-code-router", unavailable=f"install failed: {exc}"))
+        return
+    home = work / "ccr-home"
+    (home / ".claude-code-router").mkdir(parents=True)
+    port = free_port()
+    config = {
+        "HOST": "127.0.0.1",
+        "PORT": port,
+        "LOG": False,
+        "Providers": [
+            {
+                "name": "local",
+                "api_base_url": f"http://127.0.0.1:{up_port}/v1/chat/completions",
+                "api_key": "dummy",
+                "models": [MODEL],
+            }
+        ],
+        "Router": {"default": f"local,{MODEL}"},
+    }
+    (home / ".claude-code-router" / "config.json").write_text(json.dumps(config))
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "CI": "true"}
+    server = Server("ccr", ["node", str(cli), "start"], env=env, cwd=home)
+    servers.append(server)
+    try:
+        server.wait_ready(port, http_post(port, "/v1/messages", msgs, anthropic_headers), 120)
+    except RuntimeError as exc:
+        results.append(Result(name="claude-code-router", unavailable=str(exc)[:200]))
+        return
+    run_proxy(run, server, port, "ccr", None, msgs, None, anthropic_headers, ("direct", "direct (stream)"))
+    results.append(Result(name="ccr OpenAI", unavailable="claude-code-router serves the Anthropic dialect only"))
+    server.stop()
+
+
+def print_table(results: list[Result], sequential: int, concurrent: int) -> None:
+    by_name = {r.name: r for r in results}
+    print(f"\n{sequential} sequential requests per row (one keep-alive connection), then {concurrent} over 16 connections")
+    print(f"machine: {os.cpu_count()} cores; everything on loopback\n")
+    header = ("row", "p50 ms", "p99 ms", "+p50 ms", "+p99 ms", "1st tok p50", "+1st tok", "req/s", "RSS MB", "errors")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for r in results:
+        if r.unavailable:
+            print(f"| {r.name} | unavailable: {r.unavailable} |" + " |" * (len(header) - 2))
+            continue
+        base = by_name.get(r.baseline)
+        p50, p99 = pct(r.latencies, 0.5), pct(r.latencies, 0.99)
+        added50 = f"{p50 - pct(base.latencies, 0.5):+.2f}" if base else "-"
+        added99 = f"{p99 - pct(base.latencies, 0.99):+.2f}" if base else "-"
+        first = pct(r.first_tokens, 0.5) if r.streaming else None
+        first_s = f"{first:.2f}" if first is not None else "-"
+        first_added = f"{first - pct(base.first_tokens, 0.5):+.2f}" if (base and first is not None) else "-"
+        rss = f"{r.rss_mb:.0f}" if r.rss_mb is not None else "-"
+        cells = (r.name, f"{p50:.2f}", f"{p99:.2f}", added50, added99, first_s, first_added, f"{r.rps:.0f}", rss, str(r.errors))
+        print("| " + " | ".join(cells) + " |")
+    print("\n+ columns: row minus its baseline (gateway: direct + capture fields; peers: direct).")
+
+
+if __name__ == "__main__":
+    main()

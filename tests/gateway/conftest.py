@@ -1,0 +1,68 @@
+"""Fixtures: a scripted vLLM-like upstream and gateways in front of it, both real loopback servers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from agentbake.gateway import GatewayConfig, TraceRecord, create_app, read_trace
+from tests.gateway.fake_upstream import FakeUpstream, ServerThread
+
+
+@pytest.fixture(scope="session")
+def _upstream_server() -> Iterator[tuple[FakeUpstream, ServerThread]]:
+    fake = FakeUpstream()
+    with ServerThread(fake) as server:
+        yield fake, server
+
+
+@dataclass
+class Upstream:
+    fake: FakeUpstream
+    url: str
+
+
+@pytest.fixture
+def upstream(_upstream_server: tuple[FakeUpstream, ServerThread]) -> Upstream:
+    """The shared fake upstream, with its script and logs reset for this test."""
+    fake, server = _upstream_server
+    fresh = FakeUpstream()
+    fake.__dict__.update({k: v for k, v in fresh.__dict__.items() if k != "_ids"})
+    return Upstream(fake=fake, url=server.url)
+
+
+@dataclass
+class RunningGateway:
+    url: str
+    trace: Path
+    config: GatewayConfig
+
+    def records(self) -> list[TraceRecord]:
+        return read_trace(self.trace) if self.trace.exists() else []
+
+
+@pytest.fixture
+def make_gateway(upstream: Upstream, tmp_path: Path) -> Iterator[Callable[..., RunningGateway]]:
+    """Start a gateway in front of the fake upstream; keyword arguments override GatewayConfig fields."""
+    servers: list[ServerThread] = []
+
+    def start(**overrides: object) -> RunningGateway:
+        trace = tmp_path / f"trace{len(servers)}.jsonl"
+        settings = {"upstream": upstream.url + "/v1", "trace": trace, "read_timeout_s": 2.0, **overrides}
+        config = GatewayConfig(**settings)
+        server = ServerThread(create_app(config)).__enter__()
+        servers.append(server)
+        return RunningGateway(url=server.url, trace=trace, config=config)
+
+    yield start
+    for server in servers:
+        server.__exit__(None, None, None)
+
+
+@pytest.fixture
+def gateway(make_gateway: Callable[..., RunningGateway]) -> RunningGateway:
+    """A gateway with default settings (short read timeout so timeout faults end fast)."""
+    return make_gateway()

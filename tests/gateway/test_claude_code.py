@@ -1,0 +1,149 @@
+"""The real Claude Code CLI, headless, through the gateway against the scripted upstream."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.gateway.fake_upstream import Reply
+
+CLAUDE_CODE_VERSION = "2.1.332"
+PREFIX = Path(__file__).resolve().parents[2] / ".cache" / "npm" / "claude-code"
+
+
+def _version(binary: Path) -> str:
+    try:
+        result = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60)
+    except OSError:
+        return ""
+    return result.stdout.strip()
+
+
+@pytest.fixture(scope="session")
+def claude_bin() -> Path:
+    """Claude Code from npm in a cache prefix, installed once and reused on later runs."""
+    package = PREFIX / "node_modules" / "@anthropic-ai"
+    wrapper = package / "claude-code" / "bin" / "claude.exe"
+    # The platform package holds the same binary; used directly if npm skipped the postinstall link.
+    native = package / "claude-code-linux-x64" / "claude"
+    for binary in (wrapper, native):
+        if binary.exists() and _version(binary).startswith(CLAUDE_CODE_VERSION):
+            return binary
+    npm = shutil.which("npm")
+    if npm is None:
+        if os.environ.get("CI"):
+            pytest.fail("npm is needed to install Claude Code")
+        pytest.skip("npm is not installed")
+    PREFIX.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [
+            npm,
+            "install",
+            "--prefix",
+            str(PREFIX),
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+            f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}",
+        ],
+        check=True,
+        timeout=900,
+    )
+    for binary in (wrapper, native):
+        if binary.exists() and _version(binary).startswith(CLAUDE_CODE_VERSION):
+            return binary
+    pytest.fail(f"Claude Code {CLAUDE_CODE_VERSION} did not install a working binary under {PREFIX}")
+
+
+def _tool_calls_so_far(request: dict) -> int:
+    return sum(1 for m in request["messages"] if m["role"] == "assistant" and m.get("tool_calls"))
+
+
+def test_claude_code_runs_a_task_through_the_gateway(claude_bin, make_gateway, upstream, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    written = work / "written.txt"
+
+    def agent(request: dict) -> Reply:
+        """Bash first, then Write, then a final answer: one model call per step."""
+        step = _tool_calls_so_far(request)
+        if step == 0:
+            return Reply(
+                text="Running a command.", tool_calls=[("Bash", {"command": "echo bash-ran > proof.txt"})]
+            )
+        if step == 1:
+            content = {"file_path": str(written), "content": "written by the model\n"}
+            return Reply(text="", tool_calls=[("Write", content)])
+        return Reply(text="All done.")
+
+    upstream.fake.responder = agent
+    gw = make_gateway(model_override="fake-model", read_timeout_s=60.0)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": gw.url + "/r/cc-e2e",
+        "ANTHROPIC_API_KEY": "dummy",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "IS_SANDBOX": "1",
+        "CLAUDE_CODE_MAX_RETRIES": "2",
+    }
+    result = subprocess.run(
+        [
+            claude_bin,
+            "-p",
+            "--output-format",
+            "json",
+            "--dangerously-skip-permissions",
+            "--model",
+            "claude-sonnet-4-5",
+        ],
+        input="Write proof.txt with a shell command, then create written.txt.",
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=env,
+        timeout=240,
+    )
+    assert result.returncode == 0, f"stdout={result.stdout[-2000:]}\nstderr={result.stderr[-2000:]}"
+    outcome = orjson.loads(result.stdout)
+    assert outcome["is_error"] is False
+    assert outcome["result"] == "All done."
+
+    assert (work / "proof.txt").read_text() == "bash-ran\n"  # the Bash tool call ran
+    assert written.read_text() == "written by the model\n"  # the Write tool call ran
+
+    # The fake numbers calls per answer (call_0 twice, like some servers); the gateway gave the repeat a
+    # fresh id, and each tool result follows the assistant call it answers.
+    third = upstream.fake.requests[-1]["messages"]
+    calls = [m["tool_calls"][0]["id"] for m in third if m.get("tool_calls")]
+    assert calls[0] == "call_0" and calls[1].startswith("toolu_")
+    results = [m for m in third if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in results] == calls
+    assert [third[third.index(m) - 1].get("tool_calls", [{}])[0].get("id") for m in results] == calls
+
+    records = gw.records()
+    assert len(records) == len(upstream.fake.requests) == 3
+    assert [r.turn for r in records] == [0, 1, 2]
+    for record, emitted in zip(records, upstream.fake.emitted, strict=True):
+        assert record.rollout_id == "cc-e2e"
+        assert record.dialect == "anthropic"
+        assert record.upstream_error is None
+        assert record.retry_of is None
+        assert record.request["stream"] is True  # Claude Code streamed and never fell back
+        assert record.completion_token_ids and record.completion_token_ids == emitted
+        assert len(record.per_token_logps) == len(emitted)
+        assert record.request["model"] == "fake-model"
+        assert record.request["max_tokens"] <= 8192
+    # Claude Code's billing system block never reaches the model.
+    for request in upstream.fake.requests:
+        assert "x-anthropic-billing-header" not in orjson.dumps(request["messages"]).decode()

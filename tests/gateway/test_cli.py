@@ -1,0 +1,71 @@
+"""`agentbake gateway` as a real process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from agentbake.cli import main
+from agentbake.gateway import read_trace
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_gateway_process_serves_records_and_keeps_the_key_off_argv(upstream, tmp_path):
+    port = _free_port()
+    trace = tmp_path / "trace.jsonl"
+    agentbake = Path(sys.executable).with_name("agentbake")
+    env = {**os.environ, "AGENTBAKE_UPSTREAM_API_KEY": "sk-never-on-argv"}
+    args = [
+        str(agentbake),
+        "gateway",
+        "--upstream",
+        upstream.url + "/v1",
+        "--trace",
+        str(trace),
+        "--port",
+        str(port),
+    ]
+    process = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(200):
+            try:
+                if httpx.get(url + "/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        else:
+            pytest.fail("gateway did not come up")
+        assert b"sk-never-on-argv" not in Path(f"/proc/{process.pid}/cmdline").read_bytes()
+        body = {"model": "c", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
+        response = httpx.post(url + "/v1/messages", json=body)
+        assert response.status_code == 200 and response.json()["content"][0]["type"] == "text"
+        assert upstream.fake.headers[-1]["authorization"] == "Bearer sk-never-on-argv"
+        assert read_trace(trace)[0].completion_token_ids == upstream.fake.emitted[0]
+    finally:
+        process.send_signal(signal.SIGINT)
+        output = process.communicate(timeout=10)[0]
+    assert b"sk-never-on-argv" not in output and b"sk-never-on-argv" not in trace.read_bytes()
+
+
+def test_bad_settings_are_a_clean_error(tmp_path):
+    result = CliRunner().invoke(main, ["gateway", "--upstream", "not-a-url"])
+    assert result.exit_code == 1 and "upstream must be an http:// or https:// URL" in result.output
+    empty = tmp_path / "key"
+    empty.write_text("")
+    result = CliRunner().invoke(main, ["gateway", "--upstream", "http://x/v1", "--api-key-file", str(empty)])
+    assert result.exit_code == 1 and "is empty" in result.output

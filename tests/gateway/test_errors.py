@@ -1,0 +1,39 @@
+"""Upstream failures mapped to what an Anthropic client acts on."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentbake.gateway.errors import upstream_status_error, upstream_timeout, upstream_unavailable
+
+
+@pytest.mark.parametrize(
+    ("upstream", "status", "error_type"),
+    [
+        (400, 400, "invalid_request_error"),
+        (401, 401, "authentication_error"),
+        (403, 403, "permission_error"),
+        (404, 404, "not_found_error"),
+        (413, 413, "request_too_large"),
+        (422, 400, "invalid_request_error"),
+        (429, 429, "rate_limit_error"),
+        (500, 500, "api_error"),
+        (502, 502, "api_error"),
+        (503, 529, "overloaded_error"),
+        (529, 529, "overloaded_error"),
+        (418, 418, "invalid_request_error"),
+    ],
+)
+def test_status_mapping(upstream, status, error_type):
+    error = upstream_status_error(upstream, "why", None)
+    assert (error.status, error.error_type) == (status, error_type)
+    assert error.anthropic_body() == {
+        "type": "error",
+        "error": {"type": error_type, "message": f"upstream returned {upstream}: why"},
+    }
+
+
+def test_retry_after_is_kept_and_transport_failures_are_retryable():
+    assert upstream_status_error(429, "slow", b"12").headers == [(b"retry-after", b"12")]
+    assert upstream_unavailable("refused").status == 529
+    assert upstream_timeout("read").status == 504

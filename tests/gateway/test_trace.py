@@ -1,0 +1,76 @@
+"""The JSONL trace: appended per call, readable after a crash, summarized by the CLI."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from agentbake.cli import main
+from agentbake.gateway.trace import TraceRecord, TraceWriter, read_trace, summarize
+
+
+def record(turn: int, **fields) -> TraceRecord:
+    defaults = {"request": {"model": "m"}, "response": {"choices": []}, "upstream_status": 200}
+    return TraceRecord(turn=turn, **{**defaults, **fields})
+
+
+def test_each_record_is_on_disk_as_soon_as_it_is_written(tmp_path):
+    path = tmp_path / "sub" / "trace.jsonl"
+    writer = TraceWriter(path)
+    writer.write(record(0, completion_token_ids=[1, 2], per_token_logps=[-0.1, -0.2]))
+    assert read_trace(path)[0].completion_token_ids == [1, 2]  # readable before close: no buffering
+    writer.write(record(1, retry_of=0))
+    writer.close()
+    again = TraceWriter(path)  # a restarted gateway appends
+    again.write(record(2))
+    again.close()
+    assert [r.turn for r in read_trace(path)] == [0, 1, 2]
+    assert read_trace(path)[1].retry_of == 0 and read_trace(path)[0].schema_version == 1
+
+
+def test_reader_skips_a_torn_last_line_but_not_a_broken_middle_one(tmp_path):
+    path = tmp_path / "trace.jsonl"
+    writer = TraceWriter(path)
+    writer.write(record(0))
+    writer.close()
+    complete = path.read_bytes()
+    path.write_bytes(complete + b'{"turn": 1, "request": {"mod')  # a crash mid-write
+    assert [r.turn for r in read_trace(path)] == [0]
+    path.write_bytes(complete + b'{"turn": 1}')  # parseable but without newline: still a torn write
+    assert [r.turn for r in read_trace(path)] == [0]
+    path.write_bytes(b"{broken\n" + complete)
+    with pytest.raises(ValueError, match="trace.jsonl:1: not a JSON line"):
+        read_trace(path)
+
+
+def test_reader_ignores_fields_from_newer_writers(tmp_path):
+    path = tmp_path / "trace.jsonl"
+    path.write_text('{"turn": 3, "request": {}, "response": null, "added_later": 1}\n')
+    (only,) = read_trace(path)
+    assert only.turn == 3 and only.response is None and not only.ok
+
+
+def test_summary_counts_tokens_errors_and_retries(tmp_path):
+    path = tmp_path / "trace.jsonl"
+    writer = TraceWriter(path)
+    writer.write(record(0, completion_token_ids=[1, 2, 3], rollout_id="a", dialect="anthropic"))
+    writer.write(record(1, response=None, upstream_status=500, upstream_error="boom", rollout_id="a"))
+    writer.write(record(2, completion_token_ids=[4], retry_of=1, rollout_id="b"))
+    writer.write(record(3, rollout_id="b"))  # ok but no ids: capture silently failed
+    writer.close()
+    summary = summarize(read_trace(path))
+    assert (summary.turns, summary.rollouts, summary.tokens) == (4, 2, 4)
+    assert (summary.errors, summary.retries, summary.calls_without_ids) == (1, 1, 1)
+
+    result = CliRunner().invoke(main, ["trace", "summary", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "turns: 4" in result.output and "tokens captured: 4" in result.output
+    assert "errors: 1" in result.output and "retries: 1" in result.output
+    assert "calls without token ids: 1" in result.output and "dialect anthropic: 1" in result.output
+
+
+def test_summary_of_a_corrupt_trace_is_a_clean_cli_error(tmp_path):
+    path = tmp_path / "trace.jsonl"
+    path.write_text("nope\n")
+    result = CliRunner().invoke(main, ["trace", "summary", str(path)])
+    assert result.exit_code == 1 and "not a JSON line" in result.output
