@@ -77,3 +77,10 @@ def test_lock_rejects_a_native_package_the_agent_does_not_have(user_catalog: Pat
     write_spec(user_catalog, "bad", text.replace("claude-code-linux-x64", "claude-code-linux-sparc"))
     with pytest.raises(LockError, match=r"not an optional dependency .* pick one of: .*claude-code-linux-x64"):
         write_lock(Catalog.discover(user_catalog).load("bad"))
+
+
+def test_lock_without_npm_says_what_to_install(catalog: Catalog, monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(LockError, match=r"needs npm on PATH .* install Node.js and npm"):
+        write_lock(catalog.load("opencode"))
+    assert read_lock(catalog.load("opencode"))  # the committed lock is untouched
