@@ -20,6 +20,8 @@ from agentbake.errors import SpecError, TemplateError
 
 LABEL_PREFIX = "dev.agentbake."
 CA_CONTEXT_PATH = "ca/extra-ca.crt"
+APT_CA_CONTEXT_PATH = "ca/apt.conf"
+APT_CA_CONF = b'Acquire::https::CAInfo "/usr/local/share/ca-certificates/agentbake-extra.crt";\n'
 DPKG_SLIM = "dpkg-slim.cfg"  # dpkg path excludes, shared with `agentbake base debian`
 PREFIX = "/opt/agentbake"
 # What every image carries: the harness (git, curl, python3), a Hugging Face sandbox's boot
@@ -159,6 +161,7 @@ def render(
             raise SpecError(
                 f"--ca-cert {ca_cert}: no PEM certificate in it; pass a PEM file (-----BEGIN CERTIFICATE-----)"
             )
+        files[APT_CA_CONTEXT_PATH] = APT_CA_CONF
     packages = list(
         dict.fromkeys([*COMMON_PACKAGES, *(["nodejs"] if spec.agent.install == "npm" else []), *spec.packages])
     )
@@ -168,6 +171,7 @@ def render(
         "lock": lock,
         "base_image": base_image or spec.base.image,
         "ca_cert": CA_CONTEXT_PATH if ca_cert is not None else None,
+        "apt_ca_conf": APT_CA_CONTEXT_PATH,
         "packages": packages,
         "paths": harness_paths(spec),
         "labels": image_labels(spec, lock),

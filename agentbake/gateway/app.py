@@ -380,9 +380,7 @@ class Gateway:
         )
         assembler = ChunkAssembler()
         await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-        await send(
-            {"type": "http.response.body", "body": _events_bytes(translator.start()), "more_body": True}
-        )
+        await send({"type": "http.response.body", "body": _events_bytes(translator.start()), "more_body": True})
 
         async def forward(chunk: dict) -> None:
             assembler.add(chunk)
@@ -424,9 +422,7 @@ class Gateway:
 
     async def _tokenize(self, payload: dict) -> int | None:
         try:
-            response = await self.client.post(
-                self.config.resolved_tokenize_url, content=orjson.dumps(payload)
-            )
+            response = await self.client.post(self.config.resolved_tokenize_url, content=orjson.dumps(payload))
         except httpx.TransportError:
             return None
         if response.status_code in (404, 405):

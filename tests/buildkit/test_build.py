@@ -9,6 +9,7 @@ import pytest
 
 from agentbake.buildkit.build import BuildResult, build, context_tar
 from agentbake.buildkit.builders import Progress, run_build
+from agentbake.buildkit.ca import detect_ca_bundle
 from agentbake.buildkit.catalog import Catalog
 from agentbake.errors import BuildError
 from tests.conftest import plan_default, write_spec
@@ -148,3 +149,22 @@ def test_buildkit_failure_reports_step_and_output(engine: docker.DockerClient, b
         run_build(engine, context_tar({"Dockerfile": dockerfile}), "agentbake-test/fail:1", builder="buildkit")
     assert "exit 7" in info.value.step and "buildkit-last-words" in "\n".join(info.value.output_tail)
     assert "exit code: 7" in str(info.value)
+
+
+def test_apt_trusts_the_ca_cert_before_ca_certificates_is_installed(
+    engine: docker.DockerClient, catalog: Catalog
+) -> None:
+    """Behind an intercepting proxy, an https Debian mirror works from the first apt-get update."""
+    ca = detect_ca_bundle()
+    if ca is None:
+        pytest.skip("no CA bundle named by the environment (no intercepting proxy here)")
+    rendered = plan_default(engine, catalog.load("claude-code"), catalog).rendered
+    head = rendered.dockerfile.split("# Debian packages")[0]
+    dockerfile = head + (
+        "RUN ! test -e /usr/sbin/update-ca-certificates"
+        " && sed -i 's|http://deb.debian.org|https://deb.debian.org|' /etc/apt/sources.list"
+        " && apt-get update --error-on=any -o Acquire::Retries=2\n"
+    )
+    files = {**rendered.files, "Dockerfile": dockerfile.encode()}
+    image = run_build(engine, context_tar(files), "agentbake-test/apt-https:1", no_cache=True)
+    engine.images.remove(image, force=True)

@@ -73,6 +73,8 @@ def test_ca_cert_is_copied_and_trusted(catalog: Catalog, tmp_path: Path) -> None
     assert image.files[CA_CONTEXT_PATH] == PEM.encode()
     assert f"COPY {CA_CONTEXT_PATH} /usr/local/share/ca-certificates/" in image.dockerfile
     assert "update-ca-certificates" in image.dockerfile and "NODE_EXTRA_CA_CERTS" in image.dockerfile
+    assert b"Acquire::https::CAInfo" in image.files["ca/apt.conf"]
+    assert "COPY ca/apt.conf /etc/apt/apt.conf.d/" in image.dockerfile
 
 
 def test_ca_cert_that_is_not_pem(catalog: Catalog, tmp_path: Path) -> None:
