@@ -23,7 +23,7 @@ from agentbake.errors import BuildError
 Builder = Literal["legacy", "buildkit"]
 OUTPUT_TAIL_LINES = 25
 _LEGACY_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
-_BUILDKIT_STEP = re.compile(r"^\[(?:\S+ )?(\d+)/(\d+)\] (.*)$")
+_BUILDKIT_STEP = re.compile(r"^\[(?:\S+ )?\s*(\d+)/(\d+)\] (.*)$")
 
 
 class Progress:
