@@ -25,7 +25,7 @@ from agentbake.buildkit.render import render
 from agentbake.buildkit.spec import ImageSpec
 from agentbake.errors import AgentbakeError
 
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 catalog_option = click.option(
     "--catalog",
