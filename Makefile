@@ -5,6 +5,15 @@ AGENTBAKE := $(VENV)/bin/agentbake
 
 .PHONY: test demo lint bench dev engine bases
 
+# Builds behind an intercepting HTTPS proxy need its CA. `agentbake build` takes the bundle named by
+# SSL_CERT_FILE / REQUESTS_CA_BUNDLE / NODE_EXTRA_CA_CERTS; when none is set, name the system one.
+SYSTEM_CA := /etc/ssl/certs/ca-certificates.crt
+ifeq ($(SSL_CERT_FILE)$(REQUESTS_CA_BUNDLE)$(NODE_EXTRA_CA_CERTS),)
+ifneq ($(wildcard $(SYSTEM_CA)),)
+export SSL_CERT_FILE := $(SYSTEM_CA)
+endif
+endif
+
 dev: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml

@@ -196,7 +196,8 @@ def _python_requirements(python: str) -> dict[str, Any]:
         "--no-header",
         "--no-annotate",
     ]
-    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
+    # Native TLS: uv then trusts the system's CA store, as pip and npm do (proxies, corporate CAs).
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_NATIVE_TLS": "1"}
     out = _run(cmd, "uv pip compile (gateway dependencies)", input="\n".join(gateway_requirements()), env=env)
     packages: list[dict[str, Any]] = []
     for line in out.replace("\\\n", " ").splitlines():
