@@ -360,9 +360,7 @@ class Gateway:
         )
         assembler = ChunkAssembler()
         await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-        await send(
-            {"type": "http.response.body", "body": _events_bytes(translator.start()), "more_body": True}
-        )
+        await send({"type": "http.response.body", "body": _events_bytes(translator.start()), "more_body": True})
 
         async def forward(chunk: dict) -> None:
             assembler.add(chunk)

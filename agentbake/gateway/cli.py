@@ -12,9 +12,7 @@ import click
 
 @click.command()
 @click.option("--upstream", required=True, help="OpenAI-compatible base URL, with its /v1.")
-@click.option(
-    "--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path), help="JSONL trace file."
-)
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path), help="JSONL trace file.")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=int)
 @click.option(

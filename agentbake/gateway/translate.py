@@ -44,21 +44,14 @@ def claim_tool_id(candidate: Any, taken: set[str]) -> str:
     Some servers number calls per answer (`call_0` in every turn); Claude Code takes a repeated id for
     an already answered call and reports "[Tool use interrupted]", so a repeat gets a fresh id.
     """
-    tool_id = (
-        candidate if isinstance(candidate, str) and candidate and candidate not in taken else new_tool_id()
-    )
+    tool_id = candidate if isinstance(candidate, str) and candidate and candidate not in taken else new_tool_id()
     taken.add(tool_id)
     return tool_id
 
 
 def used_tool_ids(messages: list[dict]) -> set[str]:
     """Tool call ids already present in a chat-completions conversation."""
-    return {
-        call["id"]
-        for message in messages
-        for call in message.get("tool_calls") or ()
-        if isinstance(call, dict)
-    }
+    return {call["id"] for message in messages for call in message.get("tool_calls") or () if isinstance(call, dict)}
 
 
 def _fail(path: str, problem: str) -> InvalidRequest:
@@ -114,9 +107,7 @@ def _system_blocks(system: Any, drop_billing_header: bool) -> str:
         blocks = _want(system, list, "system", "a string or an array of text blocks")
     if drop_billing_header:
         blocks = [
-            b
-            for b in blocks
-            if not (isinstance(b, dict) and str(b.get("text", "")).startswith(BILLING_HEADER_PREFIX))
+            b for b in blocks if not (isinstance(b, dict) and str(b.get("text", "")).startswith(BILLING_HEADER_PREFIX))
         ]
     return _text_of(blocks, "system")
 
@@ -447,9 +438,7 @@ def openai_to_anthropic(
                 "input": parse_arguments(function.get("arguments")),
             }
         )
-    reason, sequence = stop_reason(
-        choice.get("finish_reason"), choice.get("stop_reason"), stop_sequences, bool(calls)
-    )
+    reason, sequence = stop_reason(choice.get("finish_reason"), choice.get("stop_reason"), stop_sequences, bool(calls))
     return {
         "id": new_message_id(),
         "type": "message",

@@ -140,9 +140,7 @@ class FakeUpstream:
         tokens += [("content", next(self._ids), t) for t in _TOKEN_TEXT.findall(reply.text)]
         for n, (_, arguments) in enumerate(reply.tool_calls):
             tokens.append((f"call{n}", next(self._ids), ""))
-            tokens += [
-                (f"args{n}", next(self._ids), f) for f in _split_args(orjson.dumps(arguments).decode())
-            ]
+            tokens += [(f"args{n}", next(self._ids), f) for f in _split_args(orjson.dumps(arguments).decode())]
         return tokens
 
     @staticmethod

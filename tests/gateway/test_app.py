@@ -75,10 +75,7 @@ def test_openai_stream_strips_capture_fields(gateway, upstream):
     (record,) = gateway.records()
     assert record.completion_token_ids == upstream.fake.emitted[0]
     assert record.finish_reason == "tool_calls"
-    assert (
-        record.response["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
-        == '{"command":"ls"}'
-    )
+    assert record.response["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] == '{"command":"ls"}'
 
 
 def test_openai_client_asking_for_logprobs_keeps_text_tokens(gateway, upstream):
@@ -178,10 +175,7 @@ def test_anthropic_unary_tool_use_and_tool_result_round_trip(gateway, upstream):
             ],
         },
     ]
-    assert (
-        client.messages.create(model="c", max_tokens=100, messages=follow_up, tools=TOOLS).content[0].text
-        == "done"
-    )
+    assert client.messages.create(model="c", max_tokens=100, messages=follow_up, tools=TOOLS).content[0].text == "done"
     sent = upstream.fake.requests[1]["messages"]
     assert [m["role"] for m in sent] == ["user", "assistant", "tool", "user"]
     assert sent[1]["tool_calls"][0]["function"] == {"name": "Bash", "arguments": '{"command":"ls -la"}'}

@@ -38,17 +38,13 @@ def test_capture_prefers_logprob_ids_and_falls_back_to_choice_token_ids():
             ],
         }
     )
-    capture.add(
-        {"choices": [{"index": 0, "logprobs": {"content": [{"token": "token_id:6", "logprob": -0.25}]}}]}
-    )
+    capture.add({"choices": [{"index": 0, "logprobs": {"content": [{"token": "token_id:6", "logprob": -0.25}]}}]})
     assert capture.completion_token_ids == [5, 6]
     assert capture.per_token_logps == [-0.5, -0.25]
     assert capture.prompt_token_ids == [1, 2]
 
     text_tokens = Capture()  # a client asked for logprobs itself: text tokens, ids from token_ids
-    text_tokens.add(
-        {"choices": [{"logprobs": {"content": [{"token": "a", "logprob": 0}]}, "token_ids": [11]}]}
-    )
+    text_tokens.add({"choices": [{"logprobs": {"content": [{"token": "a", "logprob": 0}]}, "token_ids": [11]}]})
     assert text_tokens.completion_token_ids == [11]
 
 

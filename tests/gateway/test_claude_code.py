@@ -73,9 +73,7 @@ def test_claude_code_runs_a_task_through_the_gateway(claude_bin, make_gateway, u
         """Bash first, then Write, then a final answer: one model call per step."""
         step = _tool_calls_so_far(request)
         if step == 0:
-            return Reply(
-                text="Running a command.", tool_calls=[("Bash", {"command": "echo bash-ran > proof.txt"})]
-            )
+            return Reply(text="Running a command.", tool_calls=[("Bash", {"command": "echo bash-ran > proof.txt"})])
         if step == 1:
             content = {"file_path": str(written), "content": "written by the model\n"}
             return Reply(text="", tool_calls=[("Write", content)])

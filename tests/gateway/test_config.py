@@ -21,9 +21,7 @@ def test_every_field_is_documented():
     for i, node in enumerate(body):
         if isinstance(node, ast.AnnAssign):
             following = body[i + 1]
-            assert isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant), (
-                node.target.id
-            )
+            assert isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant), node.target.id
 
 
 def test_upstream_url_and_tokenize_url():
@@ -43,10 +41,7 @@ def test_key_from_env_or_file(tmp_path, monkeypatch):
     assert GatewayConfig(upstream="http://x/v1", api_key_env="MY_KEY").read_api_key() == "from-env"
     key = tmp_path / "key"
     key.write_text("  from-file\n")
-    assert (
-        GatewayConfig(upstream="http://x/v1", api_key_env="MY_KEY", api_key_file=key).read_api_key()
-        == "from-file"
-    )
+    assert GatewayConfig(upstream="http://x/v1", api_key_env="MY_KEY", api_key_file=key).read_api_key() == "from-file"
     key.write_text("")
     with pytest.raises(ConfigError, match="is empty"):
         GatewayConfig(upstream="http://x/v1", api_key_file=key).read_api_key()

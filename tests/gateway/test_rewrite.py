@@ -16,9 +16,7 @@ def rewrite(body, **settings):
 
 
 def test_defaults_cap_tokens_and_inject_capture_fields():
-    body, injected = rewrite(
-        {"model": "m", "messages": [], "max_tokens": 128000, "max_completion_tokens": 10}
-    )
+    body, injected = rewrite({"model": "m", "messages": [], "max_tokens": 128000, "max_completion_tokens": 10})
     assert body["max_tokens"] == 8192 and body["max_completion_tokens"] == 10
     assert body["logprobs"] is True and body["top_logprobs"] == 1
     assert body["return_tokens_as_token_ids"] is True and body["return_token_ids"] is True
@@ -26,9 +24,7 @@ def test_defaults_cap_tokens_and_inject_capture_fields():
 
 
 def test_streaming_gets_usage_and_remembers_it_was_injected():
-    body, injected = rewrite(
-        {"model": "m", "stream": True, "stream_options": {"continuous_usage_stats": False}}
-    )
+    body, injected = rewrite({"model": "m", "stream": True, "stream_options": {"continuous_usage_stats": False}})
     assert body["stream_options"] == {"continuous_usage_stats": False, "include_usage": True}
     assert injected.usage
     _, asked = rewrite({"model": "m", "stream": True, "stream_options": {"include_usage": True}})

@@ -31,19 +31,11 @@ def test_assembler_builds_the_completion_a_stream_amounts_to():
             "choices": [
                 {
                     "index": 0,
-                    "delta": {
-                        "tool_calls": [
-                            {"index": 0, "id": "t", "function": {"name": "f", "arguments": '{"x"'}}
-                        ]
-                    },
+                    "delta": {"tool_calls": [{"index": 0, "id": "t", "function": {"name": "f", "arguments": '{"x"'}}]},
                 }
             ]
         },
-        {
-            "choices": [
-                {"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": ": 1}"}}]}}
-            ]
-        },
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": ": 1}"}}]}}]},
         {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop", "stop_reason": "END"}]},
         {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 2}},
     ]

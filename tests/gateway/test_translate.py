@@ -74,9 +74,7 @@ def test_image_inside_a_tool_result_follows_as_a_user_message():
 
 def test_pdf_document_is_refused_with_a_clear_message():
     doc = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "x"}}
-    with pytest.raises(
-        InvalidRequest, match=r"messages\[0\]\.content\[0\]\.source\.type: document source 'base64'"
-    ):
+    with pytest.raises(InvalidRequest, match=r"messages\[0\]\.content\[0\]\.source\.type: document source 'base64'"):
         translate([{"role": "user", "content": [doc]}])
 
 
@@ -281,9 +279,7 @@ def conversation(draw):
         content = user_blocks if pending or draw(st.booleans()) else draw(text)
         messages.append({"role": "user", "content": content})
         if draw(st.booleans()):
-            messages.append(
-                {"role": "system", "content": draw(st.one_of(text, st.lists(text_block(), max_size=2)))}
-            )
+            messages.append({"role": "system", "content": draw(st.one_of(text, st.lists(text_block(), max_size=2)))})
         pending = []
         blocks = []
         if draw(st.booleans()):
@@ -293,14 +289,10 @@ def conversation(draw):
             counter += 1
             tool_id = f"{draw(tool_ids)}_{counter}"
             pending.append(tool_id)
-            blocks.append(
-                {"type": "tool_use", "id": tool_id, "name": draw(tool_ids), "input": draw(tool_inputs)}
-            )
+            blocks.append({"type": "tool_use", "id": tool_id, "name": draw(tool_ids), "input": draw(tool_inputs)})
         messages.append({"role": "assistant", "content": blocks})
     if pending:
-        messages.append(
-            {"role": "user", "content": [draw(tool_result_block(tool_id)) for tool_id in pending]}
-        )
+        messages.append({"role": "user", "content": [draw(tool_result_block(tool_id)) for tool_id in pending]})
     return messages
 
 
@@ -343,9 +335,7 @@ def test_request_translation_properties(messages, tools):
             assert [m.get("tool_call_id") for m in following] == calls
 
     # Tool inputs survive as JSON arguments; text survives somewhere in the output.
-    source_calls = [
-        b for m in messages if m["role"] == "assistant" for b in m["content"] if b["type"] == "tool_use"
-    ]
+    source_calls = [b for m in messages if m["role"] == "assistant" for b in m["content"] if b["type"] == "tool_use"]
     out_calls = [c for m in out["messages"] for c in m.get("tool_calls") or ()]
     assert [orjson.loads(c["function"]["arguments"]) for c in out_calls] == [b["input"] for b in source_calls]
     for message in messages:

@@ -1,0 +1,45 @@
+# The README's two commands. `make test` is what CI runs (.ci/run).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+AGENTBAKE := $(VENV)/bin/agentbake
+
+.PHONY: test demo lint bench dev engine bases
+
+# Builds behind an intercepting HTTPS proxy need its CA. `agentbake build` takes the bundle named by
+# SSL_CERT_FILE / REQUESTS_CA_BUNDLE / NODE_EXTRA_CA_CERTS; when none is set, name the system one.
+SYSTEM_CA := /etc/ssl/certs/ca-certificates.crt
+ifeq ($(SSL_CERT_FILE)$(REQUESTS_CA_BUNDLE)$(NODE_EXTRA_CA_CERTS),)
+ifneq ($(wildcard $(SYSTEM_CA)),)
+export SSL_CERT_FILE := $(SYSTEM_CA)
+endif
+endif
+
+dev: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev,gateway]'
+	touch $@
+
+# A Docker engine that answers (installed and started here when possible).
+engine:
+	scripts/ensure-engine
+
+# Base images for the catalog: pulled when a registry answers, else built offline with debootstrap.
+bases: dev engine
+	scripts/ensure-bases $(PY)
+
+test: dev engine bases
+	$(VENV)/bin/ruff check agentbake tests bench
+	$(VENV)/bin/pytest
+
+demo: dev engine bases
+	$(AGENTBAKE) build --all
+
+lint: dev
+	$(VENV)/bin/ruff check agentbake tests bench
+	$(VENV)/bin/ruff format --check agentbake tests bench
+
+bench: dev engine bases
+	$(PY) bench/buildkit/bench.py

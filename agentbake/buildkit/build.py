@@ -1,0 +1,134 @@
+"""Content-addressed builds on the Docker engine (legacy builder or BuildKit, see builders.py).
+
+A build first computes the image's content hash; when the engine already has
+`agentbake/<name>:<hash12>` the builder is not called at all.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import tarfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+
+from agentbake.buildkit.builders import Builder, Progress, run_build
+from agentbake.buildkit.digest import content_hash, image_tag
+from agentbake.buildkit.engine import ensure_base, image_id
+from agentbake.buildkit.render import Rendered, render
+from agentbake.buildkit.spec import ImageSpec
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What a build produced; `cached` means the builder was not invoked."""
+
+    image: str
+    tag: str
+    id: str
+    size_bytes: int
+    cached: bool
+    seconds: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """A rendered image with its content hash: everything needed to build or find it."""
+
+    rendered: Rendered
+    digest: str
+
+    @property
+    def tag(self) -> str:
+        return image_tag(self.rendered.spec.name, self.digest)
+
+
+def plan(
+    client: docker.DockerClient,
+    spec: ImageSpec,
+    templates_dir: Path,
+    *,
+    base_image: str | None = None,
+    ca_cert: Path | None = None,
+) -> BuildPlan:
+    rendered = render(spec, templates_dir, base_image=base_image, ca_cert=ca_cert)
+    base_id = ensure_base(client, rendered.base_image, spec.base.suite)
+    return BuildPlan(rendered=rendered, digest=content_hash(rendered, base_id))
+
+
+def build(
+    client: docker.DockerClient,
+    build_plan: BuildPlan,
+    *,
+    no_cache: bool = False,
+    builder: Builder = "legacy",
+    progress: Progress | None = None,
+) -> BuildResult:
+    """Build the plan's image unless the engine already has its tag; tag it `latest` too."""
+    started = time.monotonic()
+    spec = build_plan.rendered.spec
+    found = None if no_cache else image_id(client, build_plan.tag)
+    cached = found is not None
+    if found is None:
+        found = run_build(
+            client,
+            context_tar(build_plan.rendered.context_files()),
+            build_plan.tag,
+            builder=builder,
+            no_cache=no_cache,
+            labels=provenance_labels(spec.source_dir),
+            progress=progress,
+        )
+    image = client.images.get(found)
+    image.tag(f"agentbake/{spec.name}", "latest")
+    return BuildResult(
+        image=spec.name,
+        tag=build_plan.tag,
+        id=found,
+        size_bytes=int(image.attrs["Size"]),
+        cached=cached,
+        seconds=round(time.monotonic() - started, 3),
+    )
+
+
+def context_tar(files: dict[str, bytes]) -> bytes:
+    """The build context as a tar with fixed owners and mtimes, so its bytes depend on content only."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path, data in sorted(files.items()):
+            info = tarfile.TarInfo(path)
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def provenance_labels(root: Path) -> dict[str, str]:
+    """Source and revision of the catalog, set at build time: provenance, not content, so not hashed."""
+    labels = {}
+    if os.environ.get("GITHUB_REPOSITORY"):
+        server = os.environ.get("GITHUB_SERVER_URL", "https://github.com")
+        labels["org.opencontainers.image.source"] = f"{server}/{os.environ['GITHUB_REPOSITORY']}"
+    revision = os.environ.get("GITHUB_SHA") or _git(root, "rev-parse", "HEAD")
+    if revision:
+        labels["org.opencontainers.image.revision"] = revision
+    if "org.opencontainers.image.source" not in labels:
+        remote = _git(root, "config", "--get", "remote.origin.url")
+        if remote:
+            labels["org.opencontainers.image.source"] = remote
+    return labels
+
+
+def _git(root: Path, *args: str) -> str:
+    try:
+        result = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
+    except OSError:
+        return ""
+    return result.stdout.strip() if result.returncode == 0 else ""

@@ -1,0 +1,183 @@
+"""The two builders of a Docker engine, driven through its API with one event stream.
+
+- legacy: what docker-py's `build` drives (`Step N/M : ...` lines).
+- buildkit: the engine's built-in BuildKit (`/build?version=2`), whose progress
+  arrives as base64 protobuf `StatusResponse` messages, decoded here.
+Both read the same tar context, so a rendered Dockerfile builds unchanged with either.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+from collections import deque
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import docker
+
+from agentbake.errors import BuildError
+
+Builder = Literal["legacy", "buildkit"]
+OUTPUT_TAIL_LINES = 25
+_LEGACY_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+_BUILDKIT_STEP = re.compile(r"^\[(?:\S+ )?\s*(\d+)/(\d+)\] (.*)$")
+
+
+class Progress:
+    """Receives build events; the CLI draws them, the default ignores them."""
+
+    def step(self, index: int, total: int, instruction: str) -> None: ...
+
+    def output(self, line: str) -> None: ...
+
+
+def run_build(
+    client: docker.DockerClient,
+    context: bytes,
+    tag: str,
+    *,
+    builder: Builder = "legacy",
+    no_cache: bool = False,
+    labels: dict[str, str] | None = None,
+    progress: Progress | None = None,
+) -> str:
+    """Build the tar `context` as `tag`; returns the image id or raises BuildError with the failing step."""
+    progress = progress or Progress()
+    events = (
+        _legacy(client, context, tag, no_cache, labels or {})
+        if builder == "legacy"
+        else (_buildkit(client, context, tag, no_cache, labels or {}))
+    )
+    step = "(before the first step)"
+    tail: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
+    built_id = None
+    for kind, value in events:
+        if kind == "step":
+            index, total, text = value
+            step = f"step {index}/{total}: {text}"
+            tail.clear()
+            progress.step(index, total, text)
+        elif kind == "output":
+            tail.append(value)
+            progress.output(value)
+        elif kind == "id":
+            built_id = value
+        elif kind == "error":
+            raise BuildError(f"building {tag} failed at {step}: {value.strip()}", step=step, output_tail=list(tail))
+    if built_id is None:
+        raise BuildError(f"building {tag}: the engine reported no image id", step=step, output_tail=list(tail))
+    return built_id
+
+
+Event = tuple[str, Any]
+
+
+def _legacy(
+    client: docker.DockerClient, context: bytes, tag: str, no_cache: bool, labels: dict[str, str]
+) -> Iterator[Event]:
+    stream = client.api.build(
+        fileobj=io.BytesIO(context),
+        custom_context=True,
+        tag=tag,
+        rm=True,
+        forcerm=True,
+        nocache=no_cache,
+        pull=False,
+        labels=labels,
+        decode=True,
+    )
+    for event in stream:
+        if "error" in event:
+            yield "error", event["error"]
+        if "ID" in (event.get("aux") or {}):
+            yield "id", event["aux"]["ID"]
+        for line in event.get("stream", "").splitlines():
+            match = _LEGACY_STEP.match(line)
+            if match:
+                yield "step", (int(match[1]), int(match[2]), match[3])
+            elif line.strip():
+                yield "output", line
+
+
+def _buildkit(
+    client: docker.DockerClient, context: bytes, tag: str, no_cache: bool, labels: dict[str, str]
+) -> Iterator[Event]:
+    params = {
+        "version": "2",
+        "t": tag,
+        "rm": "1",
+        "forcerm": "1",
+        "nocache": str(no_cache).lower(),
+        "labels": json.dumps(labels),
+    }
+    response = client.api._post(  # docker-py has no BuildKit build; the engine API does
+        client.api._url("/build"),
+        params=params,
+        data=context,
+        headers={"Content-Type": "application/x-tar"},
+        stream=True,
+        timeout=None,
+    )
+    if response.status_code != 200:
+        yield "error", f"engine refused the BuildKit build ({response.status_code}): {response.text.strip()}"
+        return
+    started: set[bytes] = set()
+    for raw in response.iter_lines():
+        event = json.loads(raw)
+        if "error" in event:
+            yield "error", event["error"]
+        aux = event.get("aux")
+        if event.get("id") == "moby.image.id":
+            yield "id", aux["ID"]
+        elif event.get("id") == "moby.buildkit.trace":
+            yield from _trace_events(base64.b64decode(aux), started)
+
+
+def _trace_events(message: bytes, started: set[bytes]) -> Iterator[Event]:
+    """Steps and log lines of one BuildKit StatusResponse (vertexes = field 1, logs = field 3)."""
+    for field, value in _fields(message):
+        if field == 1:
+            vertex = dict(_fields(value))
+            digest, name = vertex.get(1, b""), vertex.get(3, b"").decode(errors="replace")
+            match = _BUILDKIT_STEP.match(name)
+            if match and digest not in started:
+                started.add(digest)
+                yield "step", (int(match[1]), int(match[2]), match[3])
+        elif field == 3:
+            for line in dict(_fields(value)).get(4, b"").decode(errors="replace").splitlines():
+                if line.strip():
+                    yield "output", line
+
+
+def _fields(data: bytes) -> Iterator[tuple[int, Any]]:
+    """Top-level fields of a protobuf message: varints as int, length-delimited ones as bytes."""
+    pos = 0
+    while pos < len(data):
+        key, pos = _varint(data, pos)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(data, pos)
+        elif wire == 2:
+            size, pos = _varint(data, pos)
+            value, pos = data[pos : pos + size], pos + size
+        elif wire == 1:
+            value, pos = data[pos : pos + 8], pos + 8
+        elif wire == 5:
+            value, pos = data[pos : pos + 4], pos + 4
+        else:
+            return
+        yield field, value
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7

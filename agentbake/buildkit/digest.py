@@ -1,0 +1,29 @@
+"""The content hash that names an image: equal inputs, equal tag; one changed byte, a new tag."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from agentbake.buildkit.render import Rendered
+
+HASH_SCHEME = b"agentbake-image-v1"
+
+
+def _field(data: bytes) -> bytes:
+    # Length-prefixed, so no two different input sets can concatenate to the same bytes.
+    return len(data).to_bytes(8, "big") + data
+
+
+def content_hash(rendered: Rendered, base_image_id: str) -> str:
+    """sha256 over the Dockerfile, every context file (sorted paths), the lock and the base image id."""
+    digest = hashlib.sha256(_field(HASH_SCHEME))
+    for path, data in sorted(rendered.context_files().items()):
+        digest.update(_field(path.encode()) + _field(data))
+    digest.update(_field(json.dumps(rendered.lock, sort_keys=True).encode()))
+    digest.update(_field(base_image_id.encode()))
+    return digest.hexdigest()
+
+
+def image_tag(name: str, digest: str) -> str:
+    return f"agentbake/{name}:{digest[:12]}"

@@ -1,0 +1,36 @@
+"""Exceptions shared by every agentbake package.
+
+Each message names the file, key or field at fault, what was expected, and how
+to fix it: the CLI prints it as is, without a traceback.
+"""
+
+from __future__ import annotations
+
+
+class AgentbakeError(Exception):
+    """Base class of every error agentbake raises on purpose."""
+
+
+class SpecError(AgentbakeError):
+    """An image spec (image.toml) or catalog is invalid."""
+
+
+class TemplateError(AgentbakeError):
+    """A Dockerfile template failed to render."""
+
+
+class LockError(AgentbakeError):
+    """A lock file is missing, stale or unreadable, or versions could not be resolved."""
+
+
+class EngineError(AgentbakeError):
+    """The Docker engine cannot be reached or refused a request."""
+
+
+class BuildError(AgentbakeError):
+    """An image build failed; carries the failing step and the last lines of its output."""
+
+    def __init__(self, message: str, *, step: str | None = None, output_tail: list[str] | None = None):
+        super().__init__(message)
+        self.step = step
+        self.output_tail = output_tail or []

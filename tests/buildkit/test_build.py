@@ -1,0 +1,170 @@
+"""Real builds on the engine: the three catalog images, their contents, caching and failures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import docker
+import pytest
+
+from agentbake.buildkit.build import BuildResult, build, context_tar
+from agentbake.buildkit.builders import Progress, run_build
+from agentbake.buildkit.ca import detect_ca_bundle
+from agentbake.buildkit.catalog import Catalog
+from agentbake.errors import BuildError
+from tests.conftest import plan_default, write_spec
+
+pytestmark = pytest.mark.docker
+
+
+def run_in(engine: docker.DockerClient, tag: str, command: str) -> str:
+    """Run a shell command in a throwaway container as the image's own (non-root) user."""
+    output = engine.containers.run(tag, ["sh", "-c", command], remove=True, stderr=True, network_mode="none")
+    return output.decode()
+
+
+@pytest.mark.parametrize("name", ["claude-code", "opencode", "pi"])
+def test_agent_runs_as_the_non_root_user(
+    engine: docker.DockerClient, built_images: dict[str, BuildResult], catalog: Catalog, name: str
+) -> None:
+    spec = catalog.load(name)
+    output = run_in(engine, built_images[name].tag, f"id -u; id -un; pwd; {spec.agent.command} --version 2>&1")
+    uid, user, cwd, version = output.splitlines()[:4]
+    assert (uid, user, cwd) == ("1000", "agent", "/home/agent/workdir")
+    assert spec.agent.version in version
+
+
+@pytest.mark.parametrize("name", ["claude-code", "opencode", "pi"])
+def test_image_carries_what_sandboxes_need(
+    engine: docker.DockerClient, built_images: dict[str, BuildResult], name: str
+) -> None:
+    image = engine.images.get(built_images[name].tag)
+    labels = image.labels
+    dirs = [labels[f"dev.agentbake.dir.{key}"] for key in ("workdir", "task", "logs_agent", "logs_verifier")]
+    python = labels["dev.agentbake.python"]
+    output = run_in(
+        engine,
+        built_images[name].tag,
+        f"stat -c '%u %n' {' '.join(dirs)}; for c in sh curl sha256sum git; do command -v $c; done; "
+        f"{python} -c 'import httpx, uvicorn, uvloop, httptools, orjson; print(\"deps ok\")'",
+    )
+    assert [line.split()[0] for line in output.splitlines()[:4]] == ["1000"] * 4
+    assert "/usr/bin/sha256sum" in output and "/usr/bin/curl" in output and "deps ok" in output
+    assert labels["dev.agentbake.spec-hash"] and labels["org.opencontainers.image.revision"]
+    assert image.attrs["Config"]["User"] == "agent"
+
+
+@pytest.mark.parametrize("name", ["claude-code", "opencode"])
+def test_native_images_carry_one_binary_and_no_node(
+    engine: docker.DockerClient, built_images: dict[str, BuildResult], name: str
+) -> None:
+    output = run_in(
+        engine,
+        built_images[name].tag,
+        "command -v node || command -v npm || echo no-node; find /opt/agentbake/agent -type f -size +50M | wc -l",
+    )
+    assert output.split() == ["no-node", "1"]
+
+
+def test_second_build_is_cached_without_calling_the_builder(
+    engine: docker.DockerClient, built_images: dict[str, BuildResult], catalog: Catalog, monkeypatch
+) -> None:
+    def builder_called(*args, **kwargs):
+        raise AssertionError("the builder must not be called for an unchanged image")
+
+    monkeypatch.setattr(engine.api, "build", builder_called)
+    for spec in catalog.load_all():
+        result = build(engine, plan_default(engine, spec, catalog))
+        assert result.cached and result.tag == built_images[spec.name].tag
+        assert result.id == built_images[spec.name].id
+        assert engine.images.get(f"agentbake/{spec.name}:latest").id == result.id
+
+
+def test_ca_cert_and_base_override_change_the_tag(
+    engine: docker.DockerClient, built_images: dict[str, BuildResult], catalog: Catalog, tmp_path: Path
+) -> None:
+    spec = catalog.load("claude-code")
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    tags = {
+        plan_default(engine, spec, catalog, ca_cert=None).tag,
+        plan_default(engine, spec, catalog, ca_cert=ca).tag,
+        plan_default(engine, spec, catalog, base_image="debian:trixie-slim").tag,
+    }
+    assert len(tags) == 3
+
+
+def test_failing_step_reports_step_and_output(
+    engine: docker.DockerClient, built_images: dict[str, BuildResult], catalog: Catalog, user_catalog: Path
+) -> None:
+    write_spec(
+        user_catalog,
+        "broken",
+        'extends = "claude-code"\nrun = ["echo about-to-fail; exit 3"]\n',
+        lock_from=catalog.load("claude-code").lock_path,
+    )
+    spec = Catalog.discover(user_catalog).load("broken")
+    with pytest.raises(BuildError) as info:
+        build(engine, plan_default(engine, spec, catalog))
+    error = info.value
+    assert "exit 3" in error.step and "returned a non-zero code: 3" in str(error)
+    assert "about-to-fail" in error.output_tail
+
+
+def test_context_tar_is_byte_stable() -> None:
+    files = {"b.txt": b"two", "a/one.txt": b"one"}
+    assert context_tar(files) == context_tar(dict(reversed(files.items())))
+
+
+def test_the_same_dockerfile_builds_with_buildkit(
+    engine: docker.DockerClient, built_images: dict[str, BuildResult], catalog: Catalog
+) -> None:
+    build_plan = plan_default(engine, catalog.load("opencode"), catalog)
+    tag = "agentbake-test/opencode-buildkit:latest"
+    steps: list[str] = []
+
+    class Steps(Progress):
+        def step(self, index: int, total: int, instruction: str) -> None:
+            steps.append(instruction)
+
+    image = run_build(
+        engine, context_tar(build_plan.rendered.context_files()), tag, builder="buildkit", progress=Steps()
+    )
+    try:
+        assert "1.18.33" in run_in(engine, tag, "opencode --version")
+        assert any(step.startswith("RUN curl") for step in steps)
+        # Same labels as the legacy build, but for the provenance ones set at build time.
+        content_labels = [
+            {k: v for k, v in engine.images.get(ref).labels.items() if not k.startswith("org.opencontainers.image.re")}
+            for ref in (tag, build_plan.tag)
+        ]
+        assert content_labels[0] == content_labels[1]
+    finally:
+        engine.images.remove(image, force=True)
+
+
+def test_buildkit_failure_reports_step_and_output(engine: docker.DockerClient, built_images) -> None:
+    dockerfile = b"FROM debian:bookworm-slim\nRUN echo buildkit-last-words; exit 7\n"
+    with pytest.raises(BuildError) as info:
+        run_build(engine, context_tar({"Dockerfile": dockerfile}), "agentbake-test/fail:1", builder="buildkit")
+    assert "exit 7" in info.value.step and "buildkit-last-words" in "\n".join(info.value.output_tail)
+    assert "exit code: 7" in str(info.value)
+
+
+def test_apt_trusts_the_ca_cert_before_ca_certificates_is_installed(
+    engine: docker.DockerClient, catalog: Catalog
+) -> None:
+    """Behind an intercepting proxy, an https Debian mirror works from the first apt-get update."""
+    ca = detect_ca_bundle()
+    if ca is None:
+        pytest.skip("no CA bundle named by the environment (no intercepting proxy here)")
+    rendered = plan_default(engine, catalog.load("claude-code"), catalog).rendered
+    head = rendered.dockerfile.split("# Debian packages")[0]
+    dockerfile = head + (
+        "RUN ! test -e /usr/sbin/update-ca-certificates"
+        " && sed -i 's|http://deb.debian.org|https://deb.debian.org|' /etc/apt/sources.list"
+        " && apt-get update --error-on=any -o Acquire::Retries=2\n"
+    )
+    files = {**rendered.files, "Dockerfile": dockerfile.encode()}
+    image = run_build(engine, context_tar(files), "agentbake-test/apt-https:1", no_cache=True)
+    engine.images.remove(image, force=True)

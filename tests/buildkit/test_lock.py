@@ -1,0 +1,86 @@
+"""Locks: builds refuse missing or stale ones with the command that fixes it; resolution is exact."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from agentbake.buildkit.catalog import Catalog
+from agentbake.buildkit.lock import LOCK_SCHEMA, lock_inputs, read_lock, requirements_txt, write_lock
+from agentbake.errors import LockError
+from tests.conftest import write_spec
+
+
+def test_committed_locks_are_current(catalog: Catalog) -> None:
+    for spec in catalog.load_all():
+        lock = read_lock(spec)
+        assert lock["schema_version"] == LOCK_SCHEMA and lock["inputs"] == lock_inputs(spec)
+        assert lock["agent"]["version"] == spec.agent.version  # the catalog pins exact versions
+        assert all(pkg["hashes"] for pkg in lock["python"]["packages"])
+
+
+def test_missing_lock_says_to_run_lock(user_catalog: Path, catalog: Catalog) -> None:
+    source = catalog.load("opencode").source_dir / "image.toml"
+    write_spec(user_catalog, "mine", source.read_text())
+    with pytest.raises(LockError, match=r"mine/lock.json: no lock for image 'mine'; run `agentbake lock mine`"):
+        read_lock(Catalog.discover(user_catalog).load("mine"))
+
+
+def test_stale_lock_names_what_changed(user_catalog: Path, catalog: Catalog) -> None:
+    original = catalog.load("opencode")
+    text = (original.source_dir / "image.toml").read_text().replace('"1.18.33"', '"1.18.34"')
+    write_spec(user_catalog, "opencode", text, lock_from=original.lock_path)
+    with pytest.raises(LockError) as info:
+        read_lock(Catalog.discover(user_catalog).load("opencode"))
+    message = str(info.value)
+    assert "stale lock" in message and "inputs.agent.version ('1.18.33' -> '1.18.34')" in message
+    assert "run `agentbake lock opencode`" in message
+
+
+def test_corrupt_lock(user_catalog: Path, catalog: Catalog) -> None:
+    original = catalog.load("opencode")
+    path = write_spec(user_catalog, "opencode", (original.source_dir / "image.toml").read_text())
+    (path.parent / "lock.json").write_text("{not json")
+    with pytest.raises(LockError, match="not valid JSON"):
+        read_lock(Catalog.discover(user_catalog).load("opencode"))
+    (path.parent / "lock.json").write_text('{"schema_version": 0}')
+    with pytest.raises(LockError, match="lock schema is not 1"):
+        read_lock(Catalog.discover(user_catalog).load("opencode"))
+
+
+def test_requirements_require_hashes(catalog: Catalog) -> None:
+    lines = requirements_txt(read_lock(catalog.load("claude-code"))).splitlines()
+    assert lines and all("==" in line and "--hash=sha256:" in line for line in lines)
+    assert any(line.startswith("uvicorn==") for line in lines)
+
+
+def test_lock_resolves_a_range_to_exact_hashed_artifacts(user_catalog: Path, catalog: Catalog) -> None:
+    """A real resolution against the npm registry and PyPI, for a range instead of a pinned version."""
+    text = (catalog.load("claude-code").source_dir / "image.toml").read_text()
+    write_spec(user_catalog, "claude-range", text.replace('version = "2.1.332"', 'version = "~2.1.332"'))
+    spec = Catalog.discover(user_catalog).load("claude-range")
+    lock = write_lock(spec)
+    assert read_lock(spec) == lock == json.loads(spec.lock_path.read_text())
+    native = lock["native"]
+    assert native["package"] == "@anthropic-ai/claude-code-linux-x64"
+    assert native["version"] == lock["agent"]["version"] and native["version"].startswith("2.1.")
+    digest = base64.b64decode(native["integrity"].removeprefix("sha512-"))
+    assert digest.hex() == native["sha512"] and len(digest) == hashlib.sha512().digest_size
+
+
+def test_lock_rejects_a_native_package_the_agent_does_not_have(user_catalog: Path, catalog: Catalog) -> None:
+    text = (catalog.load("claude-code").source_dir / "image.toml").read_text()
+    write_spec(user_catalog, "bad", text.replace("claude-code-linux-x64", "claude-code-linux-sparc"))
+    with pytest.raises(LockError, match=r"not an optional dependency .* pick one of: .*claude-code-linux-x64"):
+        write_lock(Catalog.discover(user_catalog).load("bad"))
+
+
+def test_lock_without_npm_says_what_to_install(catalog: Catalog, monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(LockError, match=r"needs npm on PATH .* install Node.js and npm"):
+        write_lock(catalog.load("opencode"))
+    assert read_lock(catalog.load("opencode"))  # the committed lock is untouched
