@@ -6,6 +6,7 @@ per-request work is a body read, one orjson parse, the translation and one poole
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import re
@@ -167,6 +168,9 @@ class Gateway:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                # Everything alive now (modules, config) lives as long as the process; keeping it out of
+                # the collector's scans shortens the full collections that show up as p99 latency.
+                gc.freeze()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await self.aclose()
@@ -324,6 +328,39 @@ class Gateway:
             malformed += data != b"[DONE]"
         return None, (f"skipped {malformed} malformed SSE event(s)" if malformed else None)
 
+    async def _relay(
+        self,
+        call: _Call,
+        response: UpstreamResponse,
+        send: Send,
+        *,
+        head: bytes,
+        render: Callable[[dict], bytes],
+        tail: Callable[[str | None], bytes],
+    ) -> None:
+        """Stream an upstream answer to the client as it arrives: SSE headers and `head` at once, each
+        chunk as `render` turns it into client bytes, then the record, then `tail(fatal)`."""
+        assembler = ChunkAssembler()
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        if head:
+            await send({"type": "http.response.body", "body": head, "more_body": True})
+
+        async def forward(chunk: dict) -> None:
+            assembler.add(chunk)
+            data = render(chunk)
+            if data:
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+
+        fatal, note = await self._events(call, response, forward)
+        self._record(
+            call,
+            response=assembler.completion(),
+            status=200,
+            error=fatal or note,
+            finish_reason=assembler.finish_reason,
+        )
+        await send({"type": "http.response.body", "body": tail(fatal), "more_body": False})
+
     # ------------------------------------------------------------------ Anthropic dialect
 
     async def _messages(self, scope: Scope, receive: Receive, send: Send, rollout_id: str | None) -> None:
@@ -358,30 +395,21 @@ class Gateway:
         translator = StreamTranslator(
             model=client_model, stop_sequences=stops, taken_ids=used_tool_ids(upstream_body["messages"])
         )
-        assembler = ChunkAssembler()
-        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-        await send({"type": "http.response.body", "body": _events_bytes(translator.start()), "more_body": True})
 
-        async def forward(chunk: dict) -> None:
-            assembler.add(chunk)
-            events = translator.feed(chunk)
-            if events:
-                await send({"type": "http.response.body", "body": _events_bytes(events), "more_body": True})
+        def tail(fatal: str | None) -> bytes:
+            if fatal:
+                # The status is already sent; an SSE error event makes Claude Code re-send the request.
+                return sse_event("error", UpstreamError(fatal).anthropic_body())
+            return _events_bytes(translator.finish())
 
-        fatal, note = await self._events(call, response, forward)
-        if fatal:
-            # The status is already sent; an SSE error event makes Claude Code re-send the request.
-            tail = sse_event("error", UpstreamError(fatal).anthropic_body())
-        else:
-            tail = _events_bytes(translator.finish())
-        self._record(
+        await self._relay(
             call,
-            response=assembler.completion(),
-            status=200,
-            error=fatal or note,
-            finish_reason=assembler.finish_reason,
+            response,
+            send,
+            head=_events_bytes(translator.start()),
+            render=lambda chunk: _events_bytes(translator.feed(chunk)),
+            tail=tail,
         )
-        await send({"type": "http.response.body", "body": tail, "more_body": False})
 
     async def _count_tokens(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = _parse_json(await _read_body(scope, receive, self.config.max_body_bytes))
@@ -402,9 +430,7 @@ class Gateway:
 
     async def _tokenize(self, payload: dict) -> int | None:
         try:
-            response = await self.client.request(
-                "POST", self.config.resolved_tokenize_url, orjson.dumps(payload)
-            )
+            response = await self.client.request("POST", self.config.resolved_tokenize_url, orjson.dumps(payload))
             try:
                 content = await response.read()
             finally:
@@ -449,39 +475,23 @@ class Gateway:
             await _respond(send, 200, payload)
             return
 
-        assembler = ChunkAssembler()
-        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
         injected = call.injected
 
-        async def forward(chunk: dict) -> None:
-            assembler.add(chunk)
+        def render(chunk: dict) -> bytes:
             strip_injected(chunk, injected)
             if injected.usage:
                 if not chunk.get("choices"):
-                    return  # the usage-only chunk the client did not ask for
+                    return b""  # the usage-only chunk the client did not ask for
                 chunk.pop("usage", None)
-            await send(
-                {
-                    "type": "http.response.body",
-                    "body": b"data: " + orjson.dumps(chunk) + b"\n\n",
-                    "more_body": True,
-                }
-            )
+            return b"data: " + orjson.dumps(chunk) + b"\n\n"
 
-        fatal, note = await self._events(call, response, forward)
-        if fatal:
-            # An `error` payload makes the OpenAI SDKs raise instead of returning a truncated answer.
-            tail = b"data: " + orjson.dumps(UpstreamError(fatal, status=502).openai_body()) + b"\n\n"
-        else:
-            tail = b"data: [DONE]\n\n"
-        self._record(
-            call,
-            response=assembler.completion(),
-            status=200,
-            error=fatal or note,
-            finish_reason=assembler.finish_reason,
-        )
-        await send({"type": "http.response.body", "body": tail, "more_body": False})
+        def tail(fatal: str | None) -> bytes:
+            if fatal:
+                # An `error` payload makes the OpenAI SDKs raise instead of returning a truncated answer.
+                return b"data: " + orjson.dumps(UpstreamError(fatal, status=502).openai_body()) + b"\n\n"
+            return b"data: [DONE]\n\n"
+
+        await self._relay(call, response, send, head=b"", render=render, tail=tail)
 
     async def _models(self, send: Send) -> None:
         response = await self.client.request("GET", "/models")

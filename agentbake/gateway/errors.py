@@ -6,12 +6,14 @@ Status codes are chosen for what the client does with them: Claude Code retries 
 
 from __future__ import annotations
 
+from agentbake.errors import AgentbakeError
 
-class ConfigError(Exception):
+
+class ConfigError(AgentbakeError):
     """The gateway cannot start with the settings it was given."""
 
 
-class GatewayError(Exception):
+class GatewayError(AgentbakeError):
     """A failure answered to the client with `status` and an Anthropic `error_type`."""
 
     status = 500

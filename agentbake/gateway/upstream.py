@@ -67,9 +67,7 @@ class _Connection(asyncio.Protocol):
             self._fail(upstream_broken(detail))
 
     def _delimited_by_close(self) -> bool:
-        return "content-length" not in self.headers and "chunked" not in self.headers.get(
-            "transfer-encoding", ""
-        )
+        return "content-length" not in self.headers and "chunked" not in self.headers.get("transfer-encoding", "")
 
     # -- httptools callbacks (after an error they are ignored: the bytes belong to no request)
 
@@ -215,15 +213,11 @@ class UpstreamClient:
             self._ssl = ssl.create_default_context()
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(
-                    lambda: _Connection(loop), host, port, ssl=self._ssl if https else None
-                ),
+                loop.create_connection(lambda: _Connection(loop), host, port, ssl=self._ssl if https else None),
                 self.connect_timeout,
             )
         except (OSError, TimeoutError) as exc:
-            raise upstream_unavailable(
-                f"cannot connect to {host}:{port}: {exc or type(exc).__name__}"
-            ) from exc
+            raise upstream_unavailable(f"cannot connect to {host}:{port}: {exc or type(exc).__name__}") from exc
         return conn
 
     async def request(self, method: str, url: str, body: bytes = b"") -> UpstreamResponse:

@@ -36,6 +36,7 @@ LITELLM_VENV = CACHE / "litellm-venv"
 CCR_PREFIX = CACHE / "ccr"
 MODEL = "fake-model"
 FIRST_TOKEN = b"Hello"  # the fake upstream's first content token
+THROUGHPUT_SECONDS = 20.0
 
 
 # ------------------------------------------------------------------ a small keep-alive HTTP client
@@ -121,17 +122,23 @@ async def measure(port: int, raw: bytes, sequential: int, concurrent: int, resul
 
     workers = 16
     per_worker = concurrent // workers
+    deadline = time.perf_counter() + THROUGHPUT_SECONDS
+    done = 0
 
     async def worker() -> None:
+        nonlocal done
         c = await Connection.open(port)
         for _ in range(per_worker):
+            if time.perf_counter() > deadline:  # slow peers: bounded in time as well as in count
+                break
             status, _, _ = await c.request(raw)
             result.errors += status != 200
+            done += 1
         c.close()
 
     start = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(workers)))
-    result.rps = workers * per_worker / (time.perf_counter() - start)
+    result.rps = done / (time.perf_counter() - start)
 
 
 # ------------------------------------------------------------------ processes
@@ -162,9 +169,7 @@ def tree_rss_mb(pid: int) -> float:
 
 
 class Server:
-    def __init__(
-        self, name: str, args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
-    ):
+    def __init__(self, name: str, args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None):
         self.name = name
         fd, log = tempfile.mkstemp(prefix=f"bench-{name}-", suffix=".log")
         self.log = Path(log)
@@ -210,9 +215,7 @@ class Server:
 
 def serve_upstream(port: int) -> None:
     """Entry point of the upstream process (`bench.py --serve-upstream PORT`)."""
-    spec = importlib.util.spec_from_file_location(
-        "fake_upstream", REPO / "tests" / "gateway" / "fake_upstream.py"
-    )
+    spec = importlib.util.spec_from_file_location("fake_upstream", REPO / "tests" / "gateway" / "fake_upstream.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["fake_upstream"] = module  # dataclasses look their module up while the class is built
     spec.loader.exec_module(module)
@@ -372,38 +375,21 @@ def main() -> None:
 
 
 def run_proxy(run, server, port, label, chat, msgs, oai_headers, anthropic_headers, baselines) -> None:
+    """The proxy's rows: OpenAI dialect (when `chat` is given), Anthropic unary, Anthropic streamed."""
     unary, stream = baselines
-    rows = []
-    if chat is not None:
-        rows.append(
-            run(
-                f"{label} OpenAI",
-                port,
-                http_post(port, "/v1/chat/completions", chat, oai_headers),
-                baseline=unary,
-            )
-        )
-    rows.append(
-        run(
-            f"{label} Anthropic",
-            port,
-            http_post(port, "/v1/messages", msgs, anthropic_headers),
-            baseline=unary,
-        )
-    )
-    streamed = {**msgs, "stream": True}
-    rows.append(
-        run(
-            f"{label} Anthropic (stream)",
-            port,
-            http_post(port, "/v1/messages", streamed, anthropic_headers),
-            baseline=stream,
-            streaming=True,
-        )
-    )
+    rows = [
+        (f"{label} OpenAI", "/v1/chat/completions", chat, oai_headers, unary, False),
+        (f"{label} Anthropic", "/v1/messages", msgs, anthropic_headers, unary, False),
+        (f"{label} Anthropic (stream)", "/v1/messages", {**msgs, "stream": True}, anthropic_headers, stream, True),
+    ]
+    results = [
+        run(name, port, http_post(port, path, body, headers), baseline=baseline, streaming=streaming)
+        for name, path, body, headers, baseline, streaming in rows
+        if body is not None
+    ]
     rss = tree_rss_mb(server.process.pid)
-    for row in rows:
-        row.rss_mb = rss
+    for result in results:
+        result.rss_mb = rss
 
 
 def start_litellm(run, servers, results, work, up_port, chat, msgs, anthropic_headers) -> None:
@@ -486,9 +472,7 @@ def start_ccr(run, servers, results, work, up_port, msgs, anthropic_headers) -> 
         results.append(Result(name="claude-code-router", unavailable=str(exc)[:200]))
         return
     run_proxy(run, server, port, "ccr", None, msgs, None, anthropic_headers, ("direct", "direct (stream)"))
-    results.append(
-        Result(name="ccr OpenAI", unavailable="claude-code-router serves the Anthropic dialect only")
-    )
+    results.append(Result(name="ccr OpenAI", unavailable="claude-code-router serves the Anthropic dialect only"))
     server.stop()
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.gateway.fake_upstream import Reply
+from tests.gateway.fake_upstream import Fault, Reply
 
 CLAUDE_CODE_VERSION = "2.1.332"
 PREFIX = Path(__file__).resolve().parents[2] / ".cache" / "npm" / "claude-code"
@@ -81,20 +81,6 @@ def test_claude_code_runs_a_task_through_the_gateway(claude_bin, make_gateway, u
 
     upstream.fake.responder = agent
     gw = make_gateway(model_override="fake-model", read_timeout_s=60.0)
-    home = tmp_path / "home"
-    home.mkdir()
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(home),
-        "ANTHROPIC_BASE_URL": gw.url + "/r/cc-e2e",
-        "ANTHROPIC_API_KEY": "dummy",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_TELEMETRY": "1",
-        "DISABLE_ERROR_REPORTING": "1",
-        "DISABLE_AUTOUPDATER": "1",
-        "IS_SANDBOX": "1",
-        "CLAUDE_CODE_MAX_RETRIES": "2",
-    }
     result = subprocess.run(
         [
             claude_bin,
@@ -109,7 +95,7 @@ def test_claude_code_runs_a_task_through_the_gateway(claude_bin, make_gateway, u
         capture_output=True,
         text=True,
         cwd=work,
-        env=env,
+        env=_env(gw.url + "/r/cc-e2e", tmp_path / "home"),
         timeout=240,
     )
     assert result.returncode == 0, f"stdout={result.stdout[-2000:]}\nstderr={result.stderr[-2000:]}"
@@ -145,3 +131,47 @@ def test_claude_code_runs_a_task_through_the_gateway(claude_bin, make_gateway, u
     # Claude Code's billing system block never reaches the model.
     for request in upstream.fake.requests:
         assert "x-anthropic-billing-header" not in orjson.dumps(request["messages"]).decode()
+
+
+def _env(gw_url: str, home: Path) -> dict[str, str]:
+    home.mkdir()
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": gw_url,
+        "ANTHROPIC_API_KEY": "dummy",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "IS_SANDBOX": "1",
+        "CLAUDE_CODE_MAX_RETRIES": "3",
+    }
+
+
+def test_claude_code_recovers_from_upstream_faults_and_retries_are_marked(claude_bin, make_gateway, upstream, tmp_path):
+    """503 before the answer (-> 529, retried with backoff), then a stream cut mid-way (-> SSE error event,
+    re-sent): Claude Code still finishes, and the trace marks each repeated call with the turn it repeats."""
+    upstream.fake.script = [Fault(status=503, message="engine busy"), Reply(text="one two three four", reset_after=2)]
+    upstream.fake.responder = lambda request: Reply(text="Recovered.")
+    gw = make_gateway(read_timeout_s=60.0)
+    result = subprocess.run(
+        [claude_bin, "-p", "--output-format", "json", "--dangerously-skip-permissions", "--model", "claude-sonnet-4-5"],
+        input="Say something.",
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_env(gw.url, tmp_path / "home"),
+        timeout=240,
+    )
+    assert result.returncode == 0, f"stdout={result.stdout[-2000:]}\nstderr={result.stderr[-2000:]}"
+    assert orjson.loads(result.stdout)["result"] == "Recovered."
+
+    records = gw.records()
+    assert len(records) == len(upstream.fake.requests) >= 3
+    busy, cut, *rest = records
+    assert busy.upstream_status == 503 and "engine busy" in busy.upstream_error and busy.retry_of is None
+    assert "cut mid-way" in cut.upstream_error and cut.retry_of == busy.turn
+    assert cut.completion_token_ids == upstream.fake.emitted[0][:2]
+    assert rest[0].retry_of == cut.turn and rest[-1].ok
+    assert rest[-1].completion_token_ids == upstream.fake.emitted[-1]

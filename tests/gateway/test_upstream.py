@@ -20,9 +20,7 @@ async def _read_request(reader: asyncio.StreamReader) -> bytes:
     return head + await reader.readexactly(length)
 
 
-def run_against(
-    handler: Handler, scenario: Callable[[UpstreamClient, list], Awaitable[None]], **settings
-) -> list:
+def run_against(handler: Handler, scenario: Callable[[UpstreamClient, list], Awaitable[None]], **settings) -> list:
     """Serve `handler` (called per request with the connection's request number; returning False
     closes the connection) and run `scenario` with a client for it. Returns the per-connection log."""
     connections: list[list[bytes]] = []
@@ -43,9 +41,7 @@ def run_against(
         server = await asyncio.start_server(serve, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         options = {"connect_timeout": 1.0, "read_timeout": 1.0, "max_connections": 4, **settings}
-        client = UpstreamClient(
-            f"http://127.0.0.1:{port}/v1", headers={"authorization": "Bearer k"}, **options
-        )
+        client = UpstreamClient(f"http://127.0.0.1:{port}/v1", headers={"authorization": "Bearer k"}, **options)
         try:
             await scenario(client, connections)
         finally:
@@ -69,9 +65,7 @@ def test_keep_alive_reuses_one_connection_and_sends_headers():
 
     (only,) = run_against(handler, scenario)
     assert len(only) == 3
-    assert only[0].startswith(
-        b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer k\r\n"
-    )
+    assert only[0].startswith(b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer k\r\n")
 
 
 def test_a_reused_connection_closed_by_the_server_is_retried_once_on_a_new_one():
