@@ -12,7 +12,7 @@ import math
 import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -136,6 +136,7 @@ class Gateway:
             self._upstream_headers["authorization"] = f"Bearer {key}"
         self._client: UpstreamClient | None = None
         self._tokenize_works = True
+        self._refused: set[str] = set()
 
     @property
     def client(self) -> UpstreamClient:
@@ -215,7 +216,7 @@ class Gateway:
     # ------------------------------------------------------------------ recording
 
     def _begin(self, dialect: str, rollout_id: str | None, body: dict) -> _Call:
-        injected = rewrite_request(body, self.config)
+        injected = rewrite_request(body, self.config, self._refused)
         call = _Call(dialect=dialect, rollout_id=rollout_id, body=body, injected=injected)
         call.turn, call.retry_of = self.turns.begin(rollout_id, body)
         return call
@@ -259,12 +260,26 @@ class Gateway:
     # ------------------------------------------------------------------ upstream
 
     async def _open(self, call: _Call) -> UpstreamResponse:
-        """Send the call upstream and return once response headers arrived (body still unread)."""
-        try:
-            return await self.client.request("POST", "/chat/completions", orjson.dumps(call.body))
-        except UpstreamError as error:
-            self._record(call, response=None, status=None, error=error.message)
-            raise
+        """Send the call upstream and return once response headers arrived (body unread on success)."""
+        while True:
+            try:
+                response = await self.client.request("POST", "/chat/completions", orjson.dumps(call.body))
+            except UpstreamError as error:
+                self._record(call, response=None, status=None, error=error.message)
+                raise
+            if response.status not in (400, 422) or not call.injected.extensions:
+                return response
+            content = await self._read_all(call, response)
+            refused = [name for name in call.injected.extensions if name.encode() in content]
+            if not refused:
+                return response
+            # Not vLLM (or an older one): drop the fields it rejects, for this call and all later ones.
+            logger.warning("upstream rejects %s; no longer sending it", ", ".join(refused))
+            self._refused.update(refused)
+            for name in refused:
+                del call.body[name]
+            kept = tuple(name for name in call.injected.extensions if name not in refused)
+            call.injected = replace(call.injected, extensions=kept)
 
     async def _read_all(self, call: _Call, response: UpstreamResponse) -> bytes:
         try:

@@ -76,6 +76,8 @@ class Injected:
     logprobs: bool = False
     token_ids: bool = False
     usage: bool = False
+    extensions: tuple[str, ...] = ()
+    """vLLM-only request fields added (an upstream that rejects them gets the call again without)."""
 
 
 def strip_injected(payload: dict, injected: Injected) -> None:

@@ -9,8 +9,9 @@ from agentbake.gateway.config import GatewayConfig
 from agentbake.gateway.errors import InvalidRequest
 
 
-def rewrite_request(body: dict, config: GatewayConfig) -> Injected:
-    """Apply model override, token caps, thinking switch and capture fields to `body` in place."""
+def rewrite_request(body: dict, config: GatewayConfig, refused: frozenset[str] | set[str] = frozenset()) -> Injected:
+    """Apply model override, token caps, thinking switch and capture fields to `body` in place;
+    `refused` names vLLM-only fields the upstream is known to reject."""
     if config.model_override:
         body["model"] = config.model_override
     model = body.get("model")
@@ -37,16 +38,18 @@ def rewrite_request(body: dict, config: GatewayConfig) -> Injected:
         }
 
     inject_logprobs = config.capture_logprobs and not body.get("logprobs")
-    if config.capture_logprobs:
-        if inject_logprobs:
-            body["logprobs"] = True
-            body["top_logprobs"] = config.top_logprobs
-        # A client that asked for logprobs itself expects text tokens, not "token_id:<n>".
-        if config.tokens_as_token_ids and inject_logprobs:
-            body["return_tokens_as_token_ids"] = True
-    inject_ids = config.request_token_ids and "return_token_ids" not in body
+    if inject_logprobs:
+        body["logprobs"] = True
+        body["top_logprobs"] = config.top_logprobs
+    extensions = []
+    # A client that asked for logprobs itself expects text tokens, not "token_id:<n>".
+    if inject_logprobs and config.tokens_as_token_ids and "return_tokens_as_token_ids" not in refused:
+        body["return_tokens_as_token_ids"] = True
+        extensions.append("return_tokens_as_token_ids")
+    inject_ids = config.request_token_ids and "return_token_ids" not in body and "return_token_ids" not in refused
     if inject_ids:
         body["return_token_ids"] = True
+        extensions.append("return_token_ids")
     inject_usage = False
     if body.get("stream"):
         options = body.get("stream_options")
@@ -54,4 +57,4 @@ def rewrite_request(body: dict, config: GatewayConfig) -> Injected:
         if not options.get("include_usage"):
             inject_usage = True
             body["stream_options"] = {**options, "include_usage": True}
-    return Injected(logprobs=inject_logprobs, token_ids=inject_ids, usage=inject_usage)
+    return Injected(logprobs=inject_logprobs, token_ids=inject_ids, usage=inject_usage, extensions=tuple(extensions))

@@ -19,9 +19,13 @@ _HISTORY = 32
 _ROLLOUTS = 4096
 
 
+# How the answer is delivered, and capture fields the gateway stops sending to upstreams that reject them.
+_NOT_CONTENT = frozenset({"stream", "stream_options", "return_token_ids", "return_tokens_as_token_ids"})
+
+
 def content_key(body: dict) -> bytes:
     """Digest of a request's content, ignoring how the answer is delivered."""
-    content = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+    content = {k: v for k, v in body.items() if k not in _NOT_CONTENT}
     return hashlib.blake2b(orjson.dumps(content, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
 
 

@@ -151,6 +151,7 @@ class UpstreamResponse:
         self.status = conn.status
         self.headers = conn.headers
         self._released = False
+        self._content: bytes | None = None
 
     async def iter_raw(self) -> AsyncIterator[bytes]:
         conn = self._conn
@@ -162,7 +163,10 @@ class UpstreamResponse:
                 return
 
     async def read(self) -> bytes:
-        return b"".join([chunk async for chunk in self.iter_raw()])
+        """The whole body (kept, so a second read gives it again)."""
+        if self._content is None:
+            self._content = b"".join([chunk async for chunk in self.iter_raw()])
+        return self._content
 
     def close(self) -> None:
         """Give the connection back to the pool if its response ended cleanly, else drop it."""

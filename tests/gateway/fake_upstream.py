@@ -79,6 +79,8 @@ class FakeUpstream:
         self.headers: list[dict[str, str]] = []
         self._ids = itertools.count(1000)
         self.tokenize_supported = True
+        self.reject_fields: set[str] = set()
+        """Request fields answered with a 400, as a strict OpenAI-compatible server does."""
 
     def _next(self, request: dict) -> Script:
         return self.script.pop(0) if self.script else self.responder(request)
@@ -113,6 +115,11 @@ class FakeUpstream:
         request = orjson.loads(body)
         if self.keep_log:
             self.requests.append(request)
+        extra = sorted(self.reject_fields & request.keys())
+        if extra:
+            error = {"object": "error", "message": f"Extra inputs are not permitted: {', '.join(extra)}", "code": 400}
+            await _json(send, 400, error)
+            return
         step = self._next(request)
         if isinstance(step, Fault):
             await asyncio.sleep(step.delay_s)

@@ -393,6 +393,26 @@ def test_capture_can_be_disabled(make_gateway, upstream):
     assert gw.records()[0].completion_token_ids == []
 
 
+def test_vllm_only_fields_are_dropped_once_the_upstream_rejects_them(gateway, upstream):
+    upstream.fake.reject_fields = {"return_token_ids"}
+    client = claude(gateway)
+    assert client.messages.create(model="c", max_tokens=5, messages=USER).content[0].text
+    assert ["return_token_ids" in r for r in upstream.fake.requests] == [True, False]
+    client.messages.create(model="c", max_tokens=5, messages=USER)
+    assert len(upstream.fake.requests) == 3 and "return_token_ids" not in upstream.fake.requests[2]
+    first, second = gateway.records()
+    assert first.ok and first.completion_token_ids == upstream.fake.emitted[0]  # still via "token_id:<n>"
+    assert "return_token_ids" not in first.request and first.prompt_token_ids is None
+    assert second.retry_of == first.turn
+
+
+def test_a_real_400_is_not_mistaken_for_a_rejected_field(gateway, upstream):
+    upstream.fake.script = [Fault(status=400, message="prompt is too long")]
+    with pytest.raises(anthropic.BadRequestError, match="prompt is too long"):
+        claude(gateway).messages.create(model="c", max_tokens=5, messages=USER)
+    assert len(upstream.fake.requests) == 1 and "return_token_ids" in upstream.fake.requests[0]
+
+
 def test_rollout_prefix_tags_records_and_numbers_turns_per_rollout(gateway, upstream):
     for rollout in ("a", "b", "a"):
         client = anthropic.Anthropic(base_url=f"{gateway.url}/r/{rollout}", api_key="k", max_retries=0)
