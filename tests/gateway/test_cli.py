@@ -69,3 +69,21 @@ def test_bad_settings_are_a_clean_error(tmp_path):
     empty.write_text("")
     result = CliRunner().invoke(main, ["gateway", "--upstream", "http://x/v1", "--api-key-file", str(empty)])
     assert result.exit_code == 1 and "is empty" in result.output
+
+
+def test_lean_module_entry_point_runs_the_same_command():
+    result = subprocess.run(
+        [sys.executable, "-m", "agentbake.gateway", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0 and "--upstream" in result.stdout and "--model-override" in result.stdout
+    imported = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, agentbake.gateway.cli, agentbake.gateway.app; print('docker' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert imported.stdout.strip() == "False"  # the gateway never pulls in the build kit
