@@ -290,7 +290,10 @@ class Gateway:
         finally:
             response.close()
 
-    async def _unary_json(self, call: _Call, response: UpstreamResponse) -> dict:
+    async def _unary(
+        self, call: _Call, response: UpstreamResponse, send: Send, render: Callable[[dict], bytes]
+    ) -> None:
+        """Read a unary upstream answer, record it, and send the client `render(answer)`."""
         content = await self._read_all(call, response)
         try:
             data = orjson.loads(content)
@@ -300,8 +303,17 @@ class Gateway:
             error = UpstreamError("upstream answered 200 with a body that is not a JSON object", status=502)
             self._record(call, response=None, status=200, error=error.message)
             raise error
-        call.capture.add(data)
-        return data
+        try:
+            call.capture.add(data)
+            payload = render(data)
+            finish = data["choices"][0].get("finish_reason")
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+            # A server that breaks the chat-completions schema; the record keeps what it sent.
+            error = UpstreamError(f"upstream answer has an unexpected shape: {exc!r}", status=502)
+            self._record(call, response=data, status=200, error=error.message)
+            raise error from exc
+        self._record(call, response=data, status=200, finish_reason=finish)
+        await _respond(send, 200, payload)
 
     async def _events(
         self, call: _Call, response: UpstreamResponse, out: Callable[[dict], Awaitable[None]]
@@ -394,22 +406,19 @@ class Gateway:
             )
             self._record(call, response=None, status=response.status, error=error.message)
             raise error
+        taken_ids = used_tool_ids(upstream_body["messages"])
         if not upstream_body.get("stream"):
-            data = await self._unary_json(call, response)
-            message = openai_to_anthropic(
-                data,
-                model=client_model,
-                stop_sequences=stops,
-                taken_ids=used_tool_ids(upstream_body["messages"]),
+            await self._unary(
+                call,
+                response,
+                send,
+                lambda data: orjson.dumps(
+                    openai_to_anthropic(data, model=client_model, stop_sequences=stops, taken_ids=taken_ids)
+                ),
             )
-            finish = (data.get("choices") or [{}])[0].get("finish_reason")
-            self._record(call, response=data, status=200, finish_reason=finish)
-            await _respond(send, 200, orjson.dumps(message))
             return
 
-        translator = StreamTranslator(
-            model=client_model, stop_sequences=stops, taken_ids=used_tool_ids(upstream_body["messages"])
-        )
+        translator = StreamTranslator(model=client_model, stop_sequences=stops, taken_ids=taken_ids)
 
         def tail(fatal: str | None) -> bytes:
             if fatal:
@@ -481,16 +490,15 @@ class Gateway:
             content_type = response.headers.get("content-type", "application/json").encode()
             await _respond(send, response.status, content, content_type, extra)
             return
-        if not body.get("stream"):
-            data = await self._unary_json(call, response)
-            strip_injected(data, call.injected)
-            payload = orjson.dumps(data)
-            finish = (data.get("choices") or [{}])[0].get("finish_reason")
-            self._record(call, response=data, status=200, finish_reason=finish)
-            await _respond(send, 200, payload)
-            return
-
         injected = call.injected
+        if not body.get("stream"):
+
+            def client_copy(data: dict) -> bytes:
+                strip_injected(data, injected)
+                return orjson.dumps(data)
+
+            await self._unary(call, response, send, client_copy)
+            return
 
         def render(chunk: dict) -> bytes:
             strip_injected(chunk, injected)

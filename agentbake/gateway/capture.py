@@ -15,6 +15,12 @@ from typing import Any
 _PREFIX = "token_id:"
 
 
+def choices_of(payload: dict) -> list[dict]:
+    """The choice objects of a completion or chunk; whatever else a broken server sends is skipped."""
+    choices = payload.get("choices")
+    return [c for c in choices if isinstance(c, dict)] if isinstance(choices, list) else []
+
+
 def token_id_of(entry: Any) -> int | None:
     """The id of one logprob entry in either form, or None when it carries none."""
     if not isinstance(entry, dict):
@@ -46,8 +52,8 @@ class Capture:
         prompt = payload.get("prompt_token_ids")
         if isinstance(prompt, list):
             self.prompt_token_ids = prompt
-        for choice in payload.get("choices") or ():
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+        for choice in choices_of(payload):
+            if choice.get("index", 0) != 0:
                 continue
             logprobs = choice.get("logprobs")
             if isinstance(logprobs, dict) and isinstance(logprobs.get("content"), list):
@@ -85,9 +91,7 @@ def strip_injected(payload: dict, injected: Injected) -> None:
     if injected.token_ids:
         payload.pop("prompt_token_ids", None)
         payload.pop("prompt_logprobs", None)
-    for choice in payload.get("choices") or ():
-        if not isinstance(choice, dict):
-            continue
+    for choice in choices_of(payload):
         if injected.logprobs:
             choice.pop("logprobs", None)
         if injected.token_ids:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentbake.gateway.capture import choices_of
 from agentbake.gateway.translate import reasoning_of
 
 
@@ -59,8 +60,8 @@ class ChunkAssembler:
             self.meta = {k: chunk[k] for k in ("id", "model", "created") if k in chunk}
         if isinstance(chunk.get("usage"), dict):
             self.usage = chunk["usage"]
-        for choice in chunk.get("choices") or ():
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+        for choice in choices_of(chunk):
+            if choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}
             if isinstance(delta.get("content"), str):

@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from agentbake.gateway.capture import choices_of
 from agentbake.gateway.errors import InvalidRequest
 
 BILLING_HEADER_PREFIX = "x-anthropic-billing-header:"
@@ -295,7 +296,7 @@ def _tool_choice(choice: Any, out: dict) -> None:
 def _output_config(config: Any, out: dict) -> None:
     _want(config, dict, "output_config", "an object")
     effort = config.get("effort")
-    if effort in _EFFORTS:
+    if isinstance(effort, str) and effort in _EFFORTS:
         out["reasoning_effort"] = _EFFORTS[effort]
     fmt = config.get("format")
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema" and isinstance(fmt.get("schema"), dict):
@@ -516,7 +517,7 @@ class StreamTranslator:
         events: list[Event] = []
         if isinstance(chunk.get("usage"), dict):
             self._usage = chunk["usage"]
-        for choice in chunk.get("choices") or ():
+        for choice in choices_of(chunk):
             if choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}

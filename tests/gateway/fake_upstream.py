@@ -53,6 +53,8 @@ class Fault:
     message: str = "scripted failure"
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    body: Any = None
+    """Sent instead of the vLLM error object (any JSON), e.g. a 200 that breaks the schema."""
 
 
 Script = Reply | Fault
@@ -130,7 +132,7 @@ class FakeUpstream:
                 "param": None,
                 "code": step.status,
             }
-            await _json(send, step.status, error, step.headers)
+            await _json(send, step.status, error if step.body is None else step.body, step.headers)
             return
         tokens = self._tokens(step)
         if self.keep_log:
@@ -295,7 +297,7 @@ class FakeUpstream:
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
 
 
-async def _json(send: Callable, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+async def _json(send: Callable, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
     body = orjson.dumps(payload)
     extra = [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
     await send(

@@ -322,6 +322,30 @@ def test_stream_fallback_to_unary_is_marked_as_a_retry(gateway, upstream):
     assert [r.retry_of for r in gateway.records()] == [None, 0, None]
 
 
+@pytest.mark.parametrize(
+    ("body", "message", "dialects"),
+    [
+        ([1, 2], "not a JSON object", 2),
+        ({"choices": True}, "unexpected shape", 2),
+        ({"choices": []}, "unexpected shape", 2),
+        # Only translation needs a message object; the OpenAI dialect passes such an answer through.
+        ({"choices": [{"message": "text instead of an object"}]}, "unexpected shape", 1),
+    ],
+)
+def test_a_200_that_breaks_the_schema_is_a_recorded_502(gateway, upstream, body, message, dialects):
+    clients = (
+        lambda: claude(gateway).messages.create(model="c", max_tokens=5, messages=USER),
+        lambda: oai(gateway).chat.completions.create(model="m", messages=USER),
+    )
+    for client_call in clients[:dialects]:
+        upstream.fake.script = [Fault(status=200, body=body)]
+        with pytest.raises((anthropic.APIStatusError, openai.APIStatusError)) as caught:
+            client_call()
+        assert caught.value.status_code == 502 and message in caught.value.message
+    records = gateway.records()
+    assert len(records) == dialects and all(message in r.upstream_error and r.upstream_status == 200 for r in records)
+
+
 def test_upstream_timeout_is_a_504(make_gateway, upstream):
     gw = make_gateway(read_timeout_s=0.2)
     upstream.fake.script = [Fault(status=200, delay_s=1.0)]

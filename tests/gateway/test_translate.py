@@ -446,3 +446,72 @@ def test_streamed_and_unary_translations_agree(case, cuts):
         {k: v for k, v in b.items() if k != "id"} for b in unary["content"]
     ]
     assert [b["id"] for b in blocks if b["type"] == "tool_use"] == [c["id"] for c in calls]
+
+
+KEYS = [
+    "model",
+    "messages",
+    "role",
+    "content",
+    "type",
+    "text",
+    "system",
+    "tools",
+    "tool_choice",
+    "name",
+    "input",
+    "input_schema",
+    "id",
+    "tool_use_id",
+    "is_error",
+    "source",
+    "data",
+    "media_type",
+    "url",
+    "max_tokens",
+    "stream",
+    "thinking",
+    "output_config",
+    "stop_sequences",
+    "temperature",
+    "top_k",
+    "tool_name",
+    "effort",
+]
+VALUES = [
+    "user",
+    "assistant",
+    "system",
+    "text",
+    "image",
+    "tool_use",
+    "tool_result",
+    "document",
+    "base64",
+    "url",
+    "tool",
+    "auto",
+    "any",
+    "thinking",
+    "tool_reference",
+    "content",
+    "disabled",
+]
+fuzz_json = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=False), st.sampled_from(VALUES)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(KEYS), inner, max_size=6)),
+    max_leaves=30,
+)
+
+
+@PROPERTY_SETTINGS
+@given(fuzz_json)
+def test_any_json_is_translated_or_refused_with_invalid_request(body):
+    """Whatever a client sends, the answer is a translation or a 400 naming the field, never a crash."""
+    try:
+        out = anthropic_to_openai(body)
+    except InvalidRequest as error:
+        assert error.status == 400 and ":" in error.message
+    else:
+        assert isinstance(out["messages"], list)
+        orjson.dumps(out)
