@@ -60,6 +60,23 @@ def claude_bin() -> Path:
     pytest.fail(f"Claude Code {CLAUDE_CODE_VERSION} did not install a working binary under {PREFIX}")
 
 
+def _env(gw_url: str, home: Path) -> dict[str, str]:
+    """A fully offline headless run (see shared/reference/claude-code-wire.md), fresh HOME."""
+    home.mkdir()
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": gw_url,
+        "ANTHROPIC_API_KEY": "dummy",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "IS_SANDBOX": "1",
+        "CLAUDE_CODE_MAX_RETRIES": "3",
+    }
+
+
 def _tool_calls_so_far(request: dict) -> int:
     return sum(1 for m in request["messages"] if m["role"] == "assistant" and m.get("tool_calls"))
 
@@ -131,22 +148,6 @@ def test_claude_code_runs_a_task_through_the_gateway(claude_bin, make_gateway, u
     # Claude Code's billing system block never reaches the model.
     for request in upstream.fake.requests:
         assert "x-anthropic-billing-header" not in orjson.dumps(request["messages"]).decode()
-
-
-def _env(gw_url: str, home: Path) -> dict[str, str]:
-    home.mkdir()
-    return {
-        "PATH": os.environ["PATH"],
-        "HOME": str(home),
-        "ANTHROPIC_BASE_URL": gw_url,
-        "ANTHROPIC_API_KEY": "dummy",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_TELEMETRY": "1",
-        "DISABLE_ERROR_REPORTING": "1",
-        "DISABLE_AUTOUPDATER": "1",
-        "IS_SANDBOX": "1",
-        "CLAUDE_CODE_MAX_RETRIES": "3",
-    }
 
 
 def test_claude_code_recovers_from_upstream_faults_and_retries_are_marked(claude_bin, make_gateway, upstream, tmp_path):
