@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import anthropic
 import httpx
 import openai
@@ -570,3 +573,40 @@ def test_too_large_body_is_a_413_and_the_gateway_keeps_serving(make_gateway, ups
     response = httpx.post(gw.url + "/v1/chat/completions", content=chunked())
     assert response.status_code == 413 and "exceeds the limit" in response.json()["error"]["message"]
     assert claude(gw).messages.create(model="c", max_tokens=5, messages=USER).content[0].text
+
+
+# ------------------------------------------------------------------ concurrency and disconnects
+
+
+def test_parallel_streams_keep_their_own_tokens(gateway, upstream):
+    """Claude Code's subagents put up to 8 calls in flight: each record holds exactly its call's ids."""
+    upstream.fake.responder = lambda request: Reply(text=request["messages"][-1]["content"] * 3, chunk_delay_s=0.01)
+    prompts = [f"p{i} " for i in range(8)]
+
+    def one(prompt: str) -> str:
+        with claude(gateway).messages.stream(
+            model="c", max_tokens=50, messages=[{"role": "user", "content": prompt}]
+        ) as stream:
+            return stream.get_final_text()
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        texts = list(pool.map(one, prompts))
+    assert texts == [p * 3 for p in prompts]
+    records = gateway.records()
+    assert sorted(r.turn for r in records) == list(range(8))
+    emitted = {tuple(ids) for ids in upstream.fake.emitted}
+    assert {tuple(r.completion_token_ids) for r in records} == emitted and len(emitted) == 8
+
+
+def test_a_client_leaving_mid_stream_still_gets_its_call_recorded(gateway, upstream):
+    upstream.fake.script = [Reply(text="a b c d e f", chunk_delay_s=0.05)]
+    body = {"model": "c", "max_tokens": 10, "messages": USER, "stream": True}
+    with httpx.stream("POST", gateway.url + "/v1/messages", json=body) as response:
+        assert next(response.iter_lines()) == "event: message_start"
+    for _ in range(100):  # the gateway reads the upstream answer to its end, then records it
+        if gateway.records():
+            break
+        time.sleep(0.05)
+    (record,) = gateway.records()
+    assert record.completion_token_ids == upstream.fake.emitted[0] and record.finish_reason == "stop"
+    assert claude(gateway).messages.create(model="c", max_tokens=5, messages=USER).content
