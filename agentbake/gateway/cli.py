@@ -36,7 +36,11 @@ import click
 )
 @click.option("--disable-thinking", is_flag=True, help="Send chat_template_kwargs.enable_thinking=false.")
 @click.option("--keep-billing-header", is_flag=True, help="Forward Claude Code's billing system block.")
-@click.option("--no-logprobs", is_flag=True, help="Do not inject logprobs (records then hold no ids).")
+@click.option(
+    "--no-logprobs",
+    is_flag=True,
+    help="Do not inject logprobs (no logprobs recorded; ids still come from return_token_ids).",
+)
 @click.option("--top-logprobs", default=1, show_default=True, type=int)
 @click.option(
     "--no-token-ids",
@@ -51,6 +55,9 @@ import click
     type=float,
     help="Seconds without a byte from the upstream before a call fails.",
 )
+@click.option("--connect-timeout", default=10.0, show_default=True, type=float, help="Seconds to reach the upstream.")
+@click.option("--max-connections", default=512, show_default=True, type=int, help="Upstream connection pool size.")
+@click.option("--tokenize-url", help="vLLM /tokenize URL for count_tokens (default: upstream without /v1).")
 @click.option("--log-level", default="warning", show_default=True)
 def gateway(**options: object) -> None:
     """Serve the gateway: OpenAI and Anthropic dialects in front of an OpenAI-compatible upstream."""
@@ -79,6 +86,9 @@ def gateway(**options: object) -> None:
             request_token_ids=not no_ids,
             max_body_bytes=options["max_body_bytes"],
             read_timeout_s=options["read_timeout"],
+            connect_timeout_s=options["connect_timeout"],
+            max_connections=options["max_connections"],
+            tokenize_url=options["tokenize_url"],
             log_level=options["log_level"],
         )
         app = create_app(config)
