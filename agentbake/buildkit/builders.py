@@ -143,7 +143,8 @@ def _trace_events(message: bytes, started: set[bytes]) -> Iterator[Event]:
             vertex = dict(_fields(value))
             digest, name = vertex.get(1, b""), vertex.get(3, b"").decode(errors="replace")
             match = _BUILDKIT_STEP.match(name)
-            if match and digest not in started:
+            # BuildKit lists every vertex up front; a step begins when its `started` (field 5) is set.
+            if match and 5 in vertex and digest not in started:
                 started.add(digest)
                 yield "step", (int(match[1]), int(match[2]), match[3])
         elif field == 3:

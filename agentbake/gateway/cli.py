@@ -1,6 +1,6 @@
 """`agentbake gateway` and `agentbake trace summary`.
 
-Heavy imports (uvicorn, httpx) happen inside the commands so `agentbake --help` stays fast.
+Heavy imports (uvicorn and the app) happen inside the commands so `agentbake --help` stays fast.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from agentbake.buildkit.build import BuildResult, build, context_tar
 from agentbake.buildkit.builders import Progress, run_build
 from agentbake.buildkit.ca import detect_ca_bundle
 from agentbake.buildkit.catalog import Catalog
+from agentbake.buildkit.lock import read_lock
 from agentbake.errors import BuildError
 from tests.conftest import plan_default, write_spec
 
@@ -36,7 +37,7 @@ def test_agent_runs_as_the_non_root_user(
 
 @pytest.mark.parametrize("name", ["claude-code", "opencode", "pi"])
 def test_image_carries_what_sandboxes_need(
-    engine: docker.DockerClient, built_images: dict[str, BuildResult], name: str
+    engine: docker.DockerClient, built_images: dict[str, BuildResult], catalog: Catalog, name: str
 ) -> None:
     image = engine.images.get(built_images[name].tag)
     labels = image.labels
@@ -46,10 +47,12 @@ def test_image_carries_what_sandboxes_need(
         engine,
         built_images[name].tag,
         f"stat -c '%u %n' {' '.join(dirs)}; for c in sh curl sha256sum git; do command -v $c; done; "
-        f"{python} -c 'import httpx, uvicorn, uvloop, httptools, orjson; print(\"deps ok\")'",
+        f"{python} -c 'import importlib.metadata as m; print(*sorted(d.name.lower() for d in m.distributions()))'",
     )
+    locked = sorted(pkg["name"].lower() for pkg in read_lock(catalog.load(name))["python"]["packages"])
     assert [line.split()[0] for line in output.splitlines()[:4]] == ["1000"] * 4
-    assert "/usr/bin/sha256sum" in output and "/usr/bin/curl" in output and "deps ok" in output
+    assert "/usr/bin/sha256sum" in output and "/usr/bin/curl" in output
+    assert output.splitlines()[-1].split() == locked  # exactly the locked gateway dependencies, no pip
     assert labels["dev.agentbake.spec-hash"] and labels["org.opencontainers.image.revision"]
     assert image.attrs["Config"]["User"] == "agent"
 
