@@ -390,9 +390,16 @@ class Gateway:
 
     # ------------------------------------------------------------------ Anthropic dialect
 
+    def _translate(self, body: dict) -> dict:
+        return anthropic_to_openai(
+            body,
+            drop_billing_header=self.config.drop_billing_header,
+            inner_system_as_user=self.config.inner_system_as_user,
+        )
+
     async def _messages(self, scope: Scope, receive: Receive, send: Send, rollout_id: str | None) -> None:
         body = _parse_json(await _read_body(scope, receive, self.config.max_body_bytes))
-        upstream_body = anthropic_to_openai(body, drop_billing_header=self.config.drop_billing_header)
+        upstream_body = self._translate(body)
         client_model = body["model"]
         stops = upstream_body.get("stop", [])
         call = self._begin("anthropic", rollout_id, upstream_body)
@@ -437,7 +444,7 @@ class Gateway:
 
     async def _count_tokens(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = _parse_json(await _read_body(scope, receive, self.config.max_body_bytes))
-        converted = anthropic_to_openai(body, drop_billing_header=self.config.drop_billing_header)
+        converted = self._translate(body)
         payload = {
             "model": self.config.model_override or converted["model"],
             "messages": converted["messages"],

@@ -35,6 +35,11 @@ import click
     help="Cap on max_tokens / max_completion_tokens; 0 disables the cap.",
 )
 @click.option("--disable-thinking", is_flag=True, help="Send chat_template_kwargs.enable_thinking=false.")
+@click.option(
+    "--inner-system-as-user",
+    is_flag=True,
+    help="Send system messages after the first user turn as user messages (Qwen3-style templates).",
+)
 @click.option("--keep-billing-header", is_flag=True, help="Forward Claude Code's billing system block.")
 @click.option(
     "--no-logprobs",
@@ -80,6 +85,7 @@ def gateway(**options: object) -> None:
             max_tokens_cap=options["max_tokens_cap"] or None,
             disable_thinking=options["disable_thinking"],
             drop_billing_header=not options["keep_billing_header"],
+            inner_system_as_user=options["inner_system_as_user"],
             capture_logprobs=not options["no_logprobs"],
             top_logprobs=options["top_logprobs"],
             tokens_as_token_ids=not no_ids,

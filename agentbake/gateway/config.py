@@ -52,6 +52,10 @@ class GatewayConfig(BaseModel):
     """Drop Claude Code's `x-anthropic-billing-header: ...` system block: it is noise for the model and it
     changes every call, which defeats prefix caching."""
 
+    inner_system_as_user: bool = False
+    """Send Claude Code's `role: "system"` messages that follow the first user turn as user messages: Qwen3's
+    chat template (and others) accept a system message only at the start and fail the call otherwise."""
+
     capture_logprobs: bool = True
     """Inject `logprobs: true` / `top_logprobs` so every completion token's logprob is recorded."""
 

@@ -306,8 +306,11 @@ def _output_config(config: Any, out: dict) -> None:
         }
 
 
-def anthropic_to_openai(body: Any, *, drop_billing_header: bool = True) -> dict:
+def anthropic_to_openai(body: Any, *, drop_billing_header: bool = True, inner_system_as_user: bool = False) -> dict:
     """The chat-completions request equivalent to an Anthropic Messages request.
+
+    `inner_system_as_user` sends `role: "system"` messages found inside `messages` as user messages,
+    for chat templates that allow a system message only first (Qwen3's raises on any other).
 
     Fields without an OpenAI equivalent (`metadata`, `context_management`, `cache_control`, unknown
     top-level keys from newer clients) are dropped rather than refused.
@@ -332,7 +335,8 @@ def anthropic_to_openai(body: Any, *, drop_billing_header: bool = True) -> dict:
         elif role == "assistant":
             messages.append(_assistant_message(content, f"{where}.content"))
         elif role == "system":
-            messages.append({"role": "system", "content": _text_of(content, f"{where}.content")})
+            text = _text_of(content, f"{where}.content")
+            messages.append({"role": "user" if inner_system_as_user else "system", "content": text})
         else:
             raise _fail(f"{where}.role", f"expected 'user', 'assistant' or 'system', got {role!r}")
 

@@ -405,6 +405,15 @@ def test_claude_code_style_request_is_rewritten(make_gateway, upstream):
     assert "cache_control" not in orjson.dumps(sent).decode()
 
 
+def test_inner_system_messages_can_go_as_user_messages(make_gateway, upstream):
+    gw = make_gateway(inner_system_as_user=True)
+    messages = [*USER, {"role": "assistant", "content": "ok"}, {"role": "system", "content": "reminder"}]
+    claude(gw).messages.create(model="c", max_tokens=5, system="first", messages=messages)
+    sent = upstream.fake.requests[0]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
+    assert sent[0]["content"] == "first" and sent[3]["content"] == "reminder"
+
+
 def test_max_tokens_renamed_for_models_that_reject_it(make_gateway, upstream):
     gw = make_gateway(model_override="o3-mini", max_tokens_cap=None)
     claude(gw).messages.create(model="c", max_tokens=20000, messages=USER)

@@ -80,13 +80,14 @@ def test_lean_module_entry_point_runs_the_same_command():
         [
             sys.executable,
             "-c",
-            "import sys, agentbake.gateway.cli, agentbake.gateway.app; print('docker' in sys.modules)",
+            "import sys, agentbake.gateway.cli, agentbake.gateway.app; print({'docker', 'httpx'} & set(sys.modules))",
         ],
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert imported.stdout.strip() == "False"  # the gateway never pulls in the build kit
+    # The gateway never pulls in the build kit, nor httpx (no longer in the `gateway` dependencies).
+    assert imported.stdout.strip() == "set()"
 
 
 def test_every_option_reaches_the_config(monkeypatch, tmp_path):
@@ -96,6 +97,7 @@ def test_every_option_reaches_the_config(monkeypatch, tmp_path):
     monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: served.update(app=app, **kwargs))
     args = ["gateway", "--upstream", "http://127.0.0.1:1/v1", "--trace", str(tmp_path / "t.jsonl"), "--port", "9"]
     args += ["--model-override", "qwen", "--max-tokens-cap", "0", "--disable-thinking", "--keep-billing-header"]
+    args += ["--inner-system-as-user"]
     args += ["--no-logprobs", "--top-logprobs", "3", "--no-token-ids", "--max-body-bytes", "4096"]
     args += ["--read-timeout", "5", "--connect-timeout", "2", "--max-connections", "7", "--tokenize-url", "http://t/x"]
     result = CliRunner().invoke(main, args)
@@ -103,6 +105,7 @@ def test_every_option_reaches_the_config(monkeypatch, tmp_path):
     config = served["app"].config
     assert (served["port"], served["loop"], served["http"]) == (9, "uvloop", "httptools")
     assert config.model_override == "qwen" and config.max_tokens_cap is None and config.disable_thinking
+    assert config.inner_system_as_user
     assert not (config.drop_billing_header or config.capture_logprobs or config.tokens_as_token_ids)
     assert not config.request_token_ids and config.top_logprobs == 3 and config.max_body_bytes == 4096
     assert (config.read_timeout_s, config.connect_timeout_s, config.max_connections) == (5, 2, 7)
