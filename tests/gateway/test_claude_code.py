@@ -90,7 +90,12 @@ def test_claude_code_runs_a_task_through_the_gateway(claude_bin, make_gateway, u
         """Bash first, then Write, then a final answer: one model call per step."""
         step = _tool_calls_so_far(request)
         if step == 0:
-            return Reply(text="Running a command.", tool_calls=[("Bash", {"command": "echo bash-ran > proof.txt"})])
+            # With reasoning, as vLLM's reasoning parser returns it: Claude Code must take the thinking block.
+            return Reply(
+                text="Running a command.",
+                reasoning="The user wants a file; Bash can write it.",
+                tool_calls=[("Bash", {"command": "echo bash-ran > proof.txt"})],
+            )
         if step == 1:
             content = {"file_path": str(written), "content": "written by the model\n"}
             return Reply(text="", tool_calls=[("Write", content)])
@@ -128,6 +133,7 @@ def test_claude_code_runs_a_task_through_the_gateway(claude_bin, make_gateway, u
     third = upstream.fake.requests[-1]["messages"]
     calls = [m["tool_calls"][0]["id"] for m in third if m.get("tool_calls")]
     assert calls[0] == "call_0" and calls[1].startswith("toolu_")
+    assert [m["content"] for m in third if m.get("tool_calls")][0] == "Running a command."  # no thinking text
     results = [m for m in third if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in results] == calls
     assert [third[third.index(m) - 1].get("tool_calls", [{}])[0].get("id") for m in results] == calls
