@@ -81,6 +81,7 @@ class FakeUpstream:
         self.headers: list[dict[str, str]] = []
         self._ids = itertools.count(1000)
         self.tokenize_supported = True
+        self.tokenized: list[dict] = []
         self.reject_fields: set[str] = set()
         """Request fields answered with a 400, as a strict OpenAI-compatible server does."""
 
@@ -112,6 +113,7 @@ class FakeUpstream:
                 await _json(send, 404, {"detail": "Not Found"})
                 return
             request = orjson.loads(body)
+            self.tokenized.append(request)
             await _json(send, 200, {"count": 7 * len(request["messages"]), "tokens": []})
             return
         request = orjson.loads(body)

@@ -488,14 +488,18 @@ def test_count_tokens_exact_with_tokenize_and_estimated_without(gateway, upstrea
     client = claude(gateway)
     two = [*USER, {"role": "assistant", "content": "hello"}]
     assert client.messages.count_tokens(model="c", messages=two).input_tokens == 14  # the fake: 7 per message
-    tokenize_body = orjson.loads(b"{}")
-    assert upstream.fake.paths[-1] == "/tokenize"
+    (asked,) = upstream.fake.tokenized
+    assert asked == {
+        "model": "c",
+        "messages": [*USER, {"role": "assistant", "content": "hello"}],
+        "add_generation_prompt": True,
+    }
     upstream.fake.tokenize_supported = False
     estimate = client.messages.count_tokens(model="c", messages=[{"role": "user", "content": "x" * 400}])
     assert 100 <= estimate.input_tokens <= 120
     client.messages.count_tokens(model="c", messages=USER)
     assert upstream.fake.paths.count("/tokenize") == 2  # after a 404 the gateway stops asking
-    assert not tokenize_body and not gateway.records()  # counting is not a model call
+    assert not gateway.records()  # counting is not a model call
 
 
 # ------------------------------------------------------------------ bad input

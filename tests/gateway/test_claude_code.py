@@ -133,7 +133,7 @@ def test_claude_code_runs_a_task_through_the_gateway(claude_bin, make_gateway, u
     third = upstream.fake.requests[-1]["messages"]
     calls = [m["tool_calls"][0]["id"] for m in third if m.get("tool_calls")]
     assert calls[0] == "call_0" and calls[1].startswith("toolu_")
-    assert [m["content"] for m in third if m.get("tool_calls")][0] == "Running a command."  # no thinking text
+    assert next(m["content"] for m in third if m.get("tool_calls")) == "Running a command."  # no thinking text
     results = [m for m in third if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in results] == calls
     assert [third[third.index(m) - 1].get("tool_calls", [{}])[0].get("id") for m in results] == calls
