@@ -37,6 +37,7 @@ CCR_PREFIX = CACHE / "ccr"
 MODEL = "fake-model"
 FIRST_TOKEN = b"Hello"  # the fake upstream's first content token
 THROUGHPUT_SECONDS = 20.0
+SUSTAINED_RATE = 500  # the issue's target, requests per second through one gateway process
 
 
 # ------------------------------------------------------------------ a small keep-alive HTTP client
@@ -139,6 +140,39 @@ async def measure(port: int, raw: bytes, sequential: int, concurrent: int, resul
     start = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(workers)))
     result.rps = done / (time.perf_counter() - start)
+
+
+async def sustained(port: int, raw: bytes, rate: int, seconds: float) -> tuple[float, list[float], int]:
+    """Open-loop load: request i is due at start + i/rate and its latency counts from then, so a proxy
+    that falls behind shows it in the percentiles. Returns (achieved req/s, latencies, errors)."""
+    pool: asyncio.Queue[Connection] = asyncio.Queue()
+    for _ in range(32):
+        pool.put_nowait(await Connection.open(port))
+    latencies: list[float] = []
+    errors = 0
+
+    async def one(due: float) -> None:
+        nonlocal errors
+        conn = await pool.get()
+        status, _, _ = await conn.request(raw)
+        pool.put_nowait(conn)
+        errors += status != 200
+        latencies.append(time.perf_counter() - due)
+
+    total = int(rate * seconds)
+    start = time.perf_counter()
+    tasks = []
+    for i in range(total):
+        due = start + i / rate
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(due)))
+    await asyncio.gather(*tasks)
+    achieved = total / (time.perf_counter() - start)
+    while not pool.empty():
+        pool.get_nowait().close()
+    return achieved, latencies, errors
 
 
 # ------------------------------------------------------------------ processes
@@ -279,7 +313,9 @@ def main() -> None:
         return
     import uvloop
 
-    sequential, concurrent = (300, 800) if args.quick else (2000, 4000)
+    sequential, concurrent, seconds = (300, 800, 3.0) if args.quick else (2000, 4000, 10.0)
+    steady: list[tuple[str, float, list[float], int]] = []
+    steady_rss = 0.0
     work = Path(tempfile.mkdtemp(prefix="agentbake-bench-"))
     up_port = free_port()
     servers: list[Server] = []
@@ -364,6 +400,14 @@ def main() -> None:
             anthropic_headers,
             ("direct + capture fields", "direct + capture (stream)"),
         )
+        for label, port, path, body, headers in (
+            ("direct + capture fields", up_port, "/v1/chat/completions", capture, {}),
+            ("gateway OpenAI", gw_port, "/v1/chat/completions", chat, oai_headers),
+            ("gateway Anthropic", gw_port, "/v1/messages", msgs, anthropic_headers),
+        ):
+            outcome = uvloop.run(sustained(port, http_post(port, path, body, headers), SUSTAINED_RATE, seconds))
+            steady.append((label, *outcome))
+        steady_rss = tree_rss_mb(gateway.process.pid)
         if args.skip_peers:
             return
         start_litellm(run, servers, results, work, up_port, chat, msgs, anthropic_headers)
@@ -372,6 +416,14 @@ def main() -> None:
         for server in servers:
             server.stop()
         print_table(results, sequential, concurrent)
+        if steady:
+            print(f"\nSustained {SUSTAINED_RATE} req/s for {seconds:.0f} s per row (open loop, 32 connections)")
+            print(f"gateway RSS afterwards: {steady_rss:.0f} MB\n")
+            print("| row | achieved req/s | p50 ms | p99 ms | errors |\n|---|---|---|---|---|")
+            for label, achieved, latencies, errors in steady:
+                print(
+                    f"| {label} | {achieved:.0f} | {pct(latencies, 0.5):.2f} | {pct(latencies, 0.99):.2f} | {errors} |"
+                )
 
 
 def run_proxy(run, server, port, label, chat, msgs, oai_headers, anthropic_headers, baselines) -> None:
