@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import docker
 import pytest
 
+import agentbake
 from agentbake.buildkit.build import BuildResult, build, context_tar
 from agentbake.buildkit.builders import Progress, run_build
 from agentbake.buildkit.ca import detect_ca_bundle
@@ -16,6 +18,11 @@ from agentbake.errors import BuildError
 from tests.conftest import plan_default, write_spec
 
 pytestmark = pytest.mark.docker
+
+
+def normalize(distribution: str) -> str:
+    """A distribution name as PEP 503 compares them."""
+    return re.sub(r"[-_.]+", "-", distribution).lower()
 
 
 def run_in(engine: docker.DockerClient, tag: str, command: str) -> str:
@@ -49,10 +56,11 @@ def test_image_carries_what_sandboxes_need(
         f"stat -c '%u %n' {' '.join(dirs)}; for c in sh curl sha256sum git; do command -v $c; done; "
         f"{python} -c 'import importlib.metadata as m; print(*sorted(d.name.lower() for d in m.distributions()))'",
     )
-    locked = sorted(pkg["name"].lower() for pkg in read_lock(catalog.load(name))["python"]["packages"])
+    locked = sorted(normalize(pkg["name"]) for pkg in read_lock(catalog.load(name))["python"]["packages"])
     assert [line.split()[0] for line in output.splitlines()[:4]] == ["1000"] * 4
     assert "/usr/bin/sha256sum" in output and "/usr/bin/curl" in output
-    assert output.splitlines()[-1].split() == locked  # exactly the locked gateway dependencies, no pip
+    installed = sorted(normalize(dist) for dist in output.splitlines()[-1].split())
+    assert installed == locked  # exactly the locked gateway dependencies, no pip
     assert labels["dev.agentbake.spec-hash"] and labels["org.opencontainers.image.revision"]
     assert image.attrs["Config"]["User"] == "agent"
 
@@ -171,3 +179,24 @@ def test_apt_trusts_the_ca_cert_before_ca_certificates_is_installed(
     files = {**rendered.files, "Dockerfile": dockerfile.encode()}
     image = run_build(engine, context_tar(files), "agentbake-test/apt-https:1", no_cache=True)
     engine.images.remove(image, force=True)
+
+
+@pytest.mark.parametrize("name", ["claude-code", "pi"])
+def test_baked_venv_runs_the_gateway(
+    engine: docker.DockerClient, built_images: dict[str, BuildResult], name: str
+) -> None:
+    """The image's venv holds everything the gateway imports: its source alone makes it serve."""
+    package = Path(agentbake.__file__).parent
+    sources = {f"agentbake/{p.relative_to(package)}": p.read_bytes() for p in package.glob("*.py")}
+    sources |= {f"agentbake/{p.relative_to(package)}": p.read_bytes() for p in package.glob("gateway/*.py")}
+    container = engine.containers.run(built_images[name].tag, ["sleep", "60"], detach=True, network_mode="none")
+    try:
+        container.put_archive("/tmp", context_tar(sources))
+        python = engine.images.get(built_images[name].tag).labels["dev.agentbake.python"]
+        serve = f"cd /tmp && {python} -m agentbake.gateway --upstream http://127.0.0.1:9/v1 --port 8099 &"
+        probe = "for i in $(seq 50); do curl -fsS http://127.0.0.1:8099/healthz && exit 0; sleep 0.2; done; exit 1"
+        exit_code, output = container.exec_run(["sh", "-c", f"{serve} {probe}"])
+        assert exit_code == 0, output.decode()
+        assert b'"ok"' in output
+    finally:
+        container.remove(force=True)
