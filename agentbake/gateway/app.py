@@ -28,7 +28,7 @@ from agentbake.gateway.errors import (
     upstream_status_error,
 )
 from agentbake.gateway.rewrite import rewrite_request
-from agentbake.gateway.stream import ChunkAssembler, SSEDecoder
+from agentbake.gateway.stream import ChunkAssembler, SSEDecoder, completion_as_chunk
 from agentbake.gateway.trace import TraceRecord, TraceWriter
 from agentbake.gateway.translate import (
     StreamTranslator,
@@ -326,6 +326,16 @@ class Gateway:
         decoder = SSEDecoder()
         malformed = 0
         try:
+            if "json" in response.headers.get("content-type", ""):
+                # The server ignored "stream" and sent one whole completion: relay it as a single chunk.
+                try:
+                    completion = orjson.loads(await response.read())
+                except orjson.JSONDecodeError:
+                    return "upstream answered a stream request with a body that is not JSON", None
+                chunk = completion_as_chunk(completion if isinstance(completion, dict) else {})
+                call.capture.add(chunk)
+                await out(chunk)
+                return None, None
             async for raw in response.iter_raw():
                 for data in decoder.feed(raw):
                     if data == b"[DONE]":

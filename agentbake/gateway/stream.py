@@ -97,3 +97,18 @@ class ChunkAssembler:
         if self.matched_stop is not None:
             choice["stop_reason"] = self.matched_stop
         return {**self.meta, "object": "chat.completion", "choices": [choice], "usage": self.usage}
+
+
+def completion_as_chunk(completion: dict) -> dict:
+    """A whole chat.completion as one stream chunk, for servers that answer `stream: true` with JSON."""
+    chunk: dict[str, Any] = {k: v for k, v in completion.items() if k != "choices"}
+    chunk["choices"] = []
+    for choice in choices_of(completion):
+        message = choice.get("message")
+        delta = dict(message) if isinstance(message, dict) else {}
+        if isinstance(delta.get("tool_calls"), list):
+            delta["tool_calls"] = [
+                {**call, "index": i} for i, call in enumerate(delta["tool_calls"]) if isinstance(call, dict)
+            ]
+        chunk["choices"].append({**{k: v for k, v in choice.items() if k != "message"}, "delta": delta})
+    return chunk

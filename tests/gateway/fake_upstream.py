@@ -43,6 +43,8 @@ class Reply:
     error_after: int | None = None
     """Stream: after this many tokens send vLLM's in-stream error payload and end the stream."""
     chunk_delay_s: float = 0.0
+    ignore_stream: bool = False
+    """Answer a stream request with one JSON completion, as some servers do."""
 
 
 @dataclass
@@ -139,7 +141,7 @@ class FakeUpstream:
         tokens = self._tokens(step)
         if self.keep_log:
             self.emitted.append([t[1] for t in tokens])
-        if request.get("stream"):
+        if request.get("stream") and not step.ignore_stream:
             await self._stream(send, request, step, tokens)
         else:
             await _json(send, 200, self._completion(request, step, tokens))

@@ -232,6 +232,25 @@ def test_anthropic_stream_without_finish_reason_still_closes_blocks(gateway, ups
     assert record.completion_token_ids == upstream.fake.emitted[0]
 
 
+def test_a_stream_request_answered_with_plain_json_is_still_streamed(gateway, upstream):
+    upstream.fake.script = [
+        Reply(text="whole answer", tool_calls=[("Bash", {"command": "ls"})], ignore_stream=True),
+        Reply(text="plain", ignore_stream=True),
+    ]
+    with claude(gateway).messages.stream(model="c", max_tokens=100, messages=USER, tools=TOOLS) as stream:
+        message = stream.get_final_message()
+    assert [b.type for b in message.content] == ["text", "tool_use"] and message.content[1].input == {"command": "ls"}
+    assert message.stop_reason == "tool_use"
+    chunks = list(oai(gateway).chat.completions.create(model="m", messages=USER, stream=True))
+    assert chunks[0].choices[0].delta.content == "plain" and chunks[0].choices[0].logprobs is None
+    first, second = gateway.records()
+    assert (
+        first.completion_token_ids == upstream.fake.emitted[0]
+        and second.completion_token_ids == upstream.fake.emitted[1]
+    )
+    assert first.ok and first.finish_reason == "tool_calls"
+
+
 def test_anthropic_stream_skips_garbage_sse_lines(gateway, upstream):
     upstream.fake.script = [Reply(text="one two three")]
     upstream.fake.script[0].garbage = True

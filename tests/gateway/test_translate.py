@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentbake.gateway.errors import InvalidRequest
+from agentbake.gateway.stream import completion_as_chunk
 from agentbake.gateway.translate import (
     StreamTranslator,
     anthropic_to_openai,
@@ -446,6 +447,13 @@ def test_streamed_and_unary_translations_agree(case, cuts):
         {k: v for k, v in b.items() if k != "id"} for b in unary["content"]
     ]
     assert [b["id"] for b in blocks if b["type"] == "tool_use"] == [c["id"] for c in calls]
+
+    # A server that answers a stream request with one JSON completion is relayed as one chunk: same result.
+    whole = StreamTranslator(model="c", stop_sequences=[])
+    events = whole.start() + whole.feed(
+        completion_as_chunk({"choices": [{"message": message, "finish_reason": finish}]})
+    )
+    assert _replay(events + whole.finish()) == (blocks, stop_reason)
 
 
 KEYS = [
