@@ -1,26 +1,51 @@
-"""The `agentbake` command line: one click group, subcommands from each package."""
+"""The `agentbake` command line: one click group, subcommands from each package.
+
+Subcommands are imported when used: the gateway, run inside every sandbox, must not pay for the
+build kit's imports (docker SDK, rich) in start-up time and resident memory.
+"""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.markup import escape
 
 from agentbake import __version__
-from agentbake.buildkit.cli import COMMANDS as BUILDKIT_COMMANDS
 from agentbake.errors import AgentbakeError, BuildError
-from agentbake.gateway.cli import gateway, trace
+
+# name -> "module:attribute" of its click command
+COMMANDS = {
+    "base": "agentbake.buildkit.cli:base_group",
+    "build": "agentbake.buildkit.cli:build_command",
+    "doctor": "agentbake.buildkit.cli:doctor_command",
+    "gateway": "agentbake.gateway.cli:gateway",
+    "images": "agentbake.buildkit.cli:images_command",
+    "lock": "agentbake.buildkit.cli:lock_command",
+    "render": "agentbake.buildkit.cli:render_command",
+    "trace": "agentbake.gateway.cli:trace",
+}
 
 
 class _Group(click.Group):
-    """Prints agentbake's own errors as one clear message (and a build's failing output), no traceback."""
+    """Loads subcommands on demand; prints agentbake's own errors as one clear message, no traceback."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module, attribute = COMMANDS[cmd_name].split(":")
+        return getattr(importlib.import_module(module), attribute)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except AgentbakeError as exc:
+            from rich.console import Console
+            from rich.markup import escape
+
             console = Console(stderr=True, highlight=False)
             if isinstance(exc, BuildError) and exc.output_tail:
                 console.print(f"[bold]last output of {escape(str(exc.step))}:[/]")
@@ -34,7 +59,3 @@ class _Group(click.Group):
 @click.version_option(__version__, prog_name="agentbake")
 def main() -> None:
     """Build, publish and run sandboxes for training coding agents."""
-
-
-for _command in (*BUILDKIT_COMMANDS, gateway, trace):
-    main.add_command(_command)

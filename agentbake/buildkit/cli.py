@@ -276,6 +276,3 @@ def doctor_command(catalog_dir: Path | None, as_json: bool) -> None:
             err.print(f"{mark} {check.name}: {check.detail}" + ("" if check.ok else f"\n       fix: {check.fix}"))
     if not all(check.ok for check in checks):
         sys.exit(1)
-
-
-COMMANDS = (images_command, render_command, lock_command, build_command, base_group, doctor_command)
