@@ -12,8 +12,10 @@ import pytest
 
 from tests.gateway.fake_upstream import Fault, Reply
 
-CLAUDE_CODE_VERSION = "2.1.332"
-PREFIX = Path(__file__).resolve().parents[2] / ".cache" / "npm" / "claude-code"
+ROOT = Path(__file__).resolve().parents[2]
+# The version the claude-code image bakes: the gateway is tested against what rollouts run.
+CLAUDE_CODE_VERSION = orjson.loads((ROOT / "images" / "claude-code" / "lock.json").read_bytes())["agent"]["version"]
+PREFIX = ROOT / ".cache" / "npm" / "claude-code"
 
 
 def _version(binary: Path) -> str:
