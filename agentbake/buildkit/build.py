@@ -110,19 +110,23 @@ def context_tar(files: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
+SOURCE_LABEL = "org.opencontainers.image.source"
+REVISION_LABEL = "org.opencontainers.image.revision"
+
+
 def provenance_labels(root: Path) -> dict[str, str]:
     """Source and revision of the catalog, set at build time: provenance, not content, so not hashed."""
     labels = {}
     if os.environ.get("GITHUB_REPOSITORY"):
         server = os.environ.get("GITHUB_SERVER_URL", "https://github.com")
-        labels["org.opencontainers.image.source"] = f"{server}/{os.environ['GITHUB_REPOSITORY']}"
+        labels[SOURCE_LABEL] = f"{server}/{os.environ['GITHUB_REPOSITORY']}"
+    else:
+        remote = _git(root, "config", "--get", "remote.origin.url")
+        if remote.startswith(("https://", "http://", "ssh://", "git@")):  # a local clone's path is no source
+            labels[SOURCE_LABEL] = remote
     revision = os.environ.get("GITHUB_SHA") or _git(root, "rev-parse", "HEAD")
     if revision:
-        labels["org.opencontainers.image.revision"] = revision
-    if "org.opencontainers.image.source" not in labels:
-        remote = _git(root, "config", "--get", "remote.origin.url")
-        if remote:
-            labels["org.opencontainers.image.source"] = remote
+        labels[REVISION_LABEL] = revision
     return labels
 
 

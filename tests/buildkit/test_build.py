@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import docker
 import pytest
 
 import agentbake
-from agentbake.buildkit.build import BuildResult, build, context_tar
+from agentbake.buildkit.build import (
+    REVISION_LABEL,
+    SOURCE_LABEL,
+    BuildResult,
+    build,
+    context_tar,
+    provenance_labels,
+)
 from agentbake.buildkit.builders import Progress, run_build
 from agentbake.buildkit.ca import detect_ca_bundle
 from agentbake.buildkit.catalog import Catalog
@@ -146,7 +154,7 @@ def test_the_same_dockerfile_builds_with_buildkit(
         assert any(step.startswith("RUN curl") for step in steps)
         # Same labels as the legacy build, but for the provenance ones set at build time.
         content_labels = [
-            {k: v for k, v in engine.images.get(ref).labels.items() if not k.startswith("org.opencontainers.image.re")}
+            {k: v for k, v in engine.images.get(ref).labels.items() if k not in (SOURCE_LABEL, REVISION_LABEL)}
             for ref in (tag, build_plan.tag)
         ]
         assert content_labels[0] == content_labels[1]
@@ -200,3 +208,18 @@ def test_baked_venv_runs_the_gateway(
         assert b'"ok"' in output
     finally:
         container.remove(force=True)
+
+
+def test_provenance_labels_name_a_real_source_only(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("GITHUB_REPOSITORY", raising=False)
+    monkeypatch.delenv("GITHUB_SHA", raising=False)
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "remote", "add", "origin", "/some/local/clone"], check=True)
+    assert provenance_labels(tmp_path) == {}  # no commit yet, and a local path is no source URL
+    subprocess.run(
+        ["git", "-C", str(tmp_path), "remote", "set-url", "origin", "https://example.org/a/b.git"], check=True
+    )
+    assert provenance_labels(tmp_path) == {SOURCE_LABEL: "https://example.org/a/b.git"}
+    monkeypatch.setenv("GITHUB_REPOSITORY", "org/repo")
+    monkeypatch.setenv("GITHUB_SHA", "abc123")
+    assert provenance_labels(tmp_path) == {SOURCE_LABEL: "https://github.com/org/repo", REVISION_LABEL: "abc123"}
