@@ -59,6 +59,7 @@ def plan(
     base_image: str | None = None,
     ca_cert: Path | None = None,
 ) -> BuildPlan:
+    """Render the spec and hash it with its base image's id (pulled when absent, else an error with the fix)."""
     rendered = render(spec, templates_dir, base_image=base_image, ca_cert=ca_cert)
     base_id = ensure_base(client, rendered.base_image, spec.base.suite)
     return BuildPlan(rendered=rendered, digest=content_hash(rendered, base_id))
