@@ -11,6 +11,8 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.progress import Progress as RichProgressBar
+from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from agentbake.buildkit.base import DEFAULT_MIRROR, debian_base
@@ -163,27 +165,32 @@ def _one_line(text: str, width: int = 100) -> str:
 
 
 class _RichProgress(Progress):
-    """Shows the current step and elapsed time on stderr; on a terminal as a live status line."""
+    """The current step and a live elapsed-time clock on stderr; step lines alone when not on a terminal."""
 
     def __init__(self, image: str) -> None:
         self.image, self.started = image, time.monotonic()
-        self.status = err.status(f"{image}: starting") if err.is_terminal else None
-        if self.status:
-            self.status.start()
+        self.live = (
+            RichProgressBar(SpinnerColumn(), TimeElapsedColumn(), TextColumn("{task.description}"), console=err)
+            if err.is_terminal
+            else None
+        )
+        if self.live:
+            self.task = self.live.add_task(f"{image}: starting")
+            self.live.start()
 
     def step(self, index: int, total: int, instruction: str) -> None:
-        text = f"{self.image} [{time.monotonic() - self.started:6.1f}s] step {index}/{total}: {_one_line(instruction)}"
-        if self.status:
-            self.status.update(text)
-        err.print(text, markup=False, soft_wrap=True)
+        text = f"{self.image} step {index}/{total}: {_one_line(instruction)}"
+        if self.live:
+            self.live.update(self.task, description=text)
+        err.print(f"[{time.monotonic() - self.started:6.1f}s] {text}", markup=False)
 
     def output(self, line: str) -> None:
-        if self.status:
-            self.status.update(f"{self.image} [{time.monotonic() - self.started:6.1f}s] {_one_line(line)}")
+        if self.live:
+            self.live.update(self.task, description=f"{self.image}: {_one_line(line)}")
 
     def close(self) -> None:
-        if self.status:
-            self.status.stop()
+        if self.live:
+            self.live.stop()
 
 
 @click.command("build")
