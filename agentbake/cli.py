@@ -22,6 +22,7 @@ COMMANDS = {
     "gateway": "agentbake.gateway.cli:gateway",
     "images": "agentbake.buildkit.cli:images_command",
     "lock": "agentbake.buildkit.cli:lock_command",
+    "prune": "agentbake.buildkit.cli:prune_command",
     "render": "agentbake.buildkit.cli:render_command",
     "trace": "agentbake.gateway.cli:trace",
 }

@@ -23,6 +23,7 @@ from agentbake.buildkit.catalog import Catalog
 from agentbake.buildkit.doctor import run_checks
 from agentbake.buildkit.engine import connect, image_id
 from agentbake.buildkit.lock import read_lock, write_lock
+from agentbake.buildkit.prune import prune
 from agentbake.buildkit.render import render
 from agentbake.buildkit.spec import ImageSpec
 from agentbake.errors import AgentbakeError
@@ -246,6 +247,28 @@ def _report(result: BuildResult, as_json: bool) -> None:
     else:
         state = "cached" if result.cached else "built"
         err.print(f"[green]{state}[/] {result.tag} ({result.size_bytes / 1e6:.0f} MB, {result.seconds:.1f}s)")
+
+
+@click.command("prune")
+@click.option("--dry-run", is_flag=True, help="List what would be removed.")
+@ca_cert_option
+@no_ca_cert_option
+@catalog_option
+@json_option
+def prune_command(
+    dry_run: bool, ca_cert: Path | None, no_ca_cert: bool, catalog_dir: Path | None, as_json: bool
+) -> None:
+    """Remove tags of catalog images that their current inputs no longer build to."""
+    catalog = Catalog.discover(catalog_dir)
+    ca = _ca_bundle(ca_cert, no_ca_cert)
+    client = connect()
+    plans = [plan(client, spec, catalog.templates_dir, ca_cert=ca) for spec in catalog.load_all()]
+    for result in prune(client, plans, dry_run=dry_run):
+        if as_json:
+            _print_json(result.as_dict())
+        else:
+            state = "removed" if result.removed else f"kept ({result.reason})"
+            err.print(f"{state}: {result.tag} ({result.size_bytes / 1e6:.0f} MB)")
 
 
 @click.group("base")
