@@ -11,9 +11,8 @@ import os
 import subprocess
 import tarfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import docker
 
@@ -34,9 +33,6 @@ class BuildResult:
     size_bytes: int
     cached: bool
     seconds: float
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -41,7 +42,8 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print machin
 
 
 def _print_json(obj: Any) -> None:
-    click.echo(json.dumps(obj, sort_keys=True))
+    """One JSON object per line; dataclass results (BuildResult, Check, ...) as their fields."""
+    click.echo(json.dumps(dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj, sort_keys=True))
 
 
 ca_cert_option = click.option(
@@ -243,7 +245,7 @@ def build_command(
 
 def _report(result: BuildResult, as_json: bool) -> None:
     if as_json:
-        _print_json(result.as_dict())
+        _print_json(result)
     else:
         state = "cached" if result.cached else "built"
         err.print(f"[green]{state}[/] {result.tag} ({result.size_bytes / 1e6:.0f} MB, {result.seconds:.1f}s)")
@@ -265,7 +267,7 @@ def prune_command(
     plans = [plan(client, spec, catalog.templates_dir, ca_cert=ca) for spec in catalog.load_all()]
     for result in prune(client, plans, dry_run=dry_run):
         if as_json:
-            _print_json(result.as_dict())
+            _print_json(result)
         else:
             state = "removed" if result.removed else f"kept ({result.reason})"
             err.print(f"{state}: {result.tag} ({result.size_bytes / 1e6:.0f} MB)")
@@ -286,7 +288,7 @@ def base_debian_command(suite: str, mirror: str, tag: str | None, as_json: bool)
     log: Callable[[str], None] = (lambda line: None) if as_json else (lambda line: err.print(line, markup=False))
     result = debian_base(connect(), suite, mirror=mirror, tag=tag, log=log)
     if as_json:
-        _print_json({"tag": result.tag, "id": result.id, "created": result.created})
+        _print_json(result)
     else:
         err.print(f"{'created' if result.created else 'present'}: {result.tag} ({result.id[:19]})")
 
@@ -299,7 +301,7 @@ def doctor_command(catalog_dir: Path | None, as_json: bool) -> None:
     checks = run_checks(Catalog.discover(catalog_dir))
     if as_json:
         for check in checks:
-            _print_json(check.as_dict())
+            _print_json(check)
     else:
         for check in checks:
             mark = "[green]ok[/]  " if check.ok else "[red]FAIL[/]"

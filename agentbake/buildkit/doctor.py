@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from agentbake.buildkit.ca import detect_ca_bundle
@@ -23,9 +23,6 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def run_checks(catalog: Catalog) -> list[Check]:

@@ -7,7 +7,7 @@ current tag (and `latest`) always stays.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import docker
 from docker.errors import APIError
@@ -23,9 +23,6 @@ class Pruned:
     size_bytes: int
     removed: bool
     reason: str = ""
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def stale_tags(client: docker.DockerClient, plans: list[BuildPlan]) -> list[tuple[str, int]]:
