@@ -18,7 +18,7 @@ import docker
 
 from agentbake.buildkit.builders import Builder, Progress, run_build
 from agentbake.buildkit.digest import content_hash, image_tag
-from agentbake.buildkit.engine import ensure_base, image_id
+from agentbake.buildkit.engine import ensure_base, find_image
 from agentbake.buildkit.render import Rendered, render
 from agentbake.buildkit.spec import ImageSpec
 
@@ -72,10 +72,10 @@ def build(
     """Build the plan's image unless the engine already has its tag; tag it `latest` too."""
     started = time.monotonic()
     spec = build_plan.rendered.spec
-    found = None if no_cache else image_id(client, build_plan.tag)
-    cached = found is not None
-    if found is None:
-        found = run_build(
+    image = None if no_cache else find_image(client, build_plan.tag)
+    cached = image is not None
+    if image is None:
+        built_id = run_build(
             client,
             context_tar(build_plan.rendered.context_files()),
             build_plan.tag,
@@ -84,12 +84,12 @@ def build(
             labels=provenance_labels(spec.source_dir),
             progress=progress,
         )
-    image = client.images.get(found)
+        image = client.images.get(built_id)
     image.tag(f"agentbake/{spec.name}", "latest")
     return BuildResult(
         image=spec.name,
         tag=build_plan.tag,
-        id=found,
+        id=image.id,
         size_bytes=int(image.attrs["Size"]),
         cached=cached,
         seconds=round(time.monotonic() - started, 3),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import docker
 from docker.errors import DockerException, ImageNotFound
+from docker.models.images import Image
 
 from agentbake.errors import EngineError
 
@@ -21,12 +22,18 @@ def connect(timeout: int = 600) -> docker.DockerClient:
     return client
 
 
-def image_id(client: docker.DockerClient, ref: str) -> str | None:
-    """The id of a local image, or None when the engine has no image by that reference."""
+def find_image(client: docker.DockerClient, ref: str) -> Image | None:
+    """A local image, or None when the engine has no image by that reference."""
     try:
-        return client.images.get(ref).id
+        return client.images.get(ref)
     except ImageNotFound:
         return None
+
+
+def image_id(client: docker.DockerClient, ref: str) -> str | None:
+    """The id of a local image, or None when the engine has no image by that reference."""
+    image = find_image(client, ref)
+    return None if image is None else image.id
 
 
 def ensure_base(client: docker.DockerClient, ref: str, suite: str) -> str:
