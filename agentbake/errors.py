@@ -34,3 +34,11 @@ class BuildError(AgentbakeError):
         super().__init__(message)
         self.step = step
         self.output_tail = output_tail or []
+
+
+class SandboxError(AgentbakeError):
+    """A sandbox could not be created, reached or removed."""
+
+
+class TaskError(AgentbakeError):
+    """A task directory is invalid: names the path, the key and what was expected."""

@@ -1,0 +1,134 @@
+"""The sandbox protocol: what every backend (Docker now, E2B and Hugging Face later) implements.
+
+The harness only ever talks to a `SandboxHandle`, so a rollout runs the same steps on every backend.
+Paths come from `handle.home` or the image's `dev.agentbake.*` labels (`SandboxHandle.paths`), never a
+literal. Names follow the cloud harnesses users already know (`exec`, `start_bg`, `write_text`, ...).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """How a command ended. A non-zero exit is a result, never an exception."""
+
+    exit_code: int
+    """The command's exit status; 124 when it was stopped for running past its timeout."""
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    """True when the command ran past its timeout and was killed."""
+
+
+@dataclass(frozen=True)
+class SandboxRequest:
+    """What the harness asks a backend for; backend-specific settings live in the backend's config."""
+
+    image: str
+    """Image reference (Docker: the content-hash tag; remote backends: the published reference)."""
+    rollout_id: str
+    """Labels the sandbox (and its network) so `agentbake gc` can find it."""
+    cpus: float | None = None
+    """CPU limit (cores); None keeps the backend's default."""
+    memory_mb: int | None = None
+    """Memory limit; None keeps the backend's default."""
+    envs: Mapping[str, str] = field(default_factory=dict)
+    """Environment of every process in the sandbox. Never the upstream API key."""
+    gateway_socket: str | None = None
+    """Host path of the unix socket the rollout's gateway listens on; the backend makes it reachable
+    inside the sandbox as `SandboxHandle.model_url` and reaches nothing else."""
+
+
+class BgJob(abc.ABC):
+    """A command started in the background with `SandboxHandle.start_bg`."""
+
+    pid: int
+
+    @abc.abstractmethod
+    def wait(self, timeout: float | None = None) -> ExecResult:
+        """Block until the command ends; raises `TimeoutError` when `timeout` seconds pass first."""
+
+    @abc.abstractmethod
+    def kill(self) -> None:
+        """Stop the command (SIGKILL); a job that already ended is left alone."""
+
+
+class SandboxHandle(abc.ABC):
+    """One running sandbox."""
+
+    sandbox_id: str
+    home: str
+    """The image user's home directory inside the sandbox."""
+    user: str
+    """The image's non-root user; `exec(..., user=None)` runs as this user."""
+    paths: Mapping[str, str]
+    """The image's `dev.agentbake.dir.*` paths by short name (workdir, task, logs_agent, logs_verifier, ...)."""
+    model_url: str | None
+    """Base URL (no path) at which the rollout's gateway answers from inside the sandbox, if any."""
+
+    @abc.abstractmethod
+    def exec(
+        self,
+        cmd: str | list[str],
+        envs: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        """Run a command to its end (a string runs under `sh -c`); `user="root"` for setup and verifier."""
+
+    @abc.abstractmethod
+    def start_bg(
+        self,
+        cmd: str | list[str],
+        envs: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        user: str | None = None,
+    ) -> BgJob:
+        """Start a command and return at once."""
+
+    @abc.abstractmethod
+    def write_bytes(self, path: str, data: bytes, *, mode: int = 0o644, user: str | None = None) -> None:
+        """Write a file, creating its parents; owned by `user` (default: the image's user)."""
+
+    @abc.abstractmethod
+    def read_bytes(self, path: str) -> bytes:
+        """Read a file; raises `FileNotFoundError` when it does not exist."""
+
+    @abc.abstractmethod
+    def exists(self, path: str) -> bool:
+        """Whether a file or directory exists at `path`."""
+
+    def write_text(self, path: str, text: str, *, mode: int = 0o644, user: str | None = None) -> None:
+        self.write_bytes(path, text.encode(), mode=mode, user=user)
+
+    def read_text(self, path: str) -> str:
+        return self.read_bytes(path).decode(errors="replace")
+
+    @abc.abstractmethod
+    def kill(self) -> None:
+        """End the sandbox and free everything it holds; safe to call twice."""
+
+    def __enter__(self) -> SandboxHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
+class SandboxBackend(abc.ABC):
+    """Creates sandboxes; one implementation per file (`docker.py`, later `e2b.py`, `hf.py`)."""
+
+    name: str
+
+    @abc.abstractmethod
+    def create(self, request: SandboxRequest) -> SandboxHandle:
+        """Start a sandbox and return once it accepts commands; retries transient errors a bounded
+        number of times and raises `SandboxError` otherwise, leaving nothing behind."""
+
+    def close(self) -> None:
+        """Release what the backend holds (warm pools, clients)."""
