@@ -130,5 +130,6 @@ class SandboxBackend(abc.ABC):
         """Start a sandbox and return once it accepts commands; retries transient errors a bounded
         number of times and raises `SandboxError` otherwise, leaving nothing behind."""
 
+    @abc.abstractmethod
     def close(self) -> None:
-        """Release what the backend holds (warm pools, clients)."""
+        """Release what the backend holds (warm pools, clients) and remove the sandboxes it still runs."""

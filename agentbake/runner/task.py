@@ -1,0 +1,262 @@
+"""Tasks in the directory layout Harbor and Terminal-Bench use, so existing task sets run unchanged.
+
+    my-task/
+      instruction.md        the prompt (required)
+      task.toml             timeouts, resources, metadata (optional; Harbor's keys)
+      environment/          files copied into the agent's workdir; setup.sh there runs as root first
+      solution/solve.sh     the reference solution (the scripted model and `--oracle` play it)
+      tests/test.sh         the verifier, with its files (required)
+
+A task whose `environment/` holds a Dockerfile (its own image) is refused for now. Keys of Harbor's
+task.toml that agentbake does not use are accepted and reported in `Task.warnings`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentbake.errors import TaskError
+
+DEFAULT_TIMEOUT_SEC = 600.0
+"""Harbor's default for both the agent and the verifier."""
+
+SETUP_SCRIPT = "setup.sh"
+
+# section -> keys agentbake reads; KNOWN_UNUSED lists Harbor keys accepted with a warning.
+USED_KEYS: dict[str, set[str]] = {
+    "agent": {"timeout_sec"},
+    "verifier": {"timeout_sec", "env"},
+    "environment": {"cpus", "memory_mb", "memory", "env", "allow_internet", "docker_image"},
+    "solution": {"env"},
+}
+KNOWN_UNUSED: dict[str, set[str]] = {
+    "": {"version", "schema_version", "metadata", "task", "source", "split"},
+    "agent": {"setup_timeout_sec", "user"},
+    "verifier": {"user", "environment"},
+    "environment": {"build_timeout_sec", "storage_mb", "storage", "gpus", "gpu_types", "tpu", "os"},
+    "solution": set(),
+}
+_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|)\s*$", re.IGNORECASE)
+_MEMORY_UNITS = {"": 1 / (1024 * 1024), "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+@dataclass(frozen=True)
+class Task:
+    """One loaded task directory; every path is absolute."""
+
+    path: Path
+    """The task directory."""
+    name: str
+    """The directory's name, unique within a task set."""
+    instruction: str
+    """The prompt, as `instruction.md` holds it; goes to the agent on stdin."""
+    tests_dir: Path
+    """The verifier's directory; uploaded to `/tests` only after the agent has stopped."""
+    agent_timeout_sec: float = DEFAULT_TIMEOUT_SEC
+    """Seconds the agent may run before it is stopped (`[agent] timeout_sec`)."""
+    verifier_timeout_sec: float = DEFAULT_TIMEOUT_SEC
+    """Seconds `tests/test.sh` may run (`[verifier] timeout_sec`)."""
+    cpus: float | None = None
+    """CPU limit in cores (`[environment] cpus`); None keeps the runner's default."""
+    memory_mb: int | None = None
+    """Memory limit (`[environment] memory_mb`, or Harbor's older `memory = "4G"`)."""
+    environment_dir: Path | None = None
+    """Files copied into the agent's workdir before setup (everything but `setup.sh`)."""
+    setup_script: Path | None = None
+    """`environment/setup.sh`, run as root before the agent starts (agentbake's extension)."""
+    solution_script: Path | None = None
+    """`solution/solve.sh`, the reference solution."""
+    environment_env: Mapping[str, str] = field(default_factory=dict)
+    """`[environment] env`: variables for setup and the agent."""
+    verifier_env: Mapping[str, str] = field(default_factory=dict)
+    """`[verifier] env`: variables for the verifier."""
+    solution_env: Mapping[str, str] = field(default_factory=dict)
+    """`[solution] env`: variables for the reference solution."""
+    warnings: tuple[str, ...] = ()
+    """Keys of task.toml that were accepted but are not used by agentbake."""
+
+    @property
+    def environment_files(self) -> list[Path]:
+        """The files to copy into the workdir, sorted, relative to `environment_dir`."""
+        if self.environment_dir is None:
+            return []
+        return sorted(
+            p.relative_to(self.environment_dir)
+            for p in self.environment_dir.rglob("*")
+            if p.is_file() and p.relative_to(self.environment_dir) != Path(SETUP_SCRIPT)
+        )
+
+    @property
+    def digest(self) -> str:
+        """sha256 over every file of the task (sorted paths, length-prefixed): names what ran."""
+        h = hashlib.sha256()
+        for file in sorted(p for p in self.path.rglob("*") if p.is_file()):
+            rel = file.relative_to(self.path).as_posix().encode()
+            data = file.read_bytes()
+            h.update(len(rel).to_bytes(8, "big") + rel + len(data).to_bytes(8, "big") + data)
+        return h.hexdigest()
+
+
+def load_task(path: str | Path) -> Task:
+    """Load and check a task directory; raises `TaskError` naming the path, key and what was expected."""
+    root = Path(path).resolve()
+    if not root.is_dir():
+        raise TaskError(f"{root}: not a directory; a task is a directory holding instruction.md and tests/test.sh")
+    instruction_file = root / "instruction.md"
+    if not instruction_file.is_file():
+        raise TaskError(f"{instruction_file}: missing; every task needs its prompt in instruction.md")
+    instruction = instruction_file.read_text(encoding="utf-8")
+    if not instruction.strip():
+        raise TaskError(f"{instruction_file}: empty; write the prompt the agent gets")
+    tests_dir = root / "tests"
+    if not (tests_dir / "test.sh").is_file():
+        raise TaskError(
+            f"{tests_dir / 'test.sh'}: missing; the verifier is tests/test.sh (it may write "
+            "/logs/verifier/reward.txt, else its exit code decides: 0 gives reward 1)"
+        )
+
+    config = _Config.read(root / "task.toml")
+    environment_dir, setup_script = _environment(root, config)
+    solution = root / "solution" / "solve.sh"
+    return Task(
+        path=root,
+        name=root.name,
+        instruction=instruction,
+        tests_dir=tests_dir,
+        agent_timeout_sec=config.seconds("agent"),
+        verifier_timeout_sec=config.seconds("verifier"),
+        cpus=config.cpus(),
+        memory_mb=config.memory_mb(),
+        environment_dir=environment_dir,
+        setup_script=setup_script,
+        solution_script=solution if solution.is_file() else None,
+        environment_env=config.env("environment"),
+        verifier_env=config.env("verifier"),
+        solution_env=config.env("solution"),
+        warnings=tuple(config.warnings),
+    )
+
+
+def discover_tasks(paths: Iterable[str | Path]) -> list[Task]:
+    """Each path is a task directory or a folder of task directories (sorted by name)."""
+    tasks: list[Task] = []
+    for path in paths:
+        root = Path(path)
+        if (root / "instruction.md").is_file():
+            tasks.append(load_task(root))
+            continue
+        children = sorted(p for p in root.iterdir() if (p / "instruction.md").is_file()) if root.is_dir() else []
+        if not children:
+            raise TaskError(f"{root}: neither a task (no instruction.md) nor a folder of tasks")
+        tasks.extend(load_task(child) for child in children)
+    names = [task.name for task in tasks]
+    duplicated = sorted({name for name in names if names.count(name) > 1})
+    if duplicated:
+        raise TaskError(f"two tasks share the name {duplicated[0]!r}: task directory names must be unique")
+    return tasks
+
+
+@dataclass
+class _Config:
+    """task.toml's tables, with the file named in every error."""
+
+    file: Path
+    data: dict[str, Any]
+    warnings: list[str]
+
+    @classmethod
+    def read(cls, file: Path) -> _Config:
+        if not file.exists():
+            return cls(file, {}, [])
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise TaskError(f"{file}: not valid TOML: {exc}") from exc
+        warnings: list[str] = []
+        for key, value in data.items():
+            if key in USED_KEYS:
+                if not isinstance(value, dict):
+                    raise TaskError(f"{file}: [{key}] must be a table, got {type(value).__name__}")
+                for sub in value:
+                    if sub not in USED_KEYS[key]:
+                        known = "a Harbor key agentbake does not use" if sub in KNOWN_UNUSED[key] else "unknown key"
+                        warnings.append(f"{file}: [{key}] {sub}: {known}, ignored")
+            elif key not in KNOWN_UNUSED[""]:
+                warnings.append(f"{file}: {key}: unknown key, ignored")
+        if data.get("environment", {}).get("allow_internet"):
+            warnings.append(f"{file}: [environment] allow_internet: agentbake sandboxes never reach the internet")
+        return cls(file, data, warnings)
+
+    def section(self, name: str) -> dict[str, Any]:
+        return self.data.get(name, {})
+
+    def seconds(self, section: str) -> float:
+        value = self.section(section).get("timeout_sec", DEFAULT_TIMEOUT_SEC)
+        if not _is_positive_number(value):
+            raise TaskError(
+                f"{self.file}: [{section}] timeout_sec: expected a positive number of seconds, got {value!r}"
+            )
+        return float(value)
+
+    def cpus(self) -> float | None:
+        value = self.section("environment").get("cpus")
+        if value is None:
+            return None
+        if not _is_positive_number(value):
+            raise TaskError(f"{self.file}: [environment] cpus: expected a positive number of cores, got {value!r}")
+        return float(value)
+
+    def memory_mb(self) -> int | None:
+        environment = self.section("environment")
+        if "memory_mb" in environment:
+            value = environment["memory_mb"]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 16:
+                raise TaskError(
+                    f"{self.file}: [environment] memory_mb: expected an integer number of MiB (>= 16), got {value!r}"
+                )
+            return value
+        if "memory" in environment:
+            text = environment["memory"]
+            match = _MEMORY.match(text) if isinstance(text, str) else None
+            if not match:
+                raise TaskError(
+                    f'{self.file}: [environment] memory: expected a size like "2G" or "512M", '
+                    f"got {text!r}; or write memory_mb = 2048"
+                )
+            return max(16, int(float(match.group(1)) * _MEMORY_UNITS[match.group(2)[:1].upper()]))
+        return None
+
+    def env(self, section: str) -> dict[str, str]:
+        value = self.section(section).get("env", {})
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise TaskError(f'{self.file}: [{section}] env: expected a table of strings, e.g. env = {{ A = "1" }}')
+        return dict(value)
+
+
+def _is_positive_number(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and value > 0
+
+
+def _environment(root: Path, config: _Config) -> tuple[Path | None, Path | None]:
+    if config.section("environment").get("docker_image"):
+        raise TaskError(
+            f"{config.file}: [environment] docker_image: tasks with their own image are not supported "
+            "yet; remove the key to run the task in the agent's image"
+        )
+    env_dir = root / "environment"
+    if not env_dir.is_dir():
+        return None, None
+    for name in ("Dockerfile", "docker-compose.yaml", "docker-compose.yml"):
+        if (env_dir / name).exists():
+            raise TaskError(
+                f"{env_dir / name}: tasks with their own image are not supported yet (agentbake runs "
+                "the task in the agent's image); move its setup steps into environment/setup.sh"
+            )
+    setup = env_dir / SETUP_SCRIPT
+    return env_dir, setup if setup.is_file() else None
