@@ -1,0 +1,2 @@
+#!/bin/bash
+printf 'Hello, agentbake!\n' > hello.txt

@@ -1,0 +1,132 @@
+"""The Harbor-layout task loader: the shipped examples load, and each bad directory names what is wrong."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agentbake.errors import TaskError
+from agentbake.runner.task import DEFAULT_TIMEOUT_SEC, discover_tasks, load_task
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"
+
+
+def make_task(root: Path, toml: str | None = None, *, name: str = "t") -> Path:
+    task = root / name
+    (task / "tests").mkdir(parents=True)
+    (task / "instruction.md").write_text("Do the thing.\n")
+    (task / "tests" / "test.sh").write_text("exit 0\n")
+    if toml is not None:
+        (task / "task.toml").write_text(toml)
+    return task
+
+
+def test_examples_load_with_their_settings() -> None:
+    tasks = {task.name: task for task in discover_tasks([EXAMPLES])}
+    assert sorted(tasks) == ["fix-failing-test", "multi-step-report", "write-file"]
+    report = tasks["multi-step-report"]
+    assert report.agent_timeout_sec == 240.0 and report.verifier_timeout_sec == 30.0
+    assert report.cpus == 1.0 and report.memory_mb == 1024
+    assert report.setup_script is not None and report.setup_script.name == "setup.sh"
+    assert report.environment_files == []  # setup.sh runs as root; it is not copied into the workdir
+    fix = tasks["fix-failing-test"]
+    assert fix.environment_files == [Path("calc/__init__.py"), Path("test_calc.py")]
+    assert all(task.solution_script and task.solution_script.is_file() for task in tasks.values())
+    assert all(task.warnings == () for task in tasks.values())
+
+
+def test_defaults_without_task_toml(tmp_path: Path) -> None:
+    task = load_task(make_task(tmp_path))
+    assert task.agent_timeout_sec == task.verifier_timeout_sec == DEFAULT_TIMEOUT_SEC
+    assert task.cpus is None and task.memory_mb is None and task.environment_dir is None
+    assert task.solution_script is None
+
+
+def test_digest_changes_with_any_byte(tmp_path: Path) -> None:
+    root = make_task(tmp_path)
+    before = load_task(root).digest
+    (root / "tests" / "test.sh").write_text("exit 1\n")
+    assert load_task(root).digest != before
+
+
+def test_harbor_keys_accepted_and_unused_ones_reported(tmp_path: Path) -> None:
+    toml = """
+version = "1.0"
+[metadata]
+author_name = "x"
+[agent]
+timeout_sec = 5
+setup_timeout_sec = 9
+[environment]
+memory = "2G"
+build_timeout_sec = 600.0
+allow_internet = true
+[verifier]
+env = { MODE = "strict" }
+[bogus]
+x = 1
+"""
+    task = load_task(make_task(tmp_path, toml))
+    assert task.memory_mb == 2048 and task.agent_timeout_sec == 5.0
+    assert task.verifier_env == {"MODE": "strict"}
+    joined = "\n".join(task.warnings)
+    assert "[agent] setup_timeout_sec: a Harbor key agentbake does not use" in joined
+    assert "[environment] build_timeout_sec" in joined and "allow_internet" in joined
+    assert "bogus: unknown key" in joined
+
+
+@pytest.mark.parametrize(
+    ("toml", "expected"),
+    [
+        ("[agent]\ntimeout_sec = 'soon'", "[agent] timeout_sec: expected a positive number of seconds, got 'soon'"),
+        ("[verifier]\ntimeout_sec = -1", "[verifier] timeout_sec: expected a positive number"),
+        ("[environment]\ncpus = true", "[environment] cpus: expected a positive number of cores"),
+        ("[environment]\nmemory_mb = 1.5", "[environment] memory_mb: expected an integer number of MiB"),
+        ("[environment]\nmemory = 'lots'", '[environment] memory: expected a size like "2G"'),
+        ("[environment]\nenv = { A = 1 }", "[environment] env: expected a table of strings"),
+        ("[environment]\ndocker_image = 'python:3.11'", "[environment] docker_image: tasks with their own image"),
+        ("agent = 3", "[agent] must be a table"),
+        ("[agent\n", "not valid TOML"),
+    ],
+)
+def test_bad_task_toml_names_file_key_and_expectation(tmp_path: Path, toml: str, expected: str) -> None:
+    root = make_task(tmp_path, toml)
+    with pytest.raises(TaskError) as info:
+        load_task(root)
+    assert str(root / "task.toml") in str(info.value) and expected in str(info.value)
+
+
+def test_missing_parts(tmp_path: Path) -> None:
+    root = make_task(tmp_path)
+    (root / "tests" / "test.sh").unlink()
+    with pytest.raises(TaskError, match=r"tests/test.sh: missing"):
+        load_task(root)
+    (root / "instruction.md").unlink()
+    with pytest.raises(TaskError, match=r"instruction.md: missing"):
+        load_task(root)
+    with pytest.raises(TaskError, match="not a directory"):
+        load_task(tmp_path / "nope")
+
+
+def test_own_image_is_refused_clearly(tmp_path: Path) -> None:
+    root = make_task(tmp_path)
+    (root / "environment").mkdir()
+    (root / "environment" / "Dockerfile").write_text("FROM scratch\n")
+    with pytest.raises(TaskError, match=r"environment/Dockerfile: tasks with their own image are not supported"):
+        load_task(root)
+
+
+def test_discover_refuses_empty_folders_and_duplicate_names(tmp_path: Path) -> None:
+    with pytest.raises(TaskError, match="neither a task"):
+        discover_tasks([tmp_path])
+    make_task(tmp_path / "a", name="same")
+    make_task(tmp_path / "b", name="same")
+    with pytest.raises(TaskError, match="two tasks share the name 'same'"):
+        discover_tasks([tmp_path / "a", tmp_path / "b"])
+
+
+def test_copied_examples_stay_valid(tmp_path: Path) -> None:
+    copy = shutil.copytree(EXAMPLES / "write-file", tmp_path / "write-file")
+    assert load_task(copy).instruction.startswith("Create a file named `hello.txt`")
