@@ -42,3 +42,7 @@ class SandboxError(AgentbakeError):
 
 class TaskError(AgentbakeError):
     """A task directory is invalid: names the path, the key and what was expected."""
+
+
+class ServeError(AgentbakeError):
+    """An app could not be served: its address could not be bound or its startup failed."""

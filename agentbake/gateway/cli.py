@@ -1,6 +1,6 @@
 """`agentbake gateway` and `agentbake trace summary`.
 
-Heavy imports (uvicorn and the app) happen inside the commands so `agentbake --help` stays fast.
+Heavy imports (the server and the app) happen inside the commands so `agentbake --help` stays fast.
 """
 
 from __future__ import annotations
@@ -66,8 +66,6 @@ import click
 @click.option("--log-level", default="warning", show_default=True)
 def gateway(**options: object) -> None:
     """Serve the gateway: OpenAI and Anthropic dialects in front of an OpenAI-compatible upstream."""
-    import uvicorn
-
     from agentbake.gateway.app import create_app
     from agentbake.gateway.config import GatewayConfig
     from agentbake.gateway.errors import ConfigError
@@ -100,16 +98,13 @@ def gateway(**options: object) -> None:
         app = create_app(config)
     except (ConfigError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
-    uvicorn.run(
-        app,
-        host=config.host,
-        port=config.port,
-        loop="uvloop",
-        http="httptools",
-        log_level=config.log_level,
-        access_log=False,
-        lifespan="on",
-    )
+    from agentbake.errors import ServeError
+    from agentbake.serve import serve
+
+    try:
+        serve(app, host=config.host, port=config.port, log_level=config.log_level)
+    except ServeError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 @click.group()

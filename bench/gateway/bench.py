@@ -253,17 +253,9 @@ def serve_upstream(port: int) -> None:
     module = importlib.util.module_from_spec(spec)
     sys.modules["fake_upstream"] = module  # dataclasses look their module up while the class is built
     spec.loader.exec_module(module)
-    import uvicorn
+    from agentbake.serve import serve
 
-    uvicorn.run(
-        module.FakeUpstream(keep_log=False),
-        host="127.0.0.1",
-        port=port,
-        loop="uvloop",
-        http="httptools",
-        log_level="warning",
-        access_log=False,
-    )
+    serve(module.FakeUpstream(keep_log=False), port=port)
 
 
 def install_litellm() -> Path:

@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from agentbake.gateway import GatewayConfig, TraceRecord, create_app, read_trace
-from tests.gateway.fake_upstream import FakeUpstream, ServerThread
+from agentbake.serve import ServedApp, serve_in_thread
+from tests.gateway.fake_upstream import FakeUpstream
 
 
 @pytest.fixture(scope="session")
-def _upstream_server() -> Iterator[tuple[FakeUpstream, ServerThread]]:
+def _upstream_server() -> Iterator[tuple[FakeUpstream, ServedApp]]:
     fake = FakeUpstream()
-    with ServerThread(fake) as server:
+    with serve_in_thread(fake, log_level="critical") as server:
         yield fake, server
 
 
@@ -26,7 +27,7 @@ class Upstream:
 
 
 @pytest.fixture
-def upstream(_upstream_server: tuple[FakeUpstream, ServerThread]) -> Upstream:
+def upstream(_upstream_server: tuple[FakeUpstream, ServedApp]) -> Upstream:
     """The shared fake upstream, with its script and logs reset for this test."""
     fake, server = _upstream_server
     fresh = FakeUpstream()
@@ -47,19 +48,19 @@ class RunningGateway:
 @pytest.fixture
 def make_gateway(upstream: Upstream, tmp_path: Path) -> Iterator[Callable[..., RunningGateway]]:
     """Start a gateway in front of the fake upstream; keyword arguments override GatewayConfig fields."""
-    servers: list[ServerThread] = []
+    servers: list[ServedApp] = []
 
     def start(**overrides: object) -> RunningGateway:
         trace = tmp_path / f"trace{len(servers)}.jsonl"
         settings = {"upstream": upstream.url + "/v1", "trace": trace, "read_timeout_s": 2.0, **overrides}
         config = GatewayConfig(**settings)
-        server = ServerThread(create_app(config)).__enter__()
+        server = serve_in_thread(create_app(config), log_level="critical")
         servers.append(server)
         return RunningGateway(url=server.url, trace=trace, config=config)
 
     yield start
     for server in servers:
-        server.__exit__(None, None, None)
+        server.stop()
 
 
 @pytest.fixture

@@ -11,14 +11,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
-import socket
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-import uvicorn
 
 
 @dataclass
@@ -316,32 +313,3 @@ async def _json(send: Callable, status: int, payload: Any, headers: dict[str, st
         }
     )
     await send({"type": "http.response.body", "body": body})
-
-
-class ServerThread:
-    """Serves an ASGI app with uvicorn (uvloop + httptools, as in production) on a loopback port in a
-    background thread."""
-
-    def __init__(self, app: Any) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
-            app, loop="uvloop", http="httptools", log_level="critical", access_log=False, lifespan="on"
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-
-    def __enter__(self) -> ServerThread:
-        self.thread.start()
-        while not self.server.started:
-            if not self.thread.is_alive():
-                raise RuntimeError("server thread died during startup")
-            threading.Event().wait(0.005)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-        self.sock.close()

@@ -91,10 +91,10 @@ def test_lean_module_entry_point_runs_the_same_command():
 
 
 def test_every_option_reaches_the_config(monkeypatch, tmp_path):
-    import uvicorn
+    import agentbake.serve
 
     served = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: served.update(app=app, **kwargs))
+    monkeypatch.setattr(agentbake.serve, "serve", lambda app, **kwargs: served.update(app=app, **kwargs))
     args = ["gateway", "--upstream", "http://127.0.0.1:1/v1", "--trace", str(tmp_path / "t.jsonl"), "--port", "9"]
     args += ["--model-override", "qwen", "--max-tokens-cap", "0", "--disable-thinking", "--keep-billing-header"]
     args += ["--inner-system-as-user"]
@@ -103,7 +103,7 @@ def test_every_option_reaches_the_config(monkeypatch, tmp_path):
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     config = served["app"].config
-    assert (served["port"], served["loop"], served["http"]) == (9, "uvloop", "httptools")
+    assert (served["host"], served["port"]) == ("127.0.0.1", 9)
     assert config.model_override == "qwen" and config.max_tokens_cap is None and config.disable_thinking
     assert config.inner_system_as_user
     assert not (config.drop_billing_header or config.capture_logprobs or config.tokens_as_token_ids)

@@ -1,0 +1,209 @@
+"""The one way agentbake serves an ASGI app: the gateway, the scripted model, test servers.
+
+Every app runs with the same uvicorn settings (uvloop + httptools, no access log, lifespan events on),
+on a loopback TCP port or on a unix socket:
+
+    serve(app, port=8080)                                # blocking, for CLIs; Ctrl-C / SIGTERM stop it
+    with serve_in_thread(app) as served:                 # a free port; returns once listening
+        httpx.get(served.url + "/healthz")
+    with serve_in_thread(app, uds=Path("gw.sock")) as served:
+        httpx.Client(transport=httpx.HTTPTransport(uds=str(served.uds)), base_url=served.url)
+
+The listening socket is bound here, before uvicorn starts, so port 0 yields the real port and a bind
+failure is an agentbake error naming the address instead of a log line from a dying server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import stat
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from agentbake.errors import ServeError
+
+logger = logging.getLogger("agentbake.serve")
+
+# In-flight requests get this long to finish once a server is told to stop.
+_GRACE_S = 10
+# How long serve_in_thread waits for the app's startup (lifespan) before giving up.
+_STARTUP_TIMEOUT_S = 30.0
+# Anyone may connect: a container's root, with every capability dropped, reaches the socket through a
+# bind mount although it is not the socket file's owner.
+UDS_MODE = 0o666
+# The host part of a unix-socket URL is never resolved; it only fills the Host header.
+_UDS_URL = "http://localhost"
+
+
+def _bind(host: str, port: int, uds: Path | None) -> socket.socket:
+    """A listening-ready bound socket: `uds` when given, else TCP on host:port."""
+    if uds is not None:
+        _clear_stale_socket(uds)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(str(uds))
+            os.chmod(uds, UDS_MODE)
+        except OSError as exc:
+            sock.close()
+            raise ServeError(f"cannot listen on unix socket {uds}: {exc.strerror}") from exc
+        return sock
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ServeError(
+            f"cannot listen on {host}:{port}: {exc.strerror}; pick another --port (0 = any free one)"
+        ) from exc
+    return sock
+
+
+def _clear_stale_socket(path: Path) -> None:
+    """Remove a socket file a dead server left behind; refuse a live one or a file that is no socket."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise ServeError(f"cannot listen on unix socket {path}: the path exists and is not a socket")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            path.unlink(missing_ok=True)
+            return
+    raise ServeError(f"cannot listen on unix socket {path}: another server is listening there")
+
+
+def _url(sock: socket.socket, uds: Path | None) -> str:
+    if uds is not None:
+        return _UDS_URL
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _server(app: Any, log_level: str, uds: Path | None) -> Any:
+    import uvicorn  # here, so importing agentbake.serve stays cheap
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # Before uvicorn re-raises the SIGTERM it caught (which ends the process): no stale socket file.
+            if uds is not None:
+                uds.unlink(missing_ok=True)
+            await super().shutdown(sockets)
+
+    config = uvicorn.Config(
+        app,
+        loop="uvloop",
+        http="httptools",
+        log_level=log_level,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=_GRACE_S,
+    )
+    return Server(config)
+
+
+def serve(
+    app: Any,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    uds: Path | None = None,
+    log_level: str = "warning",
+) -> None:
+    """Serve `app` in this thread until Ctrl-C or SIGTERM (which, as uvicorn does, is re-raised once the
+    server has shut down, so the process ends by that signal).
+
+    Listens on `uds` (a unix socket, mode 0o666) when given, else on TCP `host:port` (0 picks a free port;
+    the address is logged at info level). Raises ServeError when the address cannot be bound."""
+    sock = _bind(host, port, uds)
+    server = _server(app, log_level, uds)
+    logging.getLogger("uvicorn.error").info("listening on %s", uds or _url(sock, uds))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        if uds is not None:
+            uds.unlink(missing_ok=True)
+
+
+class ServedApp:
+    """An app served by a background thread; a context manager that stops it on exit."""
+
+    def __init__(self, app: Any, *, host: str, port: int, uds: Path | None, log_level: str) -> None:
+        self._sock = _bind(host, port, uds)
+        self.uds: Path | None = uds
+        """The unix socket listened on, or None for TCP."""
+        self.url: str = _url(self._sock, uds)
+        """Base URL without a trailing slash: `http://127.0.0.1:PORT`, or `http://localhost` over `uds`
+        (give the client a transport that dials the socket)."""
+        self._server = _server(app, log_level, uds)
+        self._thread = threading.Thread(target=self._run, name=f"agentbake-serve {self.url}", daemon=True)
+        self._failure: BaseException | None = None
+
+    def _run(self) -> None:
+        try:
+            self._server.run(sockets=[self._sock])
+        except BaseException as exc:  # uvicorn reports a failed startup with sys.exit
+            self._failure = exc
+
+    def start(self) -> ServedApp:
+        """Start serving and return once the socket accepts connections."""
+        self._thread.start()
+        deadline = time.monotonic() + _STARTUP_TIMEOUT_S
+        while not self._server.started:
+            if not self._thread.is_alive():
+                self._cleanup()
+                raise ServeError(f"the app served on {self.uds or self.url} failed during startup: {self._failure!r}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise ServeError(
+                    f"the app served on {self.uds or self.url} did not start in {_STARTUP_TIMEOUT_S:.0f} s"
+                )
+            time.sleep(0.005)
+        return self
+
+    def stop(self) -> None:
+        """Stop accepting connections, let in-flight requests finish (up to 10 s), and wait for the thread."""
+        self._server.should_exit = True
+        if self._thread.is_alive():
+            self._thread.join(timeout=_GRACE_S + 5)
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        self._sock.close()
+        if self.uds is not None:
+            with contextlib.suppress(OSError):
+                self.uds.unlink(missing_ok=True)
+
+    def __enter__(self) -> ServedApp:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def serve_in_thread(
+    app: Any,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    uds: Path | None = None,
+    log_level: str = "warning",
+) -> ServedApp:
+    """Serve `app` from a daemon thread; returns once it is listening (port 0 picks a free port).
+
+    Use as a context manager or call `.stop()`. Raises ServeError when the address cannot be bound or the
+    app's startup fails."""
+    return ServedApp(app, host=host, port=port, uds=uds, log_level=log_level).start()
