@@ -46,3 +46,7 @@ class TaskError(AgentbakeError):
 
 class ServeError(AgentbakeError):
     """An app could not be served: its address could not be bound or its startup failed."""
+
+
+class AgentError(AgentbakeError):
+    """An agent is unknown, or its image lacks what the harness needs to run it."""

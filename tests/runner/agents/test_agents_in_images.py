@@ -1,0 +1,82 @@
+"""Each agent's launch, applied to its real image, against a real gateway: one run per agent.
+
+Shows that the env, config files and script the agent modules describe make the baked CLI call its
+shell tool through the gateway, get the result back, finish with exit 0 and write its log, holding
+only the per-rollout token while the upstream key stays with the gateway.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import docker
+import pytest
+
+from agentbake.buildkit.build import BuildResult
+from tests.runner.agents.conftest import AgentRun, free_port, run_agent
+
+pytestmark = pytest.mark.docker
+
+
+def test_agent_runs_its_shell_tool_and_exits_zero(agent_run: AgentRun) -> None:
+    assert agent_run.exit_code == 0, agent_run.stdout[-3000:] + agent_run.stderr[-3000:] + str(agent_run.logs)[-3000:]
+    # The tool ran in the workdir as the image's non-root user.
+    assert agent_run.workdir_files.get("proof.txt", "").strip() == agent_run.labels["dev.agentbake.uid"]
+    requests = agent_run.upstream.requests
+    assert len(requests) == 2, [r["messages"][-1] for r in requests]
+    tool_results = [m for m in requests[-1]["messages"] if m["role"] == "tool"]
+    assert len(tool_results) == 1 and "proof-written" in str(tool_results[0]["content"])
+    assert "All done." in agent_run.stdout
+
+
+def test_agent_is_offered_its_shell_tool_and_no_web_tool(agent_run: AgentRun) -> None:
+    offered = {tool["function"]["name"] for tool in agent_run.upstream.requests[0]["tools"]}
+    assert agent_run.agent.shell_tool in offered
+    assert not {name for name in offered if "web" in name.lower()}, offered
+
+
+def test_agent_log_is_written_in_the_agent_log_dir(agent_run: AgentRun) -> None:
+    log = agent_run.logs.get(agent_run.launch.log_file, "")
+    assert agent_run.launch.log_file.startswith(agent_run.image.logs_dir + "/")
+    assert "proof-written" in log and "All done." in log  # the tool result and the final answer are recorded
+    assert log == agent_run.stdout  # tee'd: the harness's stdout and the log file agree
+    assert agent_run.launch.stderr_file in agent_run.logs
+
+
+def test_only_the_token_reaches_the_gateway_and_only_the_key_reaches_upstream(agent_run: AgentRun) -> None:
+    assert agent_run.gateway_requests
+    for path, headers in agent_run.gateway_requests:
+        credential = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
+        assert credential == agent_run.token, (path, sorted(headers))
+    for headers, body in zip(agent_run.upstream.headers, agent_run.upstream.requests, strict=True):
+        assert headers["authorization"] == f"Bearer {agent_run.upstream_key}"
+        assert agent_run.token not in str(headers) and agent_run.token not in str(body)
+    rollout = f"agents-{agent_run.agent.name}"
+    assert [record.rollout_id for record in agent_run.trace] == [rollout, rollout]
+    assert all(record.completion_token_ids for record in agent_run.trace)
+
+
+def test_no_upstream_key_and_no_token_in_output_or_argv(agent_run: AgentRun) -> None:
+    for text in [agent_run.stdout, agent_run.stderr, *agent_run.logs.values()]:
+        assert agent_run.upstream_key not in text
+    assert agent_run.token not in " ".join(agent_run.launch.argv)
+
+
+def test_unreachable_model_fails_the_run_through_pipefail(
+    engine: docker.DockerClient,
+    built_images: dict[str, BuildResult],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run = run_agent(
+        engine,
+        built_images,
+        "claude-code",
+        tmp_path,
+        monkeypatch,
+        model_url=f"http://127.0.0.1:{free_port()}",
+        extra_env={"CLAUDE_CODE_MAX_RETRIES": "0"},  # fail at once instead of backing off for minutes
+    )
+    assert run.exit_code != 0, run.stdout[-2000:]
+    assert run.launch.log_file in run.logs  # tee still wrote the log; the status came from the agent
+    assert "proof.txt" not in run.workdir_files and not run.upstream.requests

@@ -1,0 +1,91 @@
+"""The agent registry and the launch each agent describes, without an engine."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentbake.buildkit.catalog import Catalog
+from agentbake.errors import AgentError
+from agentbake.runner.agents import AgentImage, ModelAccess, agent_for_labels, agents, get_agent
+
+HOME = "/sandbox/u"
+LABELS = {
+    "dev.agentbake.agent.command": "agentcli",
+    "dev.agentbake.agent.package": "@anthropic-ai/claude-code",
+    "dev.agentbake.home": HOME,
+    "dev.agentbake.dir.workdir": f"{HOME}/work",
+    "dev.agentbake.dir.logs_agent": f"{HOME}/out/agent",
+}
+MODEL = ModelAccess(model_url="http://10.9.8.7:4321/r/abc/", token="tok-secret-123", model_name="Qwen/Qwen3-8B")
+
+
+def test_every_catalog_image_has_a_registered_agent(catalog: Catalog) -> None:
+    specs = catalog.load_all()
+    assert {spec.name for spec in specs} == set(agents())
+    for spec in specs:
+        labels = {"dev.agentbake.agent.package": spec.agent.package}
+        assert agent_for_labels(labels) is get_agent(spec.name)
+
+
+@pytest.mark.parametrize("name", ["claude-code", "opencode", "pi"])
+def test_launch_paths_come_from_home_and_labels(name: str) -> None:
+    launch = get_agent(name).launch(AgentImage.from_labels(LABELS), MODEL, "do the task")
+    assert launch.argv[:2] == ["bash", "-c"]
+    assert launch.script.startswith("set -o pipefail\n")
+    assert "agentcli " in launch.script and "/home/agent" not in launch.script
+    assert launch.log_file.startswith(f"{HOME}/out/agent/") and launch.log_file in launch.script
+    assert launch.instruction_file.startswith(f"{HOME}/out/agent/")
+    assert f"< {launch.instruction_file}" in launch.script  # the instruction arrives on stdin
+    assert launch.files[launch.instruction_file.removeprefix(HOME + "/")] == "do the task"
+    assert all(path.startswith(HOME + "/") for path in launch.log_paths)
+    assert launch.env["HOME"] == HOME
+    assert not any(path.startswith("/") for path in launch.files)
+
+
+@pytest.mark.parametrize("name", ["claude-code", "opencode", "pi"])
+def test_token_is_the_agents_api_key_and_never_on_argv(name: str) -> None:
+    launch = get_agent(name).launch(AgentImage.from_labels(LABELS), MODEL, "do the task")
+    assert MODEL.token not in " ".join(launch.argv)
+    holders = [value for value in launch.env.values() if MODEL.token in value]
+    holders += [content for content in launch.files.values() if MODEL.token in content]
+    assert len(holders) == 1
+
+
+def test_openai_agents_get_the_v1_base_and_the_model_name() -> None:
+    opencode = get_agent("opencode").launch(AgentImage.from_labels(LABELS), MODEL, "x")
+    config = json.loads(opencode.files[".config/opencode/opencode.json"])
+    assert config["provider"]["agentbake"]["options"]["baseURL"] == "http://10.9.8.7:4321/r/abc/v1"
+    assert config["model"] == "agentbake/Qwen/Qwen3-8B"
+    pi = get_agent("pi").launch(AgentImage.from_labels(LABELS), MODEL, "x")
+    models = json.loads(pi.files[".pi/agent/models.json"])
+    assert models["providers"]["agentbake"]["baseUrl"] == "http://10.9.8.7:4321/r/abc/v1"
+    assert "--model Qwen/Qwen3-8B" in pi.script
+
+
+def test_sandbox_home_wins_over_the_home_label() -> None:
+    labels = {**LABELS, "dev.agentbake.dir.logs_agent": "/root/out/agent", "dev.agentbake.dir.workdir": "/root/w"}
+    image = AgentImage.from_labels(labels, home="/root")
+    assert get_agent("pi").launch(image, MODEL, "x").env["HOME"] == "/root"
+
+
+def test_missing_labels_are_named() -> None:
+    labels = {k: v for k, v in LABELS.items() if k != "dev.agentbake.dir.logs_agent"}
+    with pytest.raises(AgentError, match=r"dev\.agentbake\.dir\.logs_agent.*agentbake build"):
+        AgentImage.from_labels(labels)
+
+
+def test_log_dir_outside_home_is_refused() -> None:
+    image = AgentImage.from_labels({**LABELS, "dev.agentbake.dir.logs_agent": "/var/log/agent"})
+    with pytest.raises(AgentError, match=r"/var/log/agent/instruction\.md is outside the sandbox's home /sandbox/u"):
+        get_agent("claude-code").launch(image, MODEL, "x")
+
+
+def test_unknown_agents_are_refused_with_the_known_ones() -> None:
+    with pytest.raises(AgentError, match=r"unknown agent 'aider'; known agents: claude-code, opencode, pi"):
+        get_agent("aider")
+    with pytest.raises(AgentError, match=r"no harness for the agent package 'aider-chat'.*opencode-ai \(opencode\)"):
+        agent_for_labels({"dev.agentbake.agent.package": "aider-chat"})
+    with pytest.raises(AgentError, match=r"no dev\.agentbake\.agent\.package label"):
+        agent_for_labels({})
