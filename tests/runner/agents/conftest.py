@@ -22,7 +22,8 @@ import pytest
 from agentbake.buildkit.build import BuildResult
 from agentbake.gateway import GatewayConfig, TraceRecord, create_app, read_trace
 from agentbake.runner.agents import Agent, AgentImage, AgentLaunch, ModelAccess, get_agent
-from tests.gateway.fake_upstream import FakeUpstream, Reply, ServerThread
+from agentbake.serve import serve_in_thread
+from tests.gateway.fake_upstream import FakeUpstream, Reply
 
 UPSTREAM_KEY_ENV = "AGENTBAKE_TEST_AGENTS_UPSTREAM_KEY"
 PROOF_COMMAND = "id -u > proof.txt && echo proof-written"
@@ -136,7 +137,7 @@ def run_agent(
     tag = built_images[name].tag
     labels = engine.images.get(tag).labels
     image = AgentImage.from_labels(labels)
-    with ServerThread(fake) as upstream:
+    with serve_in_thread(fake, log_level="critical") as upstream:
         config = GatewayConfig(
             upstream=upstream.url + "/v1",
             trace=tmp_path / f"{name}-trace.jsonl",
@@ -145,7 +146,7 @@ def run_agent(
             read_timeout_s=60.0,
         )
         recorder = HeaderRecorder(create_app(config))
-        with ServerThread(recorder) as gateway:
+        with serve_in_thread(recorder, log_level="critical") as gateway:
             model = ModelAccess(
                 model_url=model_url or f"{gateway.url}/r/agents-{name}", token=token, model_name="test-model"
             )
