@@ -7,9 +7,9 @@ per-request work is a body read, one orjson parse, the translation and one poole
 from __future__ import annotations
 
 import gc
+import hmac
 import logging
 import math
-import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -18,12 +18,14 @@ from typing import Any
 import orjson
 
 from agentbake.gateway.capture import Capture, Injected, strip_injected
-from agentbake.gateway.config import GatewayConfig
+from agentbake.gateway.config import ROLLOUT_ID, GatewayConfig
 from agentbake.gateway.errors import (
+    Forbidden,
     GatewayError,
     InvalidRequest,
     RequestTooLarge,
     RouteNotFound,
+    Unauthorized,
     UpstreamError,
     upstream_status_error,
 )
@@ -46,7 +48,6 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict]]
 Send = Callable[[dict], Awaitable[None]]
 
-_ROLLOUT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _JSON = b"application/json"
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 # Everything the gateway asks for to capture tokens; removed from the copy kept in the record.
@@ -115,6 +116,18 @@ def _parse_json(raw: bytes) -> dict:
     return body
 
 
+def _carries_token(scope: Scope, accepted: tuple[bytes, bytes]) -> bool:
+    """Whether the request carries the gateway token as `x-api-key` or `Authorization: Bearer`."""
+    api_key, bearer = accepted
+    for name, value in scope["headers"]:
+        # compare_digest: the time taken says nothing about how much of the token matched.
+        if name == b"x-api-key" and hmac.compare_digest(value, api_key):
+            return True
+        if name == b"authorization" and hmac.compare_digest(value, bearer):
+            return True
+    return False
+
+
 async def _respond(
     send: Send, status: int, body: bytes, content_type: bytes = _JSON, extra: list | None = None
 ) -> None:
@@ -137,6 +150,9 @@ class Gateway:
         self._client: UpstreamClient | None = None
         self._tokenize_works = True
         self._refused: set[str] = set()
+        token = config.client_token.get_secret_value().encode() if config.client_token else None
+        # The header values a request may carry to pass; None when the gateway is open.
+        self._accepted: tuple[bytes, bytes] | None = (token, b"Bearer " + token) if token else None
 
     @property
     def client(self) -> UpstreamClient:
@@ -180,17 +196,31 @@ class Gateway:
 
     # ------------------------------------------------------------------ routing
 
+    def _rollout(self, path_rollout: str | None) -> str | None:
+        """The rollout a request's records belong to, given the id in its `/r/<id>/` path (if any)."""
+        if path_rollout is not None and not ROLLOUT_ID.fullmatch(path_rollout):
+            raise InvalidRequest(f"invalid rollout id {path_rollout!r}: use 1-128 of [A-Za-z0-9._:-]")
+        own = self.config.rollout_id
+        if own is None:
+            return path_rollout
+        if path_rollout is not None and path_rollout != own:
+            raise Forbidden(f"this gateway serves rollout {own!r} only; the path names rollout {path_rollout!r}")
+        return own
+
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope["path"]
         method: str = scope["method"]
-        rollout_id = None
+        path_rollout = None
         if path.startswith("/r/"):
-            rollout_id, _, rest = path[3:].partition("/")
+            path_rollout, _, rest = path[3:].partition("/")
             path = "/" + rest
         anthropic = path.startswith("/v1/messages")
         try:
-            if rollout_id is not None and not _ROLLOUT_ID.fullmatch(rollout_id):
-                raise InvalidRequest(f"invalid rollout id {rollout_id!r}: use 1-128 of [A-Za-z0-9._:-]")
+            if self._accepted is not None and path != "/healthz" and not _carries_token(scope, self._accepted):
+                raise Unauthorized(
+                    "missing or wrong gateway token: send this rollout's token as x-api-key or Authorization: Bearer"
+                )
+            rollout_id = self._rollout(path_rollout)
             route = (method, path)
             if route == ("POST", "/v1/messages"):
                 await self._messages(scope, receive, send, rollout_id)

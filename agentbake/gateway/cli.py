@@ -102,7 +102,7 @@ def gateway(**options: object) -> None:
     from agentbake.serve import serve
 
     try:
-        serve(app, host=config.host, port=config.port, log_level=config.log_level)
+        serve(app, host=config.host, port=config.port, uds=config.uds, log_level=config.log_level)
     except ServeError as exc:
         raise click.ClickException(str(exc)) from exc
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from agentbake.gateway.errors import ConfigError
+
+# What a rollout id may look like, in a `/r/<id>/` path or in `rollout_id`.
+ROLLOUT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
 class GatewayConfig(BaseModel):
@@ -19,10 +23,25 @@ class GatewayConfig(BaseModel):
     """Base URL of the OpenAI-compatible server, including its `/v1` (e.g. `http://127.0.0.1:8000/v1`)."""
 
     host: str = "127.0.0.1"
-    """Interface to listen on. Loopback by default: the gateway has no client authentication."""
+    """Interface to listen on. Loopback by default: without `client_token`, anyone who reaches the port
+    can use the upstream through it."""
 
     port: int = Field(default=8080, ge=0, le=65535)
     """TCP port to listen on (0 picks a free one)."""
+
+    uds: Path | None = None
+    """Unix socket to listen on instead of `host`/`port` (mode 0o666, so a sandbox's user reaches it
+    through a bind mount; its folder must be traversable by that user too)."""
+
+    rollout_id: str | None = None
+    """Serve this one rollout only: every record is tagged with it, whatever the path, and a request
+    whose path names another rollout (`/r/<other>/...`) is refused with 403, so one rollout can never
+    write into another's trace. None serves any `/r/<id>/` (and untagged paths)."""
+
+    client_token: SecretStr | None = None
+    """Credential every request must carry, as `x-api-key` or `Authorization: Bearer`, else 401
+    (`/healthz` stays open). Meant per rollout: the agent holds this instead of the upstream key, and it is
+    worthless anywhere but this gateway. Never logged nor traced; shown masked in the config's repr."""
 
     trace: Path | None = None
     """JSONL file receiving one record per upstream call, appended as each call ends; None records nothing."""
@@ -88,6 +107,20 @@ class GatewayConfig(BaseModel):
 
     log_level: str = "warning"
     """uvicorn log level; request bodies and keys are never logged."""
+
+    @field_validator("rollout_id")
+    @classmethod
+    def _check_rollout_id(cls, value: str | None) -> str | None:
+        if value is not None and not ROLLOUT_ID.fullmatch(value):
+            raise ValueError(f"invalid rollout id {value!r}: use 1-128 of [A-Za-z0-9._:-]")
+        return value
+
+    @field_validator("client_token")
+    @classmethod
+    def _check_client_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("client_token must be at least 16 characters (use secrets.token_urlsafe())")
+        return value
 
     @field_validator("upstream")
     @classmethod

@@ -49,6 +49,20 @@ class RequestTooLarge(GatewayError):
     error_type = "request_too_large"
 
 
+class Unauthorized(GatewayError):
+    """The request lacks the gateway's `client_token` (or carries a wrong one)."""
+
+    status = 401
+    error_type = "authentication_error"
+
+
+class Forbidden(GatewayError):
+    """The request names a rollout this gateway does not serve."""
+
+    status = 403
+    error_type = "permission_error"
+
+
 class RouteNotFound(GatewayError):
     """No endpoint at this path (or this method)."""
 

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx2
 import pytest
 
 from agentbake.gateway import GatewayConfig, TraceRecord, create_app, read_trace
@@ -41,6 +42,11 @@ class RunningGateway:
     trace: Path
     config: GatewayConfig
 
+    def http_client(self) -> httpx2.Client:
+        """A client for the SDKs' `http_client` (they are built on httpx2, httpx's successor, and refuse an
+        httpx.Client), dialling the gateway's unix socket when it has one."""
+        return httpx2.Client(transport=httpx2.HTTPTransport(uds=str(self.config.uds) if self.config.uds else None))
+
     def records(self) -> list[TraceRecord]:
         return read_trace(self.trace) if self.trace.exists() else []
 
@@ -54,7 +60,7 @@ def make_gateway(upstream: Upstream, tmp_path: Path) -> Iterator[Callable[..., R
         trace = tmp_path / f"trace{len(servers)}.jsonl"
         settings = {"upstream": upstream.url + "/v1", "trace": trace, "read_timeout_s": 2.0, **overrides}
         config = GatewayConfig(**settings)
-        server = serve_in_thread(create_app(config), log_level="critical")
+        server = serve_in_thread(create_app(config), uds=config.uds, log_level="critical")
         servers.append(server)
         return RunningGateway(url=server.url, trace=trace, config=config)
 
