@@ -50,3 +50,7 @@ class ServeError(AgentbakeError):
 
 class AgentError(AgentbakeError):
     """An agent is unknown, or its image lacks what the harness needs to run it."""
+
+
+class PublishError(AgentbakeError):
+    """Publishing to a registry, E2B or Hugging Face failed, or a published manifest is unreadable."""

@@ -17,6 +17,9 @@ from agentbake.buildkit.spec import ImageSpec
 from agentbake.errors import EngineError
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+# The engine publishes test services' ports on this machine's loopback: reach them there even when the
+# tests themselves run inside a container that runs its own engine (testcontainers would pick the gateway).
+os.environ.setdefault("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
 
 
 @pytest.fixture(scope="session")
