@@ -24,6 +24,7 @@ COMMANDS = {
     "lock": "agentbake.buildkit.cli:lock_command",
     "prune": "agentbake.buildkit.cli:prune_command",
     "render": "agentbake.buildkit.cli:render_command",
+    "scripted-llm": "agentbake.scripted.cli:scripted_llm",
     "trace": "agentbake.gateway.cli:trace",
 }
 

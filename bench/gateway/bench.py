@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import os
 import signal
@@ -249,13 +248,10 @@ class Server:
 
 def serve_upstream(port: int) -> None:
     """Entry point of the upstream process (`bench.py --serve-upstream PORT`)."""
-    spec = importlib.util.spec_from_file_location("fake_upstream", REPO / "tests" / "gateway" / "fake_upstream.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fake_upstream"] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
+    from agentbake.scripted import ScriptedModel
     from agentbake.serve import serve
 
-    serve(module.FakeUpstream(keep_log=False), port=port)
+    serve(ScriptedModel(keep_log=False), port=port)
 
 
 def install_litellm() -> Path:

@@ -10,28 +10,28 @@ import httpx2
 import pytest
 
 from agentbake.gateway import GatewayConfig, TraceRecord, create_app, read_trace
+from agentbake.scripted import ScriptedModel
 from agentbake.serve import ServedApp, serve_in_thread
-from tests.gateway.fake_upstream import FakeUpstream
 
 
 @pytest.fixture(scope="session")
-def _upstream_server() -> Iterator[tuple[FakeUpstream, ServedApp]]:
-    fake = FakeUpstream()
+def _upstream_server() -> Iterator[tuple[ScriptedModel, ServedApp]]:
+    fake = ScriptedModel()
     with serve_in_thread(fake, log_level="critical") as server:
         yield fake, server
 
 
 @dataclass
 class Upstream:
-    fake: FakeUpstream
+    fake: ScriptedModel
     url: str
 
 
 @pytest.fixture
-def upstream(_upstream_server: tuple[FakeUpstream, ServedApp]) -> Upstream:
+def upstream(_upstream_server: tuple[ScriptedModel, ServedApp]) -> Upstream:
     """The shared fake upstream, with its script and logs reset for this test."""
     fake, server = _upstream_server
-    fresh = FakeUpstream()
+    fresh = ScriptedModel()
     fake.__dict__.update({k: v for k, v in fresh.__dict__.items() if k != "_ids"})
     return Upstream(fake=fake, url=server.url)
 

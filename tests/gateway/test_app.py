@@ -11,7 +11,8 @@ import openai
 import orjson
 import pytest
 
-from tests.gateway.fake_upstream import Fault, Reply
+from agentbake.scripted import Fault, Reply
+from agentbake.scripted.tokens import render_prompt
 
 TOOLS = [
     {
@@ -55,9 +56,9 @@ def test_openai_unary_strips_capture_fields_and_records_ids(gateway, upstream):
 
     (record,) = gateway.records()
     assert record.dialect == "openai" and record.turn == 0 and record.rollout_id is None
-    assert record.completion_token_ids == upstream.fake.emitted[0] and record.completion_tokens == 2
+    assert record.completion_token_ids == upstream.fake.emitted[0] and record.completion_tokens == 3  # with EOS
     assert record.per_token_logps == [e["logprob"] for e in record.logprobs]
-    assert record.prompt_token_ids == [1]
+    assert record.prompt_token_ids == render_prompt(sent)
     assert record.finish_reason == "stop" and record.upstream_status == 200 and record.ok
     assert "logprobs" not in record.response["choices"][0]
     assert record.latency_s > 0 and record.timestamp > 0
@@ -78,7 +79,7 @@ def test_openai_stream_strips_capture_fields(gateway, upstream):
     (record,) = gateway.records()
     assert record.completion_token_ids == upstream.fake.emitted[0]
     assert record.finish_reason == "tool_calls"
-    assert record.response["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] == '{"command":"ls"}'
+    assert record.response["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] == '{"command": "ls"}'
 
 
 def test_openai_client_asking_for_logprobs_keeps_text_tokens(gateway, upstream):
@@ -110,7 +111,7 @@ def test_openai_errors_pass_through_status_body_and_retry_after(gateway, upstrea
     upstream.fake.script = [Fault(status=429, message="slow down", headers={"retry-after": "7"})]
     response = httpx.post(gateway.url + "/v1/chat/completions", json={"model": "m", "messages": USER})
     assert response.status_code == 429 and response.headers["retry-after"] == "7"
-    assert response.json()["message"] == "slow down"
+    assert response.json()["error"]["message"] == "slow down"
     record = gateway.records()[0]
     assert record.upstream_status == 429 and record.upstream_error == "slow down" and not record.ok
 
@@ -134,7 +135,7 @@ def test_openai_stream_cut_mid_way_raises_in_the_client(gateway, upstream):
 
 
 def test_models_and_healthz(gateway, upstream):
-    assert [m.id for m in oai(gateway).models.list()] == ["fake-model"]
+    assert [m.id for m in oai(gateway).models.list()] == ["scripted"]
     assert httpx.get(gateway.url + "/healthz").json() == {"status": "ok"}
 
 
@@ -147,7 +148,8 @@ def test_anthropic_unary_text_and_usage(gateway, upstream):
     assert [b.type for b in message.content] == ["thinking", "text"]
     assert message.content[0].thinking == "let me think" and message.content[1].text == "hello there"
     assert message.stop_reason == "end_turn" and message.model == "claude-x"
-    assert message.usage.input_tokens == 11 and message.usage.output_tokens == 5
+    assert message.usage.input_tokens == len(render_prompt(upstream.fake.requests[0]))
+    assert message.usage.output_tokens == len(upstream.fake.emitted[0])
     assert message.usage.cache_read_input_tokens == 0
     assert upstream.fake.requests[0]["max_tokens"] == 8192
     (record,) = gateway.records()
@@ -155,7 +157,10 @@ def test_anthropic_unary_text_and_usage(gateway, upstream):
 
 
 def test_anthropic_unary_tool_use_and_tool_result_round_trip(gateway, upstream):
-    upstream.fake.script = [Reply(text="", tool_calls=[("Bash", {"command": "ls -la"})]), Reply(text="done")]
+    upstream.fake.script = [
+        Reply(text="", tool_calls=[("Bash", {"command": "ls -la"})], tool_call_ids=["call_0"]),
+        Reply(text="done"),
+    ]
     client = claude(gateway)
     first = client.messages.create(model="c", max_tokens=100, messages=USER, tools=TOOLS)
     assert first.stop_reason == "tool_use"
@@ -506,8 +511,9 @@ def test_upstream_key_from_file(make_gateway, upstream, tmp_path):
 def test_count_tokens_exact_with_tokenize_and_estimated_without(gateway, upstream):
     client = claude(gateway)
     two = [*USER, {"role": "assistant", "content": "hello"}]
-    assert client.messages.count_tokens(model="c", messages=two).input_tokens == 14  # the fake: 7 per message
+    counted = client.messages.count_tokens(model="c", messages=two).input_tokens
     (asked,) = upstream.fake.tokenized
+    assert counted == len(render_prompt(asked))
     assert asked == {
         "model": "c",
         "messages": [*USER, {"role": "assistant", "content": "hello"}],

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.gateway.fake_upstream import Fault, Reply
+from agentbake.scripted import Fault, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
 # The version the claude-code image bakes: the gateway is tested against what rollouts run.
@@ -97,10 +97,11 @@ def test_claude_code_runs_a_task_through_the_gateway(claude_bin, make_gateway, u
                 text="Running a command.",
                 reasoning="The user wants a file; Bash can write it.",
                 tool_calls=[("Bash", {"command": "echo bash-ran > proof.txt"})],
+                tool_call_ids=["call_0"],
             )
         if step == 1:
             content = {"file_path": str(written), "content": "written by the model\n"}
-            return Reply(text="", tool_calls=[("Write", content)])
+            return Reply(text="", tool_calls=[("Write", content)], tool_call_ids=["call_0"])
         return Reply(text="All done.")
 
     upstream.fake.responder = agent

@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 from agentbake.buildkit.build import BuildResult
+from agentbake.scripted import Reply
 from tests.gateway.conftest import RunningGateway, Upstream
-from tests.gateway.fake_upstream import Reply
 
 pytestmark = pytest.mark.docker
 

@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from agentbake.gateway import GatewayConfig
-from tests.gateway.fake_upstream import Reply
+from agentbake.scripted import Reply
 
 USER = [{"role": "user", "content": "hi"}]
 

@@ -22,8 +22,8 @@ import pytest
 from agentbake.buildkit.build import BuildResult
 from agentbake.gateway import GatewayConfig, TraceRecord, create_app, read_trace
 from agentbake.runner.agents import Agent, AgentImage, AgentLaunch, ModelAccess, get_agent
+from agentbake.scripted import Reply, ScriptedModel
 from agentbake.serve import serve_in_thread
-from tests.gateway.fake_upstream import FakeUpstream, Reply
 
 UPSTREAM_KEY_ENV = "AGENTBAKE_TEST_AGENTS_UPSTREAM_KEY"
 PROOF_COMMAND = "id -u > proof.txt && echo proof-written"
@@ -73,7 +73,7 @@ class AgentRun:
     """Path relative to the workdir -> content, after the run."""
     logs: dict[str, str]
     """Absolute path -> content of every file under the launch's log paths."""
-    upstream: FakeUpstream
+    upstream: ScriptedModel
     gateway_requests: list[tuple[str, dict[str, str]]]
     trace: list[TraceRecord] = field(default_factory=list)
 
@@ -132,7 +132,7 @@ def run_agent(
     upstream_key = "sk-upstream-" + secrets.token_hex(16)
     token = "rollout-token-" + secrets.token_hex(16)
     monkeypatch.setenv(UPSTREAM_KEY_ENV, upstream_key)
-    fake = FakeUpstream()
+    fake = ScriptedModel()
     fake.responder = shell_then_finish(agent.shell_tool)
     tag = built_images[name].tag
     labels = engine.images.get(tag).labels

@@ -1,0 +1,271 @@
+"""The scripted model as an ASGI app: vLLM's chat-completions endpoints, answering from a script.
+
+Routes: `POST /v1/chat/completions` (streaming and unary), `GET /v1/models`, `POST /tokenize`,
+`GET /health`. Each call's answer comes from `script` (consumed in order) or else from `responder`; with
+`tasks` the responder is the task policy (policy.py), which plays each task's solve.sh. Every call's
+request, path, headers and emitted token ids are kept so tests can compare a client's view with the truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from agentbake.scripted import tokens as tk
+from agentbake.scripted.script import Fault, Reply, Responder, Script
+from agentbake.scripted.vllm import CREATED, Completion, error_body, validate
+
+if TYPE_CHECKING:
+    from agentbake.runner.task import Task
+    from agentbake.serve import ServedApp
+
+MAX_MODEL_LEN = 32768
+"""What `/v1/models` and `/tokenize` report as the context length."""
+
+
+class ScriptedModel:
+    """An OpenAI-compatible (vLLM-shaped) chat-completions server that plays a script or a task's solution.
+
+    `ScriptedModel(tasks=[...])` plays, for each request, the solution of the task whose instruction the
+    conversation holds (see `SolutionPolicy`). `ScriptedModel()` answers every call with `Reply()` unless
+    `script` or `responder` say otherwise."""
+
+    def __init__(
+        self,
+        *,
+        tasks: Iterable[Task | str | Path] = (),
+        model_name: str = "scripted",
+        keep_log: bool = True,
+    ) -> None:
+        self.model_name = model_name
+        """The id `/v1/models` lists; chat requests are answered whatever model they name."""
+        self.keep_log = keep_log
+        """False for long runs (the bench, a rollout batch): nothing is kept per call."""
+        self.script: list[Script] = []
+        """Answers for the next calls, consumed in order before `responder` is asked."""
+        self.responder: Responder = _default_responder(tasks)
+        """The answer for a call when `script` is empty."""
+        self.requests: list[dict] = []
+        self.emitted: list[list[int]] = []
+        """The completion token ids of each answered call, in order."""
+        self.paths: list[str] = []
+        self.headers: list[dict[str, str]] = []
+        self.tokenized: list[dict] = []
+        self.tokenize_supported = True
+        """False answers `/tokenize` with a 404, as a server without the endpoint does."""
+        self.reject_fields: set[str] = set()
+        """Request fields answered with a 400 "Extra inputs are not permitted", as vLLM before Nov 2024 and
+        other strict servers do (vLLM 0.34 accepts unknown fields silently)."""
+
+    def _next(self, request: dict) -> Script:
+        return self.script.pop(0) if self.script else self.responder(request)
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                kind = message["type"].replace("lifespan.", "")
+                await send({"type": f"lifespan.{kind}.complete"})
+                if kind == "shutdown":
+                    return
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        path = scope["path"]
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        if self.keep_log:
+            self.paths.append(path)
+            self.headers.append(headers)
+        if path == "/health":
+            await _send(send, 200, b"", content_type=b"text/plain")
+        elif path.endswith("/models"):
+            await _json(send, 200, self._models())
+        elif path == "/tokenize":
+            await self._tokenize(send, body)
+        elif path.endswith("/chat/completions"):
+            await self._chat(send, body, headers)
+        else:
+            await _json(send, 404, {"detail": "Not Found"})
+
+    def _models(self) -> dict:
+        permission = {
+            "id": f"modelperm-{self.model_name}",
+            "object": "model_permission",
+            "created": CREATED,
+            "allow_create_engine": False,
+            "allow_sampling": True,
+            "allow_logprobs": True,
+            "allow_search_indices": False,
+            "allow_view": True,
+            "allow_fine_tuning": False,
+            "organization": "*",
+            "group": None,
+            "is_blocking": False,
+        }
+        card = {
+            "id": self.model_name,
+            "object": "model",
+            "created": CREATED,
+            "owned_by": "vllm",
+            "root": self.model_name,
+            "parent": None,
+            "max_model_len": MAX_MODEL_LEN,
+            "permission": [permission],
+        }
+        return {"object": "list", "data": [card]}
+
+    async def _tokenize(self, send: Callable, body: bytes) -> None:
+        if not self.tokenize_supported:
+            await _json(send, 404, {"detail": "Not Found"})
+            return
+        request = _parse(body)
+        if not isinstance(request, dict) or not ("messages" in request or "prompt" in request):
+            await _json(send, 400, error_body("expected a body with `messages` or `prompt`", 400))
+            return
+        if self.keep_log:
+            self.tokenized.append(request)
+        if "messages" in request:
+            ids = tk.render_prompt(request, add_generation_prompt=request.get("add_generation_prompt", True))
+        else:
+            ids = tk.encode(str(request["prompt"]))
+        strs = None
+        if request.get("return_token_strs"):
+            strs = [tk.SPECIAL_TEXT.get(i, f"<{i}>") for i in ids]
+        await _json(send, 200, {"count": len(ids), "max_model_len": MAX_MODEL_LEN, "tokens": ids, "token_strs": strs})
+
+    async def _chat(self, send: Callable, body: bytes, headers: dict[str, str]) -> None:
+        request = _parse(body)
+        if not isinstance(request, dict):
+            message = "1 validation error:\n  {'type': 'json_invalid', 'loc': 'body', 'msg': 'JSON decode error'}"
+            await _json(send, 400, error_body(message, 400, kind="Bad Request", param="body"))
+            return
+        if self.keep_log:
+            self.requests.append(request)
+        extra = sorted(self.reject_fields & request.keys())
+        if extra:
+            flat = {"object": "error", "message": f"Extra inputs are not permitted: {', '.join(extra)}", "code": 400}
+            await _json(send, 400, flat)
+            return
+        invalid = validate(request)
+        if invalid is not None:
+            await _json(send, 400, invalid)
+            return
+        step = self._next(request)
+        if isinstance(step, Fault):
+            await asyncio.sleep(step.delay_s)
+            await _json(send, step.status, _fault_body(step), step.headers)
+            return
+        completion = Completion(request, step, request_id=headers.get("x-request-id"))
+        if self.keep_log:
+            self.emitted.append(completion.token_ids)
+        if request.get("stream") and not step.ignore_stream:
+            await _stream(send, completion)
+        elif completion.has_nan():  # starlette's json.dumps(allow_nan=False) refuses it; vLLM answers 400
+            message = "Out of range float values are not JSON compliant"
+            await _json(send, 400, error_body(message, 400))
+        else:
+            await _json(send, 200, completion.unary())
+
+
+def start_scripted_model(
+    tasks: Iterable[Task | str | Path],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    model_name: str = "scripted",
+    keep_log: bool = False,
+) -> ServedApp:
+    """Serve `ScriptedModel(tasks=...)` from a background thread; returns once it listens.
+
+    Its OpenAI base URL is `served.url + "/v1"`; stop it with `served.stop()` (or use it as a context
+    manager). Raises TaskError for a bad task directory, ServeError when the address cannot be bound."""
+    from agentbake.serve import serve_in_thread
+
+    model = ScriptedModel(tasks=tasks, model_name=model_name, keep_log=keep_log)
+    return serve_in_thread(model, host=host, port=port)
+
+
+def _default_responder(tasks: Iterable[Task | str | Path]) -> Responder:
+    tasks = list(tasks)
+    if not tasks:
+        return lambda request: Reply()
+    from agentbake.scripted.policy import SolutionPolicy
+
+    return SolutionPolicy(tasks)
+
+
+def _fault_body(fault: Fault) -> Any:
+    if fault.body is not None:
+        return fault.body
+    if fault.flat:
+        kind = fault.error_type or error_body("", fault.status)["error"]["type"]
+        return {"object": "error", "message": fault.message, "type": kind, "param": fault.param, "code": fault.status}
+    return error_body(fault.message, fault.status, kind=fault.error_type, param=fault.param)
+
+
+def _parse(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+
+
+async def _stream(send: Callable, completion: Completion) -> None:
+    reply = completion.reply
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+
+    async def emit(data: bytes) -> None:
+        if reply.keep_alive:
+            await send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
+        await send({"type": "http.response.body", "body": b"data: " + data + b"\n\n", "more_body": True})
+
+    for n, (sent, chunk) in enumerate(completion.chunks()):
+        if n > 0 and reply.reset_after is not None and sent >= reply.reset_after:
+            raise ConnectionResetError("scripted reset mid-stream")
+        if n > 0 and reply.error_after is not None and sent >= reply.error_after:
+            failure = error_body("scripted engine failure", 500)
+            await emit(orjson.dumps(failure))
+            break
+        choices = chunk["choices"]
+        if reply.omit_finish and not choices:
+            break
+        if reply.omit_finish and choices[0]["finish_reason"] is not None:  # its tokens, but no finish at all
+            choices[0] = {k: v for k, v in choices[0].items() if k not in ("stop_reason", "weight_versions")}
+            choices[0]["finish_reason"] = None
+            chunk.pop("system_fingerprint", None)
+        if reply.garbage and n % 2 == 1:
+            await emit(b"{this is not json")
+        await emit(orjson.dumps(chunk))  # orjson writes NaN as null, as vLLM's model_dump_json does
+        if reply.chunk_delay_s:
+            await asyncio.sleep(reply.chunk_delay_s)
+    if reply.omit_finish:  # the stream just ends
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return
+    await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
+
+
+async def _json(send: Callable, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+    await _send(send, status, orjson.dumps(payload), headers=headers)
+
+
+async def _send(
+    send: Callable,
+    status: int,
+    body: bytes,
+    *,
+    content_type: bytes = b"application/json",
+    headers: dict[str, str] | None = None,
+) -> None:
+    extra = [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
+    start = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), *extra]
+    await send({"type": "http.response.start", "status": status, "headers": start})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,211 @@
+"""The task policy: play a task's `solution/solve.sh` through the agent's own shell tool, with no GPU.
+
+For each request it finds the task (the task whose instruction text appears in the conversation's user
+messages; the longest such instruction wins), the agent's shell tool among the request's `tools` (Claude
+Code's `Bash`, OpenCode's and Pi's `bash`: a tool named bash or shell with a string `command` parameter),
+and how many of the solution's steps the conversation already holds (its calls to that tool). It answers
+with the next step as one tool call, or, once every step has run, ends the turn with a short message.
+
+Steps: solve.sh cut at blank lines (never inside a here-document or an unfinished quote or compound
+command), comment-only blocks dropped. Leading `set ...` lines (e.g. `set -euo pipefail`) apply to every
+step. Each step runs in a subshell, so every one starts in the workdir the agent's shell starts in (Claude
+Code's shell keeps its directory between calls; OpenCode's and Pi's do not) and variables do not carry from
+one step to the next: keep what belongs together in one block.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentbake.errors import TaskError
+from agentbake.runner.task import Task, discover_tasks
+from agentbake.scripted.script import Reply
+from agentbake.scripted.tokens import content_text
+
+_HEREDOC = re.compile(r"<<(-?)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
+_SPACE = re.compile(r"\s+")
+_COMMAND_KEYS = ("command", "cmd")
+
+
+@dataclass(frozen=True)
+class ScriptedTask:
+    """A task as the policy plays it."""
+
+    name: str
+    instruction: str
+    """The instruction with whitespace runs collapsed to one space, as matched against conversations."""
+    steps: tuple[str, ...]
+    """The shell commands, one tool call each; empty when the task has no solution/solve.sh."""
+
+
+def solution_steps(script: str) -> list[str]:
+    """The steps of a solve.sh: its blank-line-separated blocks, each as one subshell command."""
+    lines = script.splitlines()
+    if lines and lines[0].startswith("#!"):
+        lines = lines[1:]
+    blocks = _blocks(lines)
+    prelude: list[str] = []
+    if blocks:
+        first = blocks[0]
+        leading = 0
+        while leading < len(first) and (_is_comment(first[leading]) or first[leading].lstrip().startswith("set ")):
+            leading += 1
+        prelude = [line for line in first[:leading] if not _is_comment(line)]
+        blocks[0] = first[leading:]
+    steps = []
+    for block in blocks:
+        if all(_is_comment(line) for line in block):
+            continue
+        steps.append("(\n" + "\n".join([*prelude, *block]) + "\n)")
+    return steps
+
+
+def _is_comment(line: str) -> bool:
+    return not line.strip() or line.lstrip().startswith("#")
+
+
+def _blocks(lines: list[str]) -> list[list[str]]:
+    """Cut at blank lines that are outside here-documents and end a complete shell command."""
+    blocks: list[list[str]] = []
+    current: list[str] = []
+    heredoc: tuple[bool, str] | None = None  # (strip tabs, delimiter) while inside one
+    for line in lines:
+        if heredoc is not None:
+            current.append(line)
+            if (line.lstrip("\t") if heredoc[0] else line) == heredoc[1]:
+                heredoc = None
+            continue
+        if not line.strip():
+            if current and _complete("\n".join(current)):
+                blocks.append(current)
+                current = []
+            elif current:
+                current.append(line)
+            continue
+        current.append(line)
+        opened = _HEREDOC.findall(line)
+        if opened:
+            dash, _, word = opened[-1]
+            heredoc = (bool(dash), word)
+    if current:
+        blocks.append(current)
+    return blocks
+
+
+def _complete(text: str) -> bool:
+    """Whether bash parses `text` as whole commands (no open quote, `if`, loop or brace)."""
+    bash = shutil.which("bash")
+    if bash is None:
+        return True
+    result = subprocess.run([bash, "-n"], input=text, capture_output=True, text=True, check=False)
+    return result.returncode == 0
+
+
+def load_scripted_tasks(tasks: Iterable[Task | str | Path]) -> list[ScriptedTask]:
+    """Tasks given as loaded `Task`s, task directories or folders of task directories."""
+    loaded: list[Task] = []
+    paths: list[str | Path] = []
+    for task in tasks:
+        if isinstance(task, Task):
+            loaded.append(task)
+        else:
+            paths.append(task)
+    if paths:
+        loaded += discover_tasks(paths)
+    out = []
+    for task in loaded:
+        script = task.solution_script.read_text(encoding="utf-8") if task.solution_script else ""
+        steps = tuple(solution_steps(script))
+        if task.solution_script and not steps:
+            raise TaskError(f"{task.solution_script}: holds no command; the scripted model plays solve.sh's commands")
+        out.append(ScriptedTask(task.name, _normalize(task.instruction), steps))
+    return out
+
+
+def _normalize(text: str) -> str:
+    return _SPACE.sub(" ", text).strip()
+
+
+@dataclass(frozen=True)
+class ShellTool:
+    name: str
+    command_key: str
+    required: tuple[tuple[str, str], ...]
+    """(name, JSON type) of the other required parameters."""
+
+
+def find_shell_tool(tools: Any) -> ShellTool | None:
+    """The agent's shell tool among OpenAI-style `tools`: named bash or shell, with a string command."""
+    candidates = []
+    for tool in tools if isinstance(tools, list) else []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            continue
+        name = function["name"]
+        if name.lower() not in ("bash", "shell"):
+            continue
+        schema = function.get("parameters") or {}
+        properties = schema.get("properties") or {}
+        key = next((k for k in _COMMAND_KEYS if (properties.get(k) or {}).get("type") == "string"), None)
+        if key is None:
+            continue
+        required = tuple(
+            (field, str((properties.get(field) or {}).get("type", "string")))
+            for field in schema.get("required") or []
+            if field != key
+        )
+        candidates.append(ShellTool(name, key, required))
+    return candidates[0] if candidates else None
+
+
+class SolutionPolicy:
+    """A responder (request -> Reply) that plays the matching task's solution; see the module docstring."""
+
+    def __init__(self, tasks: Iterable[Task | str | Path]) -> None:
+        self.tasks = load_scripted_tasks(tasks)
+        if not self.tasks:
+            raise TaskError("the scripted model got no task: pass task directories or folders of them")
+        # Longest first: an instruction that contains another is the more specific match.
+        self._by_length = sorted(self.tasks, key=lambda t: -len(t.instruction))
+
+    def find_task(self, messages: list[Any]) -> ScriptedTask | None:
+        said = _normalize(
+            "\n".join(
+                content_text(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user"
+            )
+        )
+        return next((task for task in self._by_length if task.instruction in said), None)
+
+    def __call__(self, request: dict[str, Any]) -> Reply:
+        messages = request.get("messages") or []
+        task = self.find_task(messages)
+        if task is None:
+            return Reply(text="No task I know is asked for here.")
+        tool = find_shell_tool(request.get("tools"))
+        if tool is None:
+            return Reply(text=f"Task {task.name}: no shell tool offered, so nothing to run.")
+        if not task.steps:
+            return Reply(text=f"Task {task.name} has no solution/solve.sh to play.")
+        done = sum(
+            1
+            for m in messages
+            if isinstance(m, dict) and m.get("role") == "assistant"
+            for call in m.get("tool_calls") or []
+            if isinstance(call, dict) and (call.get("function") or {}).get("name") == tool.name
+        )
+        if done >= len(task.steps):
+            plural = "s" if len(task.steps) > 1 else ""
+            return Reply(text=f"Done: ran the reference solution of {task.name} ({len(task.steps)} step{plural}).")
+        arguments: dict[str, Any] = {tool.command_key: task.steps[done]}
+        for field, kind in tool.required:
+            if kind == "string":
+                arguments[field] = f"Step {done + 1} of {len(task.steps)} of the reference solution"
+            elif kind == "boolean":
+                arguments[field] = False
+        return Reply(text="", tool_calls=[(tool.name, arguments)])

@@ -1,0 +1,136 @@
+"""A toy tokenizer and deterministic logprobs, so the scripted model's ids behave like a real model's.
+
+Text is cut into pieces (a word with its trailing spaces, or a run of spaces); a piece's id is a hash of
+its text, so the same text always gets the same ids, as with a real tokenizer, and prompts rendered with
+`render_prompt` are reproducible. Special tokens use Qwen's ids. Logprobs come from a hash of the request
+and the position: the same request gets the same numbers, different requests different ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+IM_START, IM_END = 151644, 151645
+TOOL_CALL_OPEN, TOOL_CALL_CLOSE = 151657, 151658
+THINK_OPEN, THINK_CLOSE = 151667, 151668
+SPECIAL_TEXT = {
+    IM_START: "<|im_start|>",
+    IM_END: "<|im_end|>",
+    TOOL_CALL_OPEN: "<tool_call>",
+    TOOL_CALL_CLOSE: "</tool_call>",
+    THINK_OPEN: "<think>",
+    THINK_CLOSE: "</think>",
+}
+_FIRST_ID, _VOCAB = 1000, 150_000  # ordinary pieces land in [1000, 151000), below the special ids
+_PIECE = re.compile(r"\S+\s*|\s+")
+# Alternatives offered in top_logprobs (their ids follow from their text like any piece).
+ALTERNATIVES = (" the", "\n", " a", ",", ".", " to", " and", " of", " is", " in", "(", ":")
+
+
+def pieces(text: str) -> list[str]:
+    """The pieces `text` is cut into; joined they give `text` back."""
+    return _PIECE.findall(text)
+
+
+def piece_id(piece: str) -> int:
+    """The id of one piece of text."""
+    digest = hashlib.blake2b(piece.encode(), digest_size=8).digest()
+    return _FIRST_ID + int.from_bytes(digest, "big") % _VOCAB
+
+
+def encode(text: str) -> list[int]:
+    """Token ids of `text`."""
+    return [piece_id(p) for p in pieces(text)]
+
+
+@dataclass(frozen=True)
+class Token:
+    """One generated token: its id, decoded text, and what part of the answer it belongs to."""
+
+    id: int
+    text: str
+    kind: str
+    """"reasoning", "content", "control" (think/tool-call markers, EOS), "name" (completes a tool call's name),
+    "args" (a tool call's argument text), or "wrapper" (tool-call JSON around name and arguments)."""
+    call: int = -1
+    """Index of the tool call this token belongs to, or -1."""
+
+
+def text_tokens(text: str, kind: str, call: int = -1) -> list[Token]:
+    return [Token(piece_id(p), p, kind, call) for p in pieces(text)]
+
+
+def special(token_id: int) -> Token:
+    return Token(token_id, SPECIAL_TEXT[token_id], "control")
+
+
+def request_seed(request: dict[str, Any]) -> bytes:
+    """What makes two requests "the same": everything but how the answer is transported."""
+    content = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
+    return hashlib.sha256(orjson.dumps(content, option=orjson.OPT_SORT_KEYS)).digest()
+
+
+def _unit(seed: bytes, *salt: object) -> float:
+    """A number in [0, 1) fixed by seed and salt."""
+    digest = hashlib.blake2b(repr(salt).encode(), key=seed[:32], digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def sampled_logprob(seed: bytes, position: int) -> float:
+    """The logprob of the sampled token at `position`, in [-2.5, -0.001]."""
+    return round(-0.001 - 2.5 * _unit(seed, "sampled", position) ** 3, 6)
+
+
+def alternatives(seed: bytes, position: int, sampled: int, count: int) -> list[tuple[int, str, float]]:
+    """(id, text, logprob) of the `count` most likely other tokens, by rank (most likely first)."""
+    start = int(_unit(seed, "alt", position) * len(ALTERNATIVES))
+    out: list[tuple[int, str, float]] = []
+    logprob = -0.05 - _unit(seed, "top", position)
+    for k in range(len(ALTERNATIVES)):
+        text = ALTERNATIVES[(start + k) % len(ALTERNATIVES)]
+        if piece_id(text) == sampled:
+            continue
+        if len(out) == count:
+            break
+        out.append((piece_id(text), text, round(logprob, 6)))
+        logprob -= 0.5 + _unit(seed, "gap", position, k)
+    return out
+
+
+def render_prompt(request: dict[str, Any], *, add_generation_prompt: bool = True) -> list[int]:
+    """Prompt ids: a ChatML rendering of the tools and messages, then the assistant's turn opening."""
+    ids: list[int] = []
+
+    def turn(role: str, text: str) -> None:
+        ids.extend([IM_START, *encode(f"{role}\n{text}"), IM_END, *encode("\n")])
+
+    if request.get("tools"):
+        turn(
+            "system",
+            "# Tools\n" + "\n".join(orjson.dumps(t, option=orjson.OPT_SORT_KEYS).decode() for t in request["tools"]),
+        )
+    for message in request.get("messages") or []:
+        if not isinstance(message, dict):
+            continue
+        text = content_text(message.get("content"))
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            text += f"\n<tool_call>{function.get('name')} {function.get('arguments')}</tool_call>"
+        turn(str(message.get("role")), text)
+    if add_generation_prompt:
+        ids.extend([IM_START, *encode("assistant\n")])
+    return ids
+
+
+def content_text(content: Any) -> str:
+    """The text of a chat message's content: a string, or the text of its parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""

@@ -1,0 +1,316 @@
+"""Answers shaped exactly as vLLM 0.34's chat-completions server sends them, for a scripted `Reply`.
+
+What vLLM does, and this module copies:
+- Tokens: `"token": "token_id:<n>"` under `return_tokens_as_token_ids`; the sampled token first in
+  `top_logprobs`; the sampled entry's `bytes` are its decoded text, an alternative's the bytes of its
+  `token` string; `-inf` clamped to -9999.0; NaN written as `null` in streams (unary: an HTTP 400).
+- `return_token_ids`: `choices[0].token_ids` (every generated id, the end-of-sequence token included) and
+  `prompt_token_ids` (unary: top level; stream: only on the first, role-only chunk).
+- Unary answers dump every field, nulls included; stream chunks carry only the keys vLLM sets
+  (`model_dump_json(exclude_unset=True)`), e.g. `kv_transfer_params: null` on every content chunk.
+- Tool calls are parsed hermes-style: `<tool_call>` and the JSON around name and arguments arrive in
+  chunks with an empty `delta` that still carry their tokens (only sent when logprobs or token ids are
+  asked for); the name comes once with the call id, then argument fragments.
+- Errors are `{"error": {"message", "type", "param", "code"}}`, in a stream one such event then [DONE].
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any
+
+from agentbake.scripted import tokens as tk
+from agentbake.scripted.script import Reply
+
+CREATED = 1767225600
+"""`created` of every answer (2026-01-01): fixed, so the same request gets the same bytes back."""
+SYSTEM_FINGERPRINT = "vllm-0.34.0-scripted"
+VLLM_MIN_LOGPROB = -9999.0
+_ARG_FRAGMENT = 7  # characters of tool-call arguments per streamed token
+_ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 500: "InternalServerError", 501: "NotImplementedError"}
+
+
+def error_type(status: int) -> str:
+    """vLLM's error `type` for an HTTP status."""
+    if status in _ERROR_TYPES:
+        return _ERROR_TYPES[status]
+    return HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
+
+
+def error_body(message: str, status: int, *, kind: str | None = None, param: str | None = None) -> dict:
+    """vLLM's error envelope."""
+    return {"error": {"message": message, "type": kind or error_type(status), "param": param, "code": status}}
+
+
+def validate(request: dict[str, Any]) -> dict | None:
+    """vLLM's own request checks that a client may trip; the error body, or None. Unknown fields pass."""
+    if not isinstance(request.get("messages"), list):
+        detail = "{'type': 'missing', 'loc': 'body.messages', 'msg': 'Field required'}"
+        return error_body(f"1 validation error:\n  {detail}", 400, kind="Bad Request", param="body.messages")
+    if request.get("stream_options") is not None and not request.get("stream"):
+        message = "Stream options can only be defined when `stream=True`. (parameter=stream_options)"
+        return error_body(message, 400, param="stream_options")
+    top = request.get("top_logprobs")
+    if top is not None and top != 0:
+        if not isinstance(top, int) or (top < 0 and top != -1):
+            message = f"`top_logprobs` must be a positive value or -1. (parameter=top_logprobs, value={top})"
+            return error_body(message, 400, param="top_logprobs")
+        if not request.get("logprobs"):
+            message = "when using `top_logprobs`, `logprobs` must be set to true. (parameter=top_logprobs)"
+            return error_body(message, 400, param="top_logprobs")
+    return None
+
+
+@dataclass
+class Group:
+    """The tokens of one engine step and the delta the parser makes of them (None: nothing to show yet)."""
+
+    tokens: list[tk.Token]
+    delta: dict[str, Any] | None
+
+
+class Completion:
+    """One scripted answer to one request: its tokens, and both wire forms of it."""
+
+    def __init__(self, request: dict[str, Any], reply: Reply, *, request_id: str | None = None) -> None:
+        self.request = request
+        self.reply = reply
+        self.seed = tk.request_seed(request)
+        self.id = f"chatcmpl-{request_id or self.seed[:8].hex()}"
+        self.model = str(request.get("model", ""))
+        self.finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+        self.stop_reason = reply.matched_stop
+        if self.finish == "repetition" and self.stop_reason is None:
+            self.stop_reason = "repetition_detected"
+        self.call_ids = [
+            reply.tool_call_ids[n] if n < len(reply.tool_call_ids) else f"chatcmpl-tool-{self._hex('call', n)}"
+            for n in range(len(reply.tool_calls))
+        ]
+        self.groups = self._groups()
+        self.tokens = [t for g in self.groups for t in g.tokens]
+        self.prompt_ids = tk.render_prompt(request)
+        # vLLM nulls logprobs and ids (and drops reasoning) when a parser runs and reasoning is not wanted.
+        self.hidden = reply.reasoning_parser and request.get("include_reasoning") is False
+
+    def _hex(self, *salt: object) -> str:
+        return hashlib.sha256(self.seed + repr(salt).encode()).hexdigest()[:16]
+
+    @property
+    def token_ids(self) -> list[int]:
+        return [t.id for t in self.tokens]
+
+    # ---------------------------------------------------------------- tokens
+
+    def _groups(self) -> list[Group]:
+        reply = self.reply
+        groups: list[Group] = []
+        if reply.reasoning:
+            groups.append(Group([tk.special(tk.THINK_OPEN)], None))
+            groups += self._text_groups(tk.text_tokens(reply.reasoning, "reasoning"), reply.reasoning_field)
+            groups.append(Group([tk.special(tk.THINK_CLOSE)], None))
+        groups += self._text_groups(tk.text_tokens(reply.text, "content"), "content")
+        for n, (name, arguments) in enumerate(reply.tool_calls):
+            groups += self._call_groups(n, name, arguments)
+        if self.finish in ("stop", "tool_calls"):
+            if isinstance(self.stop_reason, int):
+                end = tk.Token(self.stop_reason, "", "control")
+            else:
+                end = tk.special(tk.IM_END)
+            groups.append(Group([end], {} if reply.tool_calls else {"content": ""}))
+        elif self.finish == "abort" or not groups:
+            groups.append(Group([], {"content": ""}))  # the engine stopped the request between steps
+        return groups
+
+    def _text_groups(self, tokens: list[tk.Token], key: str) -> list[Group]:
+        step = self.reply.step_tokens
+        chunks = [tokens[i : i + step] for i in range(0, len(tokens), step)]
+        return [Group(chunk, {key: "".join(t.text for t in chunk)}) for chunk in chunks]
+
+    def _call_groups(self, n: int, name: str, arguments: dict[str, Any]) -> list[Group]:
+        groups = [Group([tk.special(tk.TOOL_CALL_OPEN)], None)]
+        head = tk.text_tokens(json.dumps({"name": name}, ensure_ascii=False)[:-1] + ", ", "wrapper", n)
+        groups += [Group([t], None) for t in head[:-1]]
+        named = {"id": self.call_ids[n], "type": "function", "index": n, "function": {"name": name}}
+        groups.append(
+            Group([tk.Token(head[-1].id, head[-1].text, "name", n)], {"content": None, "tool_calls": [named]})
+        )
+        groups += [Group([t], None) for t in tk.text_tokens('"arguments": ', "wrapper", n)]
+        text = arguments_text(arguments)
+        for i in range(0, len(text), _ARG_FRAGMENT):
+            fragment = text[i : i + _ARG_FRAGMENT]
+            delta = {"content": None, "tool_calls": [{"index": n, "function": {"arguments": fragment}}]}
+            groups.append(Group([tk.Token(tk.piece_id(fragment), fragment, "args", n)], delta))
+        groups.append(Group([tk.Token(tk.piece_id("}"), "}", "wrapper", n)], None))
+        groups.append(Group([tk.special(tk.TOOL_CALL_CLOSE)], None))
+        return groups
+
+    # ---------------------------------------------------------------- logprobs
+
+    def _value(self, position: int) -> float:
+        value = self.reply.logprob_values.get(position)
+        return tk.sampled_logprob(self.seed, position) if value is None else max(value, VLLM_MIN_LOGPROB)
+
+    def _name(self, token_id: int, text: str) -> str:
+        return f"token_id:{token_id}" if self.request.get("return_tokens_as_token_ids") else text
+
+    def _entry(self, position: int, token: tk.Token, *, stream: bool) -> dict[str, Any]:
+        name = self._name(token.id, token.text)
+        key_form = self.reply.id_form == "key"
+        if position in self.reply.fallback_entries:
+            entry: dict[str, Any] = {"token": name, "logprob": VLLM_MIN_LOGPROB, "bytes": list(name.encode())}
+            if key_form:
+                entry = {"token": name, "token_id": token.id, **entry}
+            if stream:  # only the fields vLLM set explicitly
+                return {k: v for k, v in entry.items() if k != "logprob"}
+            return {**entry, "top_logprobs": []}
+        value = self._value(position)
+        top = self.request.get("top_logprobs") or 0
+        count = len(tk.ALTERNATIVES) + 1 if top == -1 else top
+        tops = [(token.id, token.text, value)]
+        tops += tk.alternatives(self.seed, position, token.id, count - 1) if count > 1 else []
+        top_entries = []
+        for token_id, text, logprob in tops[:count]:
+            shown = self._name(token_id, text)
+            alt: dict[str, Any] = {"token": shown, "logprob": logprob, "bytes": list(shown.encode())}
+            top_entries.append({"token": shown, "token_id": token_id, **alt} if key_form else alt)
+        entry = {"token": name, "logprob": value, "bytes": list(token.text.encode()), "top_logprobs": top_entries}
+        return {"token": name, "token_id": token.id, **entry} if key_form else entry
+
+    def _logprobs(self, start: int, tokens: list[tk.Token], *, stream: bool) -> dict | None:
+        if not self.request.get("logprobs") or self.hidden:
+            return None
+        return {"content": [self._entry(start + i, t, stream=stream) for i, t in enumerate(tokens)]}
+
+    def has_nan(self) -> bool:
+        return bool(self.request.get("logprobs")) and any(math.isnan(v) for v in self.reply.logprob_values.values())
+
+    # ---------------------------------------------------------------- usage
+
+    def _reasoning_count(self) -> int:
+        return sum(1 for t in self.tokens if t.kind == "reasoning")
+
+    def usage(self, completion_tokens: int | None = None, *, details: bool = True) -> dict[str, Any]:
+        done = len(self.tokens) if completion_tokens is None else completion_tokens
+        usage: dict[str, Any] = {
+            "prompt_tokens": len(self.prompt_ids),
+            "total_tokens": len(self.prompt_ids) + done,
+            "completion_tokens": done,
+        }
+        if self.reply.reasoning_parser:
+            usage["completion_tokens_details"] = {"reasoning_tokens": self._reasoning_count()}
+        elif details:
+            usage["completion_tokens_details"] = None
+        return usage
+
+    # ---------------------------------------------------------------- unary
+
+    def unary(self) -> dict[str, Any]:
+        reply = self.reply
+        reasoning = None if self.hidden else (reply.reasoning or None)
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": (reply.text or None) if reply.tool_calls else reply.text,
+            "refusal": None,
+            "audio": None,
+            "function_call": None,
+        }
+        if reply.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": self.call_ids[n],
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments_text(args)},
+                }
+                for n, (name, args) in enumerate(reply.tool_calls)
+            ]
+        message[reply.reasoning_field] = reasoning
+        return_ids = self.request.get("return_token_ids") and not self.hidden
+        choice = {
+            "index": 0,
+            "message": message,
+            "logprobs": self._logprobs(0, self.tokens, stream=False),
+            "finish_reason": self.finish,
+            "stop_reason": self.stop_reason,
+            "token_ids": self.token_ids if return_ids else None,
+            "routed_experts": None,
+            "weight_versions": None,
+        }
+        return {
+            "id": self.id,
+            "object": "chat.completion",
+            "created": CREATED,
+            "model": self.model,
+            "choices": [choice],
+            "service_tier": None,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
+            "usage": self.usage(),
+            "prompt_logprobs": None,
+            "prompt_token_ids": self.prompt_ids if self.request.get("return_token_ids") else None,
+            "prompt_text": None,
+            "kv_transfer_params": None,
+            "ec_transfer_params": None,
+            "metrics": None,
+        }
+
+    # ---------------------------------------------------------------- stream
+
+    def chunks(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(completion tokens sent before this chunk, chunk) for every chunk but [DONE]."""
+        options = self.request.get("stream_options") or {}
+        include_usage = bool(options.get("include_usage"))
+        continuous = include_usage and bool(options.get("continuous_usage_stats"))
+        base = {"id": self.id, "object": "chat.completion.chunk", "created": CREATED, "model": self.model}
+        first: dict[str, Any] = {
+            **base,
+            "choices": [
+                {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+            ],
+        }
+        if continuous:
+            first["usage"] = self.usage(0)
+        first["prompt_token_ids"] = self.prompt_ids if self.request.get("return_token_ids") else None
+        first["prompt_text"] = None
+        yield 0, first
+        return_ids = bool(self.request.get("return_token_ids")) and not self.hidden
+        sent = 0
+        for n, group in enumerate(self.groups):
+            final = n == len(self.groups) - 1
+            logprobs = self._logprobs(sent, group.tokens, stream=True)
+            delta = group.delta
+            if self.hidden and delta is not None and self.reply.reasoning_field in delta:
+                delta = None
+            if delta is None:
+                if not final and logprobs is None and not return_ids:
+                    sent += len(group.tokens)
+                    continue  # vLLM sends nothing for a step the parser kept back
+                delta = {}
+            choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": None}
+            if final:
+                choice["finish_reason"] = self.finish
+                choice["stop_reason"] = self.stop_reason
+            choice["token_ids"] = [t.id for t in group.tokens] if return_ids else None
+            if final:
+                choice["weight_versions"] = None
+            chunk: dict[str, Any] = {**base, "choices": [choice]}
+            if continuous:
+                chunk["usage"] = self.usage(sent + len(group.tokens))
+            if final and not include_usage:
+                chunk["system_fingerprint"] = SYSTEM_FINGERPRINT
+            chunk["kv_transfer_params"] = None
+            yield sent, chunk
+            sent += len(group.tokens)
+        if include_usage:
+            yield (
+                sent,
+                {**base, "choices": [], "usage": self.usage(details=False), "system_fingerprint": SYSTEM_FINGERPRINT},
+            )
+
+
+def arguments_text(arguments: dict[str, Any]) -> str:
+    """Tool-call arguments as hermes writes them: Python's json.dumps with ensure_ascii=False."""
+    return json.dumps(arguments, ensure_ascii=False)
