@@ -1,0 +1,287 @@
+"""The Docker backend: hardened, network-less containers through docker-py.
+
+Every sandbox runs with `network_mode="none"` (loopback only), the image's non-root user for every
+command unless root is asked for, `cap_drop=ALL` plus the few capabilities root's setup needs,
+no-new-privileges, pids/memory/CPU limits and an init process. Its only way out is a read-only
+folder from the host holding the gateway's unix socket, which a relay (forwarder.py, the container's
+main process, as root so the agent cannot stop it) serves on the sandbox's 127.0.0.1. See README.md.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import secrets
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+import docker.errors
+import requests.exceptions
+
+from agentbake.errors import SandboxError
+from agentbake.runner import labels
+from agentbake.runner.docker_config import DockerConfig
+from agentbake.runner.docker_sandbox import DockerSandbox
+from agentbake.runner.sandbox import SandboxBackend, SandboxRequest
+
+MOUNT = "/run/agentbake"
+"""Where the sandbox's host folder appears inside it (read-only)."""
+FORWARDER = "forwarder.py"
+GATEWAY_SOCKET = "gateway.sock"
+_FORWARDER_SOURCE = Path(__file__).with_name(FORWARDER)
+_DIR_LABEL = "dev.agentbake.dir."
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """What the harness needs from an image, read once from its labels."""
+
+    ref: str
+    id: str
+    user: str
+    home: str
+    python: str | None
+    """The baked interpreter that runs the forwarder (label `dev.agentbake.python`)."""
+    paths: dict[str, str] = field(default_factory=dict)
+    uid: int | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    nano_cpus: int
+    memory_mb: int
+    pids: int
+
+
+def transient(exc: BaseException) -> bool:
+    """Engine errors worth another try: 5xx answers and broken connections, not bad requests."""
+    if isinstance(exc, docker.errors.APIError):
+        return exc.status_code is not None and exc.status_code >= 500 and not isinstance(exc, docker.errors.NotFound)
+    return isinstance(exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout | ConnectionError)
+
+
+def _slug(rollout_id: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9_.-]", "-", rollout_id)[:40] or "sandbox"
+
+
+class DockerBackend(SandboxBackend):
+    """Creates sandboxes on the local engine (DOCKER_HOST); `close()` removes every one still alive."""
+
+    name = "docker"
+
+    def __init__(self, config: DockerConfig | None = None, *, base_url: str | None = None):
+        self.config = config or DockerConfig()
+        kwargs = {"base_url": base_url} if base_url else docker.utils.kwargs_from_env()
+        try:
+            # Two clients: engine calls time out; command output streams wait as long as the command runs.
+            self.api = docker.APIClient(timeout=self.config.engine_timeout_s, max_pool_size=64, **kwargs)
+            self.stream_api = docker.APIClient(timeout=None, max_pool_size=64, version=self.api.api_version, **kwargs)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"no Docker engine answers ({exc}); start one or set DOCKER_HOST") from None
+        self.config.runtime_dir.mkdir(parents=True, exist_ok=True)
+        self._images: dict[str, ImageInfo] = {}
+        self._ids: dict[tuple[str, str], tuple[int, int]] = {}
+        self._live: dict[str, DockerSandbox] = {}
+        self._lock = threading.Lock()
+        self._engine_cpus: int | None = None
+        from agentbake.runner.warm_pool import WarmPool
+
+        self.pool = WarmPool(self, self.config.warm)
+
+    # -- images ------------------------------------------------------------------------------------
+
+    def image(self, ref: str) -> ImageInfo:
+        """The image's harness facts (cached); SandboxError when the engine lacks it or it has no user."""
+        if ref in self._images:
+            return self._images[ref]
+        try:
+            attrs = self.api.inspect_image(ref)
+        except docker.errors.ImageNotFound:
+            raise SandboxError(
+                f"image {ref!r} is not on this engine; build it with `agentbake build <name>` "
+                "(tags are listed by `agentbake images`)"
+            ) from None
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"cannot inspect image {ref!r}: {exc}") from None
+        config = attrs.get("Config") or {}
+        image_labels = config.get("Labels") or {}
+        user = self.config.user or image_labels.get("dev.agentbake.user") or (config.get("User") or "").split(":")[0]
+        if user in ("", "root", "0"):
+            raise SandboxError(
+                f"image {ref!r} names no non-root user (label dev.agentbake.user or USER) and the agent never runs "
+                "as root; build it with a USER or set DockerConfig.user"
+            )
+        env = dict(e.split("=", 1) for e in config.get("Env") or [] if "=" in e)
+        uid = image_labels.get("dev.agentbake.uid")
+        info = ImageInfo(
+            ref=ref,
+            id=attrs["Id"],
+            user=user,
+            home=image_labels.get("dev.agentbake.home") or env.get("HOME") or f"/home/{user}",
+            python=image_labels.get("dev.agentbake.python"),
+            paths={k.removeprefix(_DIR_LABEL): v for k, v in image_labels.items() if k.startswith(_DIR_LABEL)},
+            uid=int(uid) if uid and uid.isdigit() else None,
+        )
+        self._images[ref] = info
+        return info
+
+    def ids(self, sandbox: DockerSandbox, user: str) -> tuple[int, int]:
+        """uid and gid of a user inside the sandbox's image (its /etc/passwd, read once per image)."""
+        if user in ("root", "0"):
+            return 0, 0
+        key = (sandbox.image.id, user)
+        if key not in self._ids:
+            for line in sandbox.read_text("/etc/passwd").splitlines():
+                fields = line.split(":")
+                if len(fields) >= 4 and fields[2].isdigit() and fields[3].isdigit():
+                    self._ids[(sandbox.image.id, fields[0])] = (int(fields[2]), int(fields[3]))
+                    self._ids[(sandbox.image.id, fields[2])] = (int(fields[2]), int(fields[3]))
+            if key not in self._ids:
+                raise SandboxError(f"user {user!r} is not in /etc/passwd of image {sandbox.image.ref!r}")
+        return self._ids[key]
+
+    # -- create ------------------------------------------------------------------------------------
+
+    def limits(self, request: SandboxRequest) -> Limits:
+        if self._engine_cpus is None:
+            self._engine_cpus = int(self.api.info().get("NCPU") or os.cpu_count() or 1)
+        cpus = min(request.cpus or self.config.cpus, self._engine_cpus)
+        return Limits(int(cpus * 1e9), request.memory_mb or self.config.memory_mb, self.config.pids_limit)
+
+    def create(self, request: SandboxRequest) -> DockerSandbox:
+        image = self.image(request.image)
+        if request.gateway_socket is not None:
+            if image.python is None:
+                raise SandboxError(
+                    f"image {request.image!r} has no label dev.agentbake.python: the gateway relay needs the image's "
+                    "python; build the image with `agentbake build`"
+                )
+            if not Path(request.gateway_socket).exists():
+                raise SandboxError(f"gateway socket {request.gateway_socket} does not exist; start the gateway first")
+        limits = self.limits(request)
+        taken = self.pool.take(image, limits)
+        container_id, name = taken or self.start_container(image, limits, request.rollout_id)
+        try:
+            model_url = self._connect_gateway(name, request.gateway_socket)
+        except BaseException:
+            self.discard(name)
+            raise
+        sandbox = DockerSandbox(self, container_id, name, image, image.user, request.envs, model_url, request.rollout_id)
+        with self._lock:
+            self._live[container_id] = sandbox
+        return sandbox
+
+    def warm_up(self, request: SandboxRequest) -> None:
+        """Fill the warm pool (DockerConfig.warm) for this request's image and limits; returns once started."""
+        self.pool.fill(self.image(request.image), self.limits(request))
+
+    def _connect_gateway(self, name: str, gateway_socket: str | None) -> str | None:
+        if gateway_socket is None:
+            return None
+        link = self.config.runtime_dir / name / GATEWAY_SOCKET
+        try:
+            os.link(gateway_socket, link)
+        except OSError as exc:
+            raise SandboxError(
+                f"cannot link the gateway socket {gateway_socket} into {link.parent} ({exc.strerror}); it must be on "
+                f"the same filesystem as DockerConfig.runtime_dir ({self.config.runtime_dir})"
+            ) from None
+        return f"http://127.0.0.1:{self.config.model_port}"
+
+    def start_container(self, image: ImageInfo, limits: Limits, rollout_id: str) -> tuple[str, str]:
+        """Create and start one container, retrying transient engine errors; nothing is left on failure."""
+        attempts = self.config.create_attempts
+        for attempt in range(1, attempts + 1):
+            name = f"agentbake-{_slug(rollout_id)}-{secrets.token_hex(4)}"
+            try:
+                return self._start_once(image, limits, rollout_id, name), name
+            except BaseException as exc:
+                self.discard(name)
+                if not isinstance(exc, Exception):
+                    raise
+                if not transient(exc) or attempt == attempts:
+                    tried = f" after {attempt} tries" if attempt > 1 else ""
+                    raise SandboxError(f"cannot start a sandbox from {image.ref!r}{tried}: {exc}") from exc
+                time.sleep(self.config.retry_backoff_s * 2 ** (attempt - 1))
+        raise AssertionError("unreachable")
+
+    def _start_once(self, image: ImageInfo, limits: Limits, rollout_id: str, name: str) -> str:
+        host_dir = self.config.runtime_dir / name
+        host_dir.mkdir(mode=0o755)
+        if image.python:
+            shutil.copyfile(_FORWARDER_SOURCE, host_dir / FORWARDER)
+            socket_path = posixpath.join(MOUNT, GATEWAY_SOCKET)
+            port = str(self.config.model_port)
+            command = [image.python, "-I", posixpath.join(MOUNT, FORWARDER), "--port", port, "--socket", socket_path]
+        else:
+            command = ["sleep", "infinity"]
+        host_config = self.api.create_host_config(
+            init=True,
+            network_mode="none",
+            cap_drop=["ALL"],
+            cap_add=list(self.config.root_capabilities),
+            security_opt=["no-new-privileges"],
+            privileged=False,
+            pids_limit=limits.pids,
+            mem_limit=f"{limits.memory_mb}m",
+            memswap_limit=f"{limits.memory_mb}m",
+            nano_cpus=limits.nano_cpus,
+            binds={str(host_dir): {"bind": MOUNT, "mode": "ro"}},
+        )
+        container = self.api.create_container(
+            image.id,
+            command=command,
+            user="root",  # the forwarder only; every command names its user (default: the image's)
+            name=name,
+            labels=labels.sandbox_labels(rollout_id, self.config.ttl_s, host_dir),
+            host_config=host_config,
+        )
+        self.api.start(container["Id"])
+        return container["Id"]
+
+    # -- removal -----------------------------------------------------------------------------------
+
+    def discard(self, name: str) -> None:
+        """Remove a container by name (if the engine made it) and its host folder; errors are ignored."""
+        try:
+            self.api.remove_container(name, force=True, v=True)
+        except docker.errors.DockerException | requests.exceptions.RequestException:
+            pass
+        shutil.rmtree(self.config.runtime_dir / name, ignore_errors=True)
+
+    def remove(self, sandbox: DockerSandbox) -> None:
+        """Remove a sandbox (SIGKILL, no grace period); safe to call twice."""
+        with self._lock:
+            if sandbox.killed:
+                return
+            sandbox.killed = True
+            self._live.pop(sandbox.sandbox_id, None)
+        try:
+            self.api.remove_container(sandbox.sandbox_id, force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"cannot remove sandbox {sandbox.name}: {exc}; `agentbake gc` removes it later") from None
+        finally:
+            shutil.rmtree(self.config.runtime_dir / sandbox.name, ignore_errors=True)
+
+    def live(self) -> list[DockerSandbox]:
+        with self._lock:
+            return list(self._live.values())
+
+    def close(self) -> None:
+        """Remove every sandbox this backend created that is still alive, and the warm pool's."""
+        self.pool.close()
+        errors = []
+        for sandbox in self.live():
+            try:
+                sandbox.kill()
+            except SandboxError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise SandboxError("; ".join(errors))

@@ -1,0 +1,63 @@
+"""Settings of the Docker backend: one pydantic model; `DockerBackend(DockerConfig(...))` takes it."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def default_runtime_dir() -> Path:
+    """Where each sandbox's host folder lives (under the temp dir, so the harness's gateway sockets,
+    made with `tempfile`, sit on the same filesystem and can be hard-linked in)."""
+    return Path(tempfile.gettempdir()) / f"agentbake-{os.getuid()}" / "sandboxes"
+
+
+class DockerConfig(BaseModel):
+    """How the Docker backend creates sandboxes. Limits apply when the task names none."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cpus: float = Field(default=2.0, gt=0)
+    """CPU limit (cores) when the request names none; clamped to the engine's CPU count."""
+
+    memory_mb: int = Field(default=4096, ge=16)
+    """Memory limit (MiB) when the request names none; swap is off, so going over it OOM-kills."""
+
+    pids_limit: int = Field(default=1024, ge=16)
+    """Most processes (threads count) the sandbox may hold at once: a fork bomb stops there."""
+
+    root_capabilities: tuple[str, ...] = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL")
+    """Capabilities left after `cap_drop=ALL`, usable only by root's processes (setup.sh, the verifier,
+    the forwarder): own and write the agent's files, stop its processes. The agent's user runs with
+    no-new-privileges and holds none of them."""
+
+    user: str | None = None
+    """Run the agent's commands as this user instead of the image's (label `dev.agentbake.user`, else
+    its USER). Never root: a sandbox whose user would be root is refused."""
+
+    ttl_s: float = Field(default=6 * 3600, gt=0)
+    """Seconds after creation at which a sandbox counts as expired: `agentbake gc` removes it even while
+    its owner process lives."""
+
+    create_attempts: int = Field(default=4, ge=1)
+    """Tries of `create` when the engine fails transiently (HTTP 5xx, connection errors)."""
+
+    retry_backoff_s: float = Field(default=0.25, ge=0)
+    """Wait before the second try; doubled before each further one."""
+
+    warm: int = Field(default=0, ge=0)
+    """Started sandboxes kept ready per (image, limits): `create` takes one and a new one is started in
+    the background. 0 starts each sandbox on demand."""
+
+    model_port: int = Field(default=48080, ge=1, le=65535)
+    """Port on the sandbox's loopback where the forwarder relays to the gateway (`handle.model_url`)."""
+
+    runtime_dir: Path = Field(default_factory=default_runtime_dir)
+    """Host folder holding one subfolder per sandbox (the forwarder and the gateway socket's hard
+    link), mounted read-only into it. Gateway sockets must be on the same filesystem."""
+
+    engine_timeout_s: float = Field(default=120, gt=0)
+    """Timeout of one engine API call (commands themselves are bounded by their own timeout)."""

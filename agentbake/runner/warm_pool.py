@@ -1,0 +1,92 @@
+"""Started sandboxes kept ready per (image, limits), so `create` only hands one out.
+
+A pooled container is started before its rollout is known: it is labelled `dev.agentbake.rollout=warm`,
+owned and expiring like any other (gc treats it the same), and gets its gateway socket when taken.
+Environment variables of the request go on each command, never the container, so any pooled one fits.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import TYPE_CHECKING
+
+from agentbake.runner import labels
+
+if TYPE_CHECKING:
+    from agentbake.runner.docker import DockerBackend, ImageInfo, Limits
+
+Key = tuple[str, "Limits"]
+
+
+class WarmPool:
+    """Keeps `size` started containers per key; refills in background threads."""
+
+    def __init__(self, backend: DockerBackend, size: int):
+        self._backend = backend
+        self.size = size
+        self._ready: dict[Key, deque[tuple[str, str]]] = {}
+        self._pending: dict[Key, int] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self._executor: ThreadPoolExecutor | None = None
+        self.errors: list[Exception] = []
+        """Failures of background starts (the next `create` starts its own container instead)."""
+
+    def take(self, image: ImageInfo, limits: Limits) -> tuple[str, str] | None:
+        """A ready (container id, name) for this image and limits, or None; starts a replacement."""
+        if self.size == 0:
+            return None
+        key = (image.id, limits)
+        with self._lock:
+            ready = self._ready.setdefault(key, deque())
+            taken = ready.popleft() if ready else None
+        self._refill(key, image, limits)
+        return taken
+
+    def fill(self, image: ImageInfo, limits: Limits) -> None:
+        """Start containers up to the pool's size for this key and wait until they run."""
+        for future in self._refill((image.id, limits), image, limits):
+            future.result()
+
+    def _refill(self, key: Key, image: ImageInfo, limits: Limits) -> list[Future[None]]:
+        futures = []
+        with self._lock:
+            if self._closed:
+                return []
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="agentbake-warm")
+            while len(self._ready.get(key, ())) + self._pending.get(key, 0) < self.size:
+                self._pending[key] = self._pending.get(key, 0) + 1
+                futures.append(self._executor.submit(self._start_one, key, image, limits))
+        return futures
+
+    def _start_one(self, key: Key, image: ImageInfo, limits: Limits) -> None:
+        try:
+            started = self._backend.start_container(image, limits, labels.WARM_ROLLOUT)
+        except Exception as exc:
+            with self._lock:
+                self._pending[key] -= 1
+                self.errors.append(exc)
+            return
+        with self._lock:
+            self._pending[key] -= 1
+            if not self._closed:
+                self._ready.setdefault(key, deque()).append(started)
+                return
+        self._backend.discard(started[1])
+
+    def close(self) -> None:
+        """Stop refilling, wait for starts under way, remove every container still waiting."""
+        with self._lock:
+            self._closed = True
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            waiting = [name for ready in self._ready.values() for _, name in ready]
+            self._ready.clear()
+        if waiting:
+            with ThreadPoolExecutor(max_workers=4) as removers:
+                wait([removers.submit(self._backend.discard, name) for name in waiting])

@@ -1,0 +1,128 @@
+"""The Docker backend against the real engine and a real catalog image: commands, files, lifetime."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import docker
+import pytest
+
+from agentbake.buildkit.build import BuildResult
+from agentbake.errors import SandboxError
+from agentbake.runner import labels
+from agentbake.runner.docker import DockerBackend
+from agentbake.runner.docker_config import DockerConfig
+from agentbake.runner.docker_sandbox import DockerSandbox
+from agentbake.runner.sandbox import SandboxRequest
+
+
+@pytest.fixture(scope="module")
+def image(built_images: dict[str, BuildResult]) -> str:
+    return built_images["claude-code"].tag
+
+
+@pytest.fixture(scope="module")
+def backend() -> Iterator[DockerBackend]:
+    backend = DockerBackend(DockerConfig(memory_mb=512, cpus=1, pids_limit=256))
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="module")
+def sandbox(backend: DockerBackend, image: str) -> DockerSandbox:
+    return backend.create(SandboxRequest(image=image, rollout_id="test-docker", envs={"ROLLOUT_VAR": "from-request"}))
+
+
+def test_exec_runs_as_the_image_user_in_its_workdir(sandbox: DockerSandbox) -> None:
+    result = sandbox.exec("id -un; pwd; echo $ROLLOUT_VAR $CALL_VAR", envs={"CALL_VAR": "from-call"})
+    assert result.exit_code == 0
+    assert result.stdout.split("\n")[:3] == [sandbox.user, sandbox.paths["workdir"], "from-request from-call"]
+    assert sandbox.user == "agent" and sandbox.home == "/home/agent"
+    assert set(sandbox.paths) >= {"workdir", "task", "logs_agent", "logs_verifier"}
+
+
+def test_exec_exit_code_stderr_cwd_and_root(sandbox: DockerSandbox) -> None:
+    result = sandbox.exec(["sh", "-c", "pwd; id -u; echo oops >&2; exit 3"], cwd="/tmp", user="root")
+    assert (result.exit_code, result.stdout, result.stderr, result.timed_out) == (3, "/tmp\n0\n", "oops\n", False)
+
+
+def test_timeout_kills_the_command_and_its_children(sandbox: DockerSandbox) -> None:
+    started = time.monotonic()
+    result = sandbox.exec("sleep 30 & sleep 30; echo never", timeout=1)
+    assert time.monotonic() - started < 5
+    assert (result.exit_code, result.timed_out, result.stdout) == (124, True, "")
+    left = sandbox.exec("grep -l '^sleep' /proc/[0-9]*/cmdline 2>/dev/null | wc -l", user="root")
+    assert left.stdout.strip() == "0", "a timed-out command left processes running"
+
+
+def test_a_command_ending_by_itself_within_its_timeout_is_not_timed_out(sandbox: DockerSandbox) -> None:
+    assert sandbox.exec("exit 137", timeout=5) == sandbox.exec("exit 137")
+    assert sandbox.exec("exit 137").exit_code == 137
+
+
+def test_background_job_wait_timeout_and_kill(sandbox: DockerSandbox) -> None:
+    job = sandbox.start_bg("echo started; echo warn >&2; sleep 0.2; exit 5")
+    assert job.pid > 1
+    assert job.wait(10) == type(job.wait(10))(5, "started\n", "warn\n")
+
+    sleeper = sandbox.start_bg(["sh", "-c", "sleep 60 & sleep 60"])
+    with pytest.raises(TimeoutError):
+        sleeper.wait(0.3)
+    sleeper.kill()
+    assert sleeper.wait(5).exit_code == 137
+    sleeper.kill()  # already ended: nothing happens
+    assert sandbox.exec("grep -l '^sleep' /proc/[0-9]*/cmdline 2>/dev/null | wc -l", user="root").stdout.strip() == "0"
+
+
+def test_files_roundtrip_with_owner_mode_and_parents(sandbox: DockerSandbox) -> None:
+    path = f"{sandbox.home}/new/deeper/file.bin"
+    data = bytes(range(256)) * 10
+    sandbox.write_bytes(path, data, mode=0o600)
+    assert sandbox.read_bytes(path) == data
+    listing = sandbox.exec(f"stat -c '%U %a %n' {sandbox.home}/new {sandbox.home}/new/deeper {path}").stdout.split("\n")
+    assert listing[:3] == [f"agent 755 {sandbox.home}/new", f"agent 755 {sandbox.home}/new/deeper", f"agent 600 {path}"]
+
+    sandbox.write_text("/srv/root-owned/x.txt", "héllo\n", user="root")
+    assert sandbox.read_text("/srv/root-owned/x.txt") == "héllo\n"
+    assert sandbox.exec("stat -c '%U' /srv/root-owned /srv/root-owned/x.txt").stdout == "root\nroot\n"
+    assert sandbox.exists("/srv/root-owned") and sandbox.exists(path)
+    assert not sandbox.exists("/srv/absent")
+
+
+def test_file_errors(sandbox: DockerSandbox) -> None:
+    with pytest.raises(FileNotFoundError, match="/nowhere/file"):
+        sandbox.read_bytes("/nowhere/file")
+    with pytest.raises(IsADirectoryError):
+        sandbox.read_bytes("/etc")
+    with pytest.raises(SandboxError, match="must be absolute"):
+        sandbox.write_text("relative.txt", "x")
+
+
+def test_kill_removes_the_container_and_is_idempotent(
+    backend: DockerBackend, image: str, engine: docker.DockerClient
+) -> None:
+    sandbox = backend.create(SandboxRequest(image=image, rollout_id="test-docker-kill"))
+    found = engine.containers.list(filters={"label": f"{labels.ROLLOUT}=test-docker-kill"})
+    assert [c.id for c in found] == [sandbox.sandbox_id]
+    assert found[0].labels[labels.OWNER] == labels.this_process()
+    assert int(found[0].labels[labels.EXPIRES]) > time.time()
+    host_dir = backend.config.runtime_dir / sandbox.name
+    assert host_dir.is_dir()
+    sandbox.kill()
+    sandbox.kill()
+    assert engine.containers.list(all=True, filters={"label": f"{labels.ROLLOUT}=test-docker-kill"}) == []
+    assert not host_dir.exists()
+    with pytest.raises(SandboxError, match="was killed"):
+        sandbox.exec("true")
+
+
+def test_create_refuses_a_missing_image_and_leaves_nothing(backend: DockerBackend, engine: docker.DockerClient) -> None:
+    with pytest.raises(SandboxError, match="agentbake build"):
+        backend.create(SandboxRequest(image="agentbake/absent:000000000000", rollout_id="test-docker-absent"))
+    assert engine.containers.list(all=True, filters={"label": f"{labels.ROLLOUT}=test-docker-absent"}) == []
+
+
+def test_create_refuses_to_run_the_agent_as_root(image: str) -> None:
+    with pytest.raises(SandboxError, match="non-root user"):
+        DockerBackend(DockerConfig(user="root")).create(SandboxRequest(image=image, rollout_id="test-docker-root"))
