@@ -9,6 +9,7 @@ main process, as root so the agent cannot stop it) serves on the sandbox's 127.0
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import re
@@ -171,7 +172,9 @@ class DockerBackend(SandboxBackend):
         except BaseException:
             self.discard(name)
             raise
-        sandbox = DockerSandbox(self, container_id, name, image, image.user, request.envs, model_url, request.rollout_id)
+        sandbox = DockerSandbox(
+            self, container_id, name, image, image.user, request.envs, model_url, request.rollout_id
+        )
         with self._lock:
             self._live[container_id] = sandbox
         return sandbox
@@ -248,10 +251,8 @@ class DockerBackend(SandboxBackend):
 
     def discard(self, name: str) -> None:
         """Remove a container by name (if the engine made it) and its host folder; errors are ignored."""
-        try:
+        with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
             self.api.remove_container(name, force=True, v=True)
-        except docker.errors.DockerException | requests.exceptions.RequestException:
-            pass
         shutil.rmtree(self.config.runtime_dir / name, ignore_errors=True)
 
     def remove(self, sandbox: DockerSandbox) -> None:
@@ -266,7 +267,9 @@ class DockerBackend(SandboxBackend):
         except docker.errors.NotFound:
             pass
         except docker.errors.DockerException as exc:
-            raise SandboxError(f"cannot remove sandbox {sandbox.name}: {exc}; `agentbake gc` removes it later") from None
+            raise SandboxError(
+                f"cannot remove sandbox {sandbox.name}: {exc}; `agentbake gc` removes it later"
+            ) from None
         finally:
             shutil.rmtree(self.config.runtime_dir / sandbox.name, ignore_errors=True)
 

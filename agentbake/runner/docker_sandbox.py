@@ -250,4 +250,3 @@ class DockerBgJob(BgJob):
             return
         self._sandbox.exec(["sh", "-c", f"kill -s KILL -- -{self.pid} 2>/dev/null || true"], user="root")
         self._reader.join(5)
-
