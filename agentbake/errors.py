@@ -54,3 +54,11 @@ class AgentError(AgentbakeError):
 
 class PublishError(AgentbakeError):
     """Publishing to a registry, E2B or Hugging Face failed, or a published manifest is unreadable."""
+
+
+class ConfigError(AgentbakeError):
+    """A component (the gateway, a server) cannot start with the settings it was given."""
+
+
+class TraceError(AgentbakeError):
+    """A trace file cannot be read: names the file and line at fault."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -27,6 +25,8 @@ from agentbake.buildkit.lock import read_lock, write_lock
 from agentbake.buildkit.prune import prune
 from agentbake.buildkit.render import render
 from agentbake.buildkit.spec import ImageSpec
+from agentbake.clikit import json_option
+from agentbake.clikit import print_json as _print_json
 from agentbake.errors import AgentbakeError
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -38,13 +38,6 @@ catalog_option = click.option(
     default=None,
     help="Folder of <name>/image.toml specs (default: ./images if present, else the built-in catalog).",
 )
-json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON (one object per line).")
-
-
-def _print_json(obj: Any) -> None:
-    """One JSON object per line; dataclass results (BuildResult, Check, ...) as their fields."""
-    click.echo(json.dumps(dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj, sort_keys=True))
-
 
 ca_cert_option = click.option(
     "--ca-cert",

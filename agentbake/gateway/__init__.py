@@ -3,9 +3,10 @@
 from agentbake.gateway import GatewayConfig, create_app, read_trace
 """
 
+from agentbake.errors import ConfigError, TraceError
 from agentbake.gateway.app import Gateway, create_app
 from agentbake.gateway.config import GatewayConfig
-from agentbake.gateway.errors import ConfigError, GatewayError, InvalidRequest, RequestTooLarge, UpstreamError
+from agentbake.gateway.errors import GatewayError, InvalidRequest, RequestTooLarge, UpstreamError
 from agentbake.gateway.trace import TraceRecord, TraceSummary, iter_trace, read_trace, summarize
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "GatewayError",
     "InvalidRequest",
     "RequestTooLarge",
+    "TraceError",
     "TraceRecord",
     "TraceSummary",
     "UpstreamError",

@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from agentbake.gateway.errors import ConfigError
+from agentbake.errors import ConfigError
 
 # What a rollout id may look like, in a `/r/<id>/` path or in `rollout_id`.
 ROLLOUT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -17,7 +18,7 @@ ROLLOUT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 class GatewayConfig(BaseModel):
     """Everything `agentbake gateway` can be told; `create_app(GatewayConfig(...))` takes the same."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     upstream: str
     """Base URL of the OpenAI-compatible server, including its `/v1` (e.g. `http://127.0.0.1:8000/v1`)."""
@@ -58,7 +59,7 @@ class GatewayConfig(BaseModel):
 
     max_tokens_cap: int | None = Field(default=8192, ge=1)
     """Upper bound for `max_tokens` / `max_completion_tokens`; Claude Code asks for 32000-128000, which
-    overflows small contexts. None forwards the client's value unchanged."""
+    overflows small contexts. None (or 0) forwards the client's value unchanged."""
 
     max_completion_tokens_models: tuple[str, ...] = ("o1*", "o3*", "o4*", "gpt-5*")
     """Glob patterns of upstream model names that reject `max_tokens`; for them it is renamed
@@ -105,8 +106,13 @@ class GatewayConfig(BaseModel):
     tokenize_url: str | None = None
     """vLLM's `/tokenize` endpoint for exact `count_tokens`; defaults to `upstream` without its `/v1`."""
 
-    log_level: str = "warning"
+    log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "warning"
     """uvicorn log level; request bodies and keys are never logged."""
+
+    @field_validator("max_tokens_cap", mode="before")
+    @classmethod
+    def _zero_is_no_cap(cls, value: object) -> object:
+        return None if value == 0 else value
 
     @field_validator("rollout_id")
     @classmethod

@@ -9,10 +9,6 @@ from __future__ import annotations
 from agentbake.errors import AgentbakeError
 
 
-class ConfigError(AgentbakeError):
-    """The gateway cannot start with the settings it was given."""
-
-
 class GatewayError(AgentbakeError):
     """A failure answered to the client with `status` and an Anthropic `error_type`."""
 

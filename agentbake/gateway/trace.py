@@ -16,6 +16,8 @@ from typing import Any
 
 import orjson
 
+from agentbake.errors import TraceError
+
 SCHEMA_VERSION = 1
 
 
@@ -65,6 +67,11 @@ class TraceRecord:
 
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(TraceRecord))
+_REQUIRED = frozenset(
+    f.name
+    for f in dataclasses.fields(TraceRecord)
+    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+)
 
 
 class TraceWriter:
@@ -87,8 +94,11 @@ class TraceWriter:
 
 def iter_trace(path: str | os.PathLike[str]) -> Iterator[TraceRecord]:
     """Records of a trace file in order. A partial last line (a crash mid-write) is skipped; a broken
-    line anywhere else raises ValueError naming it."""
-    lines = Path(path).read_bytes().split(b"\n")
+    line anywhere else raises TraceError naming the file and line."""
+    try:
+        lines = Path(path).read_bytes().split(b"\n")
+    except OSError as exc:
+        raise TraceError(f"cannot read trace {path}: {exc.strerror}") from exc
     # Every record is written with its newline in one call, so the text after the last newline is
     # either empty or a torn write: never a record.
     lines.pop()
@@ -98,9 +108,12 @@ def iter_trace(path: str | os.PathLike[str]) -> Iterator[TraceRecord]:
         try:
             raw = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number}: not a JSON line: {exc}") from exc
+            raise TraceError(f"{path}:{number}: not a JSON line ({exc}); expected one trace record per line") from exc
         if not isinstance(raw, dict):
-            raise ValueError(f"{path}:{number}: expected a JSON object")
+            raise TraceError(f"{path}:{number}: expected a JSON object (a trace record), got {type(raw).__name__}")
+        missing = _REQUIRED - raw.keys()
+        if missing:
+            raise TraceError(f"{path}:{number}: not a trace record: missing {', '.join(sorted(missing))}")
         yield TraceRecord(**{k: v for k, v in raw.items() if k in _FIELDS})
 
 

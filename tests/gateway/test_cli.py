@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from agentbake.cli import main
-from agentbake.gateway import read_trace
+from agentbake.gateway import GatewayConfig, read_trace
 
 
 def _free_port() -> int:
@@ -95,18 +95,60 @@ def test_every_option_reaches_the_config(monkeypatch, tmp_path):
 
     served = {}
     monkeypatch.setattr(agentbake.serve, "serve", lambda app, **kwargs: served.update(app=app, **kwargs))
+    monkeypatch.setenv("ROLLOUT_TOKEN", "t" * 20)
     args = ["gateway", "--upstream", "http://127.0.0.1:1/v1", "--trace", str(tmp_path / "t.jsonl"), "--port", "9"]
     args += ["--model-override", "qwen", "--max-tokens-cap", "0", "--disable-thinking", "--keep-billing-header"]
     args += ["--inner-system-as-user"]
     args += ["--no-logprobs", "--top-logprobs", "3", "--no-token-ids", "--max-body-bytes", "4096"]
     args += ["--read-timeout", "5", "--connect-timeout", "2", "--max-connections", "7", "--tokenize-url", "http://t/x"]
+    args += ["--uds", str(tmp_path / "gw.sock"), "--rollout-id", "r-1", "--client-token-env", "ROLLOUT_TOKEN"]
+    args += ["--max-completion-tokens-model", "my-o*", "--host", "127.0.0.2", "--log-level", "error"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     config = served["app"].config
-    assert (served["host"], served["port"]) == ("127.0.0.1", 9)
+    assert (served["host"], served["port"], served["uds"], served["log_level"]) == (
+        "127.0.0.2",
+        9,
+        tmp_path / "gw.sock",
+        "error",
+    )
     assert config.model_override == "qwen" and config.max_tokens_cap is None and config.disable_thinking
     assert config.inner_system_as_user
     assert not (config.drop_billing_header or config.capture_logprobs or config.tokens_as_token_ids)
     assert not config.request_token_ids and config.top_logprobs == 3 and config.max_body_bytes == 4096
     assert (config.read_timeout_s, config.connect_timeout_s, config.max_connections) == (5, 2, 7)
     assert config.resolved_tokenize_url == "http://t/x" and config.trace == tmp_path / "t.jsonl"
+    assert config.rollout_id == "r-1" and config.client_token.get_secret_value() == "t" * 20
+    assert config.max_completion_tokens_models == ("my-o*",)
+
+
+def test_options_are_the_config_fields_and_secrets_stay_off_argv():
+    from agentbake.gateway.cli import OPTION_NAMES, SECRET_FIELDS, gateway
+
+    destinations = {param.name for param in gateway.params}
+    assert set(GatewayConfig.model_fields) - set(SECRET_FIELDS) <= destinations
+    assert "client_token" not in destinations and "api_key" not in destinations
+    by_field = {param.name: param for param in gateway.params}
+    for field, info in GatewayConfig.model_fields.items():
+        if field in SECRET_FIELDS:
+            continue
+        assert by_field[field].help == " ".join(info.description.split()), field  # the docstring is the help
+        if not info.is_required():
+            assert by_field[field].default == info.default, field
+    assert by_field["read_timeout_s"].opts == [OPTION_NAMES["read_timeout_s"]]
+    result = CliRunner().invoke(main, ["gateway", "--upstream", "http://x/v1", "--client-token", "t" * 20])
+    assert result.exit_code == 2 and "No such option" in result.output
+
+
+def test_option_errors_name_the_option(monkeypatch):
+    result = CliRunner().invoke(main, ["gateway", "--upstream", "http://x/v1", "--port", "70000"])
+    assert result.exit_code == 1 and "--port: Input should be less than or equal to 65535" in result.output
+    result = CliRunner().invoke(main, ["gateway", "--upstream", "http://x/v1", "--client-token-env", "UNSET_VAR_X"])
+    assert result.exit_code == 1 and "environment variable UNSET_VAR_X is not set" in result.output
+
+
+def test_a_secret_field_cannot_become_an_option():
+    from agentbake.clikit import model_options
+
+    with pytest.raises(TypeError, match=r"GatewayConfig\.client_token is a secret"):
+        model_options(GatewayConfig)(lambda **fields: None)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from agentbake.errors import ConfigError
 from agentbake.gateway.config import GatewayConfig
-from agentbake.gateway.errors import ConfigError
 
 
 def test_every_field_is_documented():
@@ -32,6 +32,14 @@ def test_upstream_url_and_tokenize_url():
         GatewayConfig(upstream="127.0.0.1:8000")
     with pytest.raises(ValidationError):
         GatewayConfig(upstream="http://x/v1", unknown_setting=1)
+
+
+def test_zero_cap_means_no_cap_and_log_levels_are_checked():
+    assert GatewayConfig(upstream="http://x/v1", max_tokens_cap=0).max_tokens_cap is None
+    with pytest.raises(ValidationError, match="max_tokens_cap"):
+        GatewayConfig(upstream="http://x/v1", max_tokens_cap=-5)
+    with pytest.raises(ValidationError, match="log_level"):
+        GatewayConfig(upstream="http://x/v1", log_level="loud")
 
 
 def test_key_from_env_or_file(tmp_path, monkeypatch):

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import pytest
 from click.testing import CliRunner
 
 from agentbake.cli import main
+from agentbake.errors import TraceError
 from agentbake.gateway.trace import TraceRecord, TraceWriter, read_trace, summarize
 
 
@@ -39,8 +43,16 @@ def test_reader_skips_a_torn_last_line_but_not_a_broken_middle_one(tmp_path):
     path.write_bytes(complete + b'{"turn": 1}')  # parseable but without newline: still a torn write
     assert [r.turn for r in read_trace(path)] == [0]
     path.write_bytes(b"{broken\n" + complete)
-    with pytest.raises(ValueError, match=r"trace\.jsonl:1: not a JSON line"):
+    with pytest.raises(TraceError, match=r"trace\.jsonl:1: not a JSON line"):
         read_trace(path)
+    path.write_bytes(complete + b"[1, 2]\n")
+    with pytest.raises(TraceError, match=r"trace\.jsonl:2: expected a JSON object \(a trace record\), got list"):
+        read_trace(path)
+    path.write_bytes(complete + b'{"turn": 1}\n')
+    with pytest.raises(TraceError, match=r"trace\.jsonl:2: not a trace record: missing request, response"):
+        read_trace(path)
+    with pytest.raises(TraceError, match=r"cannot read trace .*missing\.jsonl: No such file"):
+        read_trace(tmp_path / "missing.jsonl")
 
 
 def test_reader_ignores_fields_from_newer_writers(tmp_path):
@@ -67,6 +79,9 @@ def test_summary_counts_tokens_errors_and_retries(tmp_path):
     assert "turns: 4" in result.output and "tokens captured: 4" in result.output
     assert "errors: 1" in result.output and "retries: 1" in result.output
     assert "calls without token ids: 1" in result.output and "dialect anthropic: 1" in result.output
+    as_json = CliRunner().invoke(main, ["trace", "summary", "--json", str(path)])
+    assert as_json.exit_code == 0 and json.loads(as_json.output) == dataclasses.asdict(summary)
+    assert json.loads(as_json.output)["by_dialect"] == {"anthropic": 1, "openai": 3}
 
 
 def test_summary_of_a_corrupt_trace_is_a_clean_cli_error(tmp_path):

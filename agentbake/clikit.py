@@ -1,0 +1,92 @@
+"""Pieces every agentbake command shares, so they all look and behave alike.
+
+Kept to click, pydantic and the standard library: the gateway's lean entry point imports it in sandboxes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+from collections.abc import Callable, Collection, Mapping
+from pathlib import Path
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+
+import click
+from pydantic import BaseModel, SecretStr, ValidationError
+
+F = TypeVar("F", bound=Callable[..., Any])
+M = TypeVar("M", bound=BaseModel)
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON (one object per line).")
+
+
+def print_json(obj: Any) -> None:
+    """One JSON object per line on stdout; dataclass results (BuildResult, TraceSummary, ...) as their fields."""
+    click.echo(json.dumps(dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj, sort_keys=True))
+
+
+def option_name(field: str, names: Mapping[str, str]) -> str:
+    """The command-line spelling of a model field: `names[field]`, else `--field-name`."""
+    return names.get(field, "--" + field.replace("_", "-"))
+
+
+def model_options(
+    model: type[BaseModel], *, names: Mapping[str, str] = {}, skip: Collection[str] = ()
+) -> Callable[[F], F]:
+    """Decorator: one click option per field of `model`, in field order, passed to the command under the
+    field's name. Name from `names` or the field (`--field-name`), type from its annotation, default from
+    the model, help from the field's docstring. A bool is a `--x/--no-x` pair (`names` may spell both
+    halves). Secret fields cannot become options (argv shows in `ps`): list them in `skip`."""
+
+    def decorate(command: F) -> F:
+        for field, info in reversed(model.model_fields.items()):
+            if field in skip:
+                continue
+            command = _field_option(model, field, info, option_name(field, names))(command)
+        return command
+
+    return decorate
+
+
+def _field_option(model: type[BaseModel], field: str, info: Any, name: str) -> Callable[[F], F]:
+    annotation = info.annotation
+    if get_origin(annotation) in (Union, types.UnionType):
+        annotation = next(arg for arg in get_args(annotation) if arg is not type(None))
+    help_text = " ".join((info.description or "").split())
+    settings: dict[str, Any] = {"help": help_text, "show_default": True}
+    if info.is_required():
+        settings.update(required=True, show_default=False)
+    else:
+        settings["default"] = info.default
+    if annotation is SecretStr:
+        raise TypeError(f"{model.__name__}.{field} is a secret: it cannot be a command-line option")
+    if annotation is bool:
+        if "/" not in name:
+            name = f"{name}/--no-{name.removeprefix('--')}"
+        return click.option(name, field, **settings)
+    if get_origin(annotation) is tuple:
+        (annotation, _) = get_args(annotation)
+        settings["multiple"] = True
+    if get_origin(annotation) is Literal:
+        settings["type"] = click.Choice([str(choice) for choice in get_args(annotation)])
+    elif annotation is Path:
+        settings["type"] = click.Path(path_type=Path)
+    elif annotation in (str, int, float):
+        settings["type"] = annotation
+    else:
+        raise TypeError(f"{model.__name__}.{field}: no command-line type for {annotation!r}")
+    return click.option(name, field, **settings)
+
+
+def build_model(model: type[M], values: Mapping[str, Any], *, names: Mapping[str, str] = {}) -> M:
+    """`model(**values)`, its validation errors turned into one click error naming each option at fault."""
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else ""
+            where = option_name(field, names) if field in model.model_fields else field
+            problems.append(f"{where}: {error['msg'].removeprefix('Value error, ')}")
+        raise click.ClickException("; ".join(problems)) from exc
