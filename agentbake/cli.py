@@ -20,6 +20,7 @@ COMMANDS = {
     "build": "agentbake.buildkit.cli:build_command",
     "doctor": "agentbake.buildkit.cli:doctor_command",
     "gateway": "agentbake.gateway.cli:gateway",
+    "gc": "agentbake.runner.cli:gc_command",
     "images": "agentbake.buildkit.cli:images_command",
     "lock": "agentbake.buildkit.cli:lock_command",
     "prune": "agentbake.buildkit.cli:prune_command",

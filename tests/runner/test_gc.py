@@ -1,0 +1,129 @@
+"""Leftovers: a runner killed with SIGKILL, then `agentbake gc`; SIGTERM / Ctrl-C tear a batch down."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+from click.testing import CliRunner
+
+from agentbake.buildkit.build import BuildResult
+from agentbake.cli import main
+from agentbake.runner import labels
+from agentbake.runner.docker import DockerBackend
+from agentbake.runner.docker_config import DockerConfig
+from agentbake.runner.gc import collect
+from agentbake.runner.sandbox import SandboxRequest
+
+# A batch runner in miniature: one sandbox inside teardown_on_signals, then it waits to be stopped.
+RUNNER = """
+import sys, time
+from pathlib import Path
+from agentbake.runner.docker import DockerBackend
+from agentbake.runner.docker_config import DockerConfig
+from agentbake.runner.gc import teardown_on_signals
+from agentbake.runner.sandbox import SandboxRequest
+
+backend = DockerBackend(DockerConfig(runtime_dir=Path(sys.argv[3])))
+with teardown_on_signals(backend):
+    sandbox = backend.create(SandboxRequest(image=sys.argv[1], rollout_id=sys.argv[2]))
+    print(sandbox.sandbox_id, sandbox.name, flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.fixture(scope="module")
+def image(built_images: dict[str, BuildResult]) -> str:
+    return built_images["claude-code"].tag
+
+
+@pytest.fixture
+def runtime_dir(tmp_path: Path) -> Path:
+    return tmp_path / "sandboxes"
+
+
+@pytest.fixture
+def backend(runtime_dir: Path) -> Iterator[DockerBackend]:
+    backend = DockerBackend(DockerConfig(runtime_dir=runtime_dir, memory_mb=256, cpus=0.5))
+    yield backend
+    backend.close()
+
+
+def start_runner(image: str, rollout_id: str, runtime_dir: Path) -> tuple[subprocess.Popen[str], str, str]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    runner = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, image, rollout_id, str(runtime_dir)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert runner.stdout is not None
+    container_id, name = runner.stdout.readline().split()
+    return runner, container_id, name
+
+
+def ours(engine: docker.DockerClient, rollout_id: str) -> list[str]:
+    return [c.id for c in engine.containers.list(all=True, filters={"label": f"{labels.ROLLOUT}={rollout_id}"})]
+
+
+def test_gc_after_kill_9_removes_the_dead_runners_sandbox_only(
+    image: str, runtime_dir: Path, backend: DockerBackend, engine: docker.DockerClient
+) -> None:
+    alive = backend.create(SandboxRequest(image=image, rollout_id="test-gc-alive"))
+    runner, container_id, name = start_runner(image, "test-gc-killed", runtime_dir)
+    runner.kill()
+    runner.wait()
+    assert ours(engine, "test-gc-killed") == [container_id]  # SIGKILL: nothing could clean up
+
+    listed = [x for x in collect(engine.api, dry_run=True, runtime_dir=runtime_dir) if x.rollout.startswith("test-gc")]
+    assert [(x.kind, x.name, x.reason, x.removed) for x in listed] == [("container", name, "owner gone", False)]
+    assert ours(engine, "test-gc-killed") == [container_id]
+
+    removed = [x for x in collect(engine.api, runtime_dir=runtime_dir) if x.rollout.startswith("test-gc")]
+    assert [(x.kind, x.name, x.removed) for x in removed] == [("container", name, True)]
+    assert ours(engine, "test-gc-killed") == []
+    assert not (runtime_dir / name).exists()
+    assert ours(engine, "test-gc-alive") == [alive.sandbox_id]  # its owner (this process) lives
+    assert (runtime_dir / alive.name).is_dir()
+
+
+def test_gc_removes_expired_sandboxes_and_orphan_folders(
+    image: str, runtime_dir: Path, engine: docker.DockerClient
+) -> None:
+    backend = DockerBackend(DockerConfig(runtime_dir=runtime_dir, ttl_s=0.001, memory_mb=256, cpus=0.5))
+    expired = backend.create(SandboxRequest(image=image, rollout_id="test-gc-expired"))
+    orphan = runtime_dir / "agentbake-test-gc-orphan-0000"
+    orphan.mkdir()
+    os.utime(orphan, (time.time() - 3600, time.time() - 3600))
+
+    cli = CliRunner().invoke(main, ["gc", "--dry-run", "--json", "--runtime-dir", str(runtime_dir)])
+    assert cli.exit_code == 0, cli.output
+    report = json.loads(cli.stdout)
+    assert report["dry_run"] is True
+    mine = {(x["kind"], x["name"], x["reason"]) for x in report["leftovers"] if "test-gc" in x["name"]}
+    assert mine == {("container", expired.name, "expired"), ("folder", str(orphan), "no container")}
+    assert ours(engine, "test-gc-expired") == [expired.sandbox_id]
+
+    cli = CliRunner().invoke(main, ["gc", "--runtime-dir", str(runtime_dir)])
+    assert cli.exit_code == 0, cli.output
+    assert f"removed container {expired.name}" in cli.stderr
+    assert ours(engine, "test-gc-expired") == [] and not orphan.exists()
+    expired.kill()  # already gone: a no-op
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_and_ctrl_c_tear_the_batch_down(
+    image: str, runtime_dir: Path, engine: docker.DockerClient, signum: signal.Signals
+) -> None:
+    rollout_id = f"test-gc-{signum.name.lower()}"
+    runner, container_id, name = start_runner(image, rollout_id, runtime_dir)
+    assert ours(engine, rollout_id) == [container_id]
+    runner.send_signal(signum)
+    assert runner.wait(30) == (143 if signum == signal.SIGTERM else -signal.SIGINT)  # SystemExit / KeyboardInterrupt
+    assert ours(engine, rollout_id) == []
+    assert not (runtime_dir / name).exists()
