@@ -1,46 +1,12 @@
-"""Upstream server-sent events: decoding the byte stream and assembling chunks into one completion."""
+"""Assembling a streamed chat completion's chunks into the one completion it amounts to (for the record),
+and the reverse for servers that answer a stream request with one completion."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from agentbake.gateway.capture import choices_of
-from agentbake.gateway.translate import reasoning_of
-
-
-class SSEDecoder:
-    """Incremental SSE decoder yielding the `data` of each event (fields other than data carry nothing
-    chat completions need). Tolerates CRLF line ends and events split across reads."""
-
-    def __init__(self) -> None:
-        self._buffer = b""
-        self._data: list[bytes] = []
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        self._buffer += chunk
-        *lines, self._buffer = self._buffer.split(b"\n")
-        events: list[bytes] = []
-        for line in lines:
-            self._line(line.rstrip(b"\r"), events)
-        return events
-
-    def close(self) -> list[bytes]:
-        """Events still pending when the stream ended without a final blank line."""
-        events: list[bytes] = []
-        if self._buffer:
-            self._line(self._buffer.rstrip(b"\r"), events)
-            self._buffer = b""
-        self._line(b"", events)
-        return events
-
-    def _line(self, line: bytes, events: list[bytes]) -> None:
-        if not line:
-            if self._data:
-                events.append(b"\n".join(self._data))
-                self._data = []
-        elif line.startswith(b"data:"):
-            value = line[5:]
-            self._data.append(value[1:] if value.startswith(b" ") else value)
+from agentbake.gateway.translate_response import reasoning_of
 
 
 class ChunkAssembler:

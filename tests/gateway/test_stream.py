@@ -1,19 +1,8 @@
-"""SSE decoding and assembling a streamed completion."""
+"""Assembling a streamed completion into the one completion it amounts to."""
 
 from __future__ import annotations
 
-from agentbake.gateway.stream import ChunkAssembler, SSEDecoder
-
-
-def test_decoder_handles_split_reads_crlf_comments_and_multiline_data():
-    decoder = SSEDecoder()
-    raw = b': keep-alive\r\ndata: {"a":\r\ndata: 1}\r\n\r\nevent: x\ndata:[DONE]\n\ndata: tail'
-    events = []
-    for i in range(0, len(raw), 3):
-        events += decoder.feed(raw[i : i + 3])
-    assert events == [b'{"a":\n1}', b"[DONE]"]
-    assert decoder.close() == [b"tail"]
-    assert decoder.close() == []
+from agentbake.gateway.stream import ChunkAssembler
 
 
 def test_assembler_builds_the_completion_a_stream_amounts_to():

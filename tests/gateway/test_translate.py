@@ -9,12 +9,8 @@ from hypothesis import strategies as st
 
 from agentbake.gateway.errors import InvalidRequest
 from agentbake.gateway.stream import completion_as_chunk
-from agentbake.gateway.translate import (
-    StreamTranslator,
-    anthropic_to_openai,
-    clean_schema,
-    openai_to_anthropic,
-)
+from agentbake.gateway.translate_request import anthropic_to_openai, clean_schema
+from agentbake.gateway.translate_response import StreamTranslator, openai_to_anthropic
 
 # ------------------------------------------------------------------ fixed cases
 

@@ -1,0 +1,276 @@
+"""Upstream calls: sending one, reading or relaying its answer as it arrives, and recording it.
+
+`Calls` owns what every call shares: the pooled upstream client, the trace writer, the turn book and the
+capture fields the upstream refused. The dialect handlers in app.py decide what the client sees.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+
+import orjson
+
+from agentbake.gateway.asgi import SSE_HEADERS, Send, respond
+from agentbake.gateway.capture import Capture, Injected, strip_injected
+from agentbake.gateway.config import GatewayConfig
+from agentbake.gateway.errors import UpstreamError
+from agentbake.gateway.rewrite import rewrite_request
+from agentbake.gateway.sse import SSEDecoder
+from agentbake.gateway.stream import ChunkAssembler, completion_as_chunk
+from agentbake.gateway.trace import TraceRecord, TraceWriter
+from agentbake.gateway.turns import TurnBook
+from agentbake.gateway.upstream import UpstreamClient, UpstreamResponse
+
+logger = logging.getLogger("agentbake.gateway")
+
+# Everything the gateway asks for to capture tokens; removed from the copy kept in the record.
+_ALL_CAPTURE = Injected(logprobs=True, token_ids=True)
+
+
+@dataclass(slots=True)
+class Call:
+    """One upstream call in flight, and what will become its trace record."""
+
+    dialect: str
+    rollout_id: str | None
+    body: dict
+    injected: Injected
+    turn: int = 0
+    retry_of: int | None = None
+    started: float = field(default_factory=time.perf_counter)
+    timestamp: float = field(default_factory=time.time)
+    capture: Capture = field(default_factory=Capture)
+
+
+def error_message(content: bytes) -> str:
+    """The human message inside an upstream error body (OpenAI, FastAPI or plain text shapes)."""
+    try:
+        data = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return content[:2000].decode("utf-8", "replace").strip() or "(empty body)"
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        for value in (error, data.get("message"), data.get("detail")):
+            if value:
+                return value if isinstance(value, str) else orjson.dumps(value).decode()
+    return content[:2000].decode("utf-8", "replace")
+
+
+class Calls:
+    """Sends calls upstream and records each one; one instance per gateway."""
+
+    def __init__(self, config: GatewayConfig) -> None:
+        self.config = config
+        self.turns = TurnBook()
+        self.writer = TraceWriter(config.trace) if config.trace else None
+        key = config.read_api_key()
+        self._upstream_headers = {"content-type": "application/json", "accept": "application/json"}
+        if key:
+            self._upstream_headers["authorization"] = f"Bearer {key}"
+        self._client: UpstreamClient | None = None
+        self._refused: set[str] = set()
+
+    @property
+    def client(self) -> UpstreamClient:
+        # Created on first use so it binds to the serving event loop, with or without lifespan events.
+        if self._client is None:
+            self._client = UpstreamClient(
+                self.config.upstream,
+                headers=self._upstream_headers,
+                connect_timeout=self.config.connect_timeout_s,
+                read_timeout=self.config.read_timeout_s,
+                max_connections=self.config.max_connections,
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+    def begin(self, dialect: str, rollout_id: str | None, body: dict) -> Call:
+        injected = rewrite_request(body, self.config, self._refused)
+        call = Call(dialect=dialect, rollout_id=rollout_id, body=body, injected=injected)
+        call.turn, call.retry_of = self.turns.begin(rollout_id, body)
+        return call
+
+    def record(
+        self,
+        call: Call,
+        *,
+        response: dict | None,
+        status: int | None,
+        error: str | None = None,
+        finish_reason: str | None = None,
+    ) -> None:
+        if self.writer is None:
+            return
+        if response is not None:
+            strip_injected(response, _ALL_CAPTURE)
+        ids = call.capture.completion_token_ids
+        usage = (response or {}).get("usage") or {}
+        self.writer.write(
+            TraceRecord(
+                turn=call.turn,
+                request=call.body,
+                response=response,
+                logprobs=call.capture.logprobs,
+                completion_tokens=len(ids) or int(usage.get("completion_tokens") or 0),
+                completion_token_ids=ids,
+                per_token_logps=call.capture.per_token_logps,
+                finish_reason=finish_reason,
+                latency_s=round(time.perf_counter() - call.started, 6),
+                timestamp=call.timestamp,
+                rollout_id=call.rollout_id,
+                dialect=call.dialect,
+                prompt_token_ids=call.capture.prompt_token_ids,
+                upstream_status=status,
+                upstream_error=error,
+                retry_of=call.retry_of,
+            )
+        )
+
+    async def open(self, call: Call) -> UpstreamResponse:
+        """Send the call upstream and return once response headers arrived (body unread on success)."""
+        while True:
+            try:
+                response = await self.client.request("POST", "/chat/completions", orjson.dumps(call.body))
+            except UpstreamError as error:
+                self.record(call, response=None, status=None, error=error.message)
+                raise
+            if response.status not in (400, 422) or not call.injected.extensions:
+                return response
+            content = await self.read_all(call, response)
+            refused = [name for name in call.injected.extensions if name.encode() in content]
+            if not refused:
+                return response
+            # Not vLLM (or an older one): drop the fields it rejects, for this call and all later ones.
+            logger.warning("upstream rejects %s; no longer sending it", ", ".join(refused))
+            self._refused.update(refused)
+            for name in refused:
+                del call.body[name]
+            kept = tuple(name for name in call.injected.extensions if name not in refused)
+            call.injected = replace(call.injected, extensions=kept)
+
+    async def read_all(self, call: Call, response: UpstreamResponse) -> bytes:
+        try:
+            return await response.read()
+        except UpstreamError as error:
+            self.record(call, response=None, status=response.status, error=error.message)
+            raise
+        finally:
+            response.close()
+
+    async def unary(self, call: Call, response: UpstreamResponse, send: Send, render: Callable[[dict], bytes]) -> None:
+        """Read a unary upstream answer, record it, and send the client `render(answer)`."""
+        content = await self.read_all(call, response)
+        try:
+            data = orjson.loads(content)
+        except orjson.JSONDecodeError:
+            data = None
+        if not isinstance(data, dict):
+            error = UpstreamError("upstream answered 200 with a body that is not a JSON object", status=502)
+            self.record(call, response=None, status=200, error=error.message)
+            raise error
+        try:
+            call.capture.add(data)
+            payload = render(data)
+            finish = data["choices"][0].get("finish_reason")
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+            # A server that breaks the chat-completions schema; the record keeps what it sent.
+            error = UpstreamError(f"upstream answer has an unexpected shape: {exc!r}", status=502)
+            self.record(call, response=data, status=200, error=error.message)
+            raise error from exc
+        self.record(call, response=data, status=200, finish_reason=finish)
+        await respond(send, 200, payload)
+
+    async def events(
+        self, call: Call, response: UpstreamResponse, out: Callable[[dict], Awaitable[None]]
+    ) -> tuple[str | None, str | None]:
+        """Feed each decoded chunk of an upstream stream to `out` as it arrives.
+
+        Returns (fatal, note): `fatal` says why the stream broke off (None for a clean end, with or
+        without `[DONE]` or a finish_reason); `note` reports skipped malformed events, which clients
+        tolerate too, so they do not end the answer."""
+        decoder = SSEDecoder()
+        malformed = 0
+        try:
+            if "json" in response.headers.get("content-type", ""):
+                # The server ignored "stream" and sent one whole completion: relay it as a single chunk.
+                try:
+                    completion = orjson.loads(await response.read())
+                except orjson.JSONDecodeError:
+                    return "upstream answered a stream request with a body that is not JSON", None
+                chunk = completion_as_chunk(completion if isinstance(completion, dict) else {})
+                call.capture.add(chunk)
+                await out(chunk)
+                return None, None
+            async for raw in response.iter_raw():
+                for data in decoder.feed(raw):
+                    if data == b"[DONE]":
+                        continue
+                    try:
+                        chunk = orjson.loads(data)
+                    except orjson.JSONDecodeError:
+                        malformed += 1
+                        continue
+                    if not isinstance(chunk, dict):
+                        malformed += 1
+                        continue
+                    if "error" in chunk and not chunk.get("choices"):
+                        # vLLM reports failures after the 200 as an error payload inside the stream.
+                        return f"upstream error in stream: {error_message(data)}", None
+                    call.capture.add(chunk)
+                    await out(chunk)
+        except UpstreamError as error:
+            return f"upstream stream cut mid-way: {error.message}", None
+        except Exception as exc:
+            # A gateway bug must still end the client's stream with an error and leave a record.
+            logger.exception("failed while relaying an upstream stream")
+            return f"gateway error while relaying the stream: {exc!r}", None
+        finally:
+            response.close()
+        for data in decoder.close():
+            malformed += data != b"[DONE]"
+        return None, (f"skipped {malformed} malformed SSE event(s)" if malformed else None)
+
+    async def relay(
+        self,
+        call: Call,
+        response: UpstreamResponse,
+        send: Send,
+        *,
+        head: bytes,
+        render: Callable[[dict], bytes],
+        tail: Callable[[str | None], bytes],
+    ) -> None:
+        """Stream an upstream answer to the client as it arrives: SSE headers and `head` at once, each
+        chunk as `render` turns it into client bytes, then the record, then `tail(fatal)`."""
+        assembler = ChunkAssembler()
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        if head:
+            await send({"type": "http.response.body", "body": head, "more_body": True})
+
+        async def forward(chunk: dict) -> None:
+            assembler.add(chunk)
+            data = render(chunk)
+            if data:
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+
+        fatal, note = await self.events(call, response, forward)
+        self.record(
+            call,
+            response=assembler.completion(),
+            status=200,
+            error=fatal or note,
+            finish_reason=assembler.finish_reason,
+        )
+        await send({"type": "http.response.body", "body": tail(fatal), "more_body": False})
