@@ -12,7 +12,8 @@ PROVIDER = "agentbake"
 
 
 class Pi(Agent):
-    """Pi in print mode, events as JSON lines; Pi has no permission prompts (every tool call runs)."""
+    """Pi in print mode (final answer on stdout, the transcript in its session file); Pi has no permission
+    prompts, every tool call runs."""
 
     name = "pi"
     package = "@mariozechner/pi-coding-agent"
@@ -36,11 +37,18 @@ class Pi(Agent):
                 }
             }
         }
-        return {".pi/agent/models.json": json.dumps(models, indent=2) + "\n"}
+        # Compaction off: Pi takes a 400 without a parsable body for a context overflow and compacts; when
+        # the summary call fails too it ends with exit 0 and no answer, a failure that looks like success.
+        # Off, an overflow ends the run with exit 1 and the trace stays one unrewritten conversation.
+        settings = {"compaction": {"enabled": False}}
+        return {
+            ".pi/agent/models.json": json.dumps(models, indent=2) + "\n",
+            ".pi/agent/settings.json": json.dumps(settings, indent=2) + "\n",
+        }
 
     def arguments(self, image: AgentImage, model: ModelAccess) -> list[str]:
         # Default tools (read, bash, edit, write) need no internet; with no message argument the prompt is stdin.
-        return ["-p", "--mode", "json", "--provider", PROVIDER, "--model", model.model_name]
+        return ["-p", "--provider", PROVIDER, "--model", model.model_name]
 
     @staticmethod
     def _session_dir(image: AgentImage) -> str:

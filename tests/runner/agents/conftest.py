@@ -22,7 +22,7 @@ import pytest
 from agentbake.buildkit.build import BuildResult
 from agentbake.gateway import GatewayConfig, TraceRecord, create_app, read_trace
 from agentbake.runner.agents import Agent, AgentImage, AgentLaunch, ModelAccess, get_agent
-from agentbake.scripted import Reply, ScriptedModel
+from agentbake.scripted import Reply, Script, ScriptedModel
 from agentbake.serve import serve_in_thread
 
 UPSTREAM_KEY_ENV = "AGENTBAKE_TEST_AGENTS_UPSTREAM_KEY"
@@ -126,14 +126,16 @@ def run_agent(
     *,
     model_url: str | None = None,
     extra_env: Mapping[str, str] | None = None,
+    responder: Callable[[dict], Script] | None = None,
 ) -> AgentRun:
-    """Run agent `name` once on the proof task; `model_url` replaces the gateway's URL (to point nowhere)."""
+    """Run agent `name` once on the proof task; `model_url` replaces the gateway's URL (to point nowhere),
+    `responder` the scripted model (default: one shell call, then the final answer)."""
     agent = get_agent(name)
     upstream_key = "sk-upstream-" + secrets.token_hex(16)
     token = "rollout-token-" + secrets.token_hex(16)
     monkeypatch.setenv(UPSTREAM_KEY_ENV, upstream_key)
     fake = ScriptedModel()
-    fake.responder = shell_then_finish(agent.shell_tool)
+    fake.responder = responder or shell_then_finish(agent.shell_tool)
     tag = built_images[name].tag
     labels = engine.images.get(tag).labels
     image = AgentImage.from_labels(labels)

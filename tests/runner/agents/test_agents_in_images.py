@@ -13,7 +13,8 @@ import docker
 import pytest
 
 from agentbake.buildkit.build import BuildResult
-from tests.runner.agents.conftest import AgentRun, free_port, run_agent
+from agentbake.scripted import Fault
+from tests.runner.agents.conftest import PROOF_COMMAND, AgentRun, free_port, run_agent
 
 pytestmark = pytest.mark.docker
 
@@ -38,9 +39,10 @@ def test_agent_is_offered_its_shell_tool_and_no_web_tool(agent_run: AgentRun) ->
 def test_agent_log_is_written_in_the_agent_log_dir(agent_run: AgentRun) -> None:
     log = agent_run.logs.get(agent_run.launch.log_file, "")
     assert agent_run.launch.log_file.startswith(agent_run.image.logs_dir + "/")
-    assert "proof-written" in log and "All done." in log  # the tool result and the final answer are recorded
-    assert log == agent_run.stdout  # tee'd: the harness's stdout and the log file agree
+    assert "All done." in log and log == agent_run.stdout  # tee'd: the harness's stdout and the log file agree
     assert agent_run.launch.stderr_file in agent_run.logs
+    # What the agent did (the tool call and its result) is in a collected file (the log or a transcript).
+    assert any(PROOF_COMMAND in text and "proof-written" in text for text in agent_run.logs.values())
 
 
 def test_only_the_token_reaches_the_gateway_and_only_the_key_reaches_upstream(agent_run: AgentRun) -> None:
@@ -60,6 +62,21 @@ def test_no_upstream_key_and_no_token_in_output_or_argv(agent_run: AgentRun) -> 
     for text in [agent_run.stdout, agent_run.stderr, *agent_run.logs.values()]:
         assert agent_run.upstream_key not in text
     assert agent_run.token not in " ".join(agent_run.launch.argv)
+
+
+@pytest.mark.parametrize("name", ["claude-code", "opencode", "pi"])
+def test_a_model_that_refuses_every_call_fails_the_run(
+    name: str,
+    engine: docker.DockerClient,
+    built_images: dict[str, BuildResult],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    refuse = Fault(status=400, message="scripted refusal")
+    run = run_agent(engine, built_images, name, tmp_path, monkeypatch, responder=lambda request: refuse)
+    assert run.upstream.requests  # the agent did ask
+    assert run.exit_code == 1, run.stdout[-2000:]
+    assert run.launch.log_file in run.logs and "proof.txt" not in run.workdir_files
 
 
 def test_unreachable_model_fails_the_run_through_pipefail(
