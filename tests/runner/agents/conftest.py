@@ -2,7 +2,8 @@
 
 The container runs as the image's non-root user with every capability dropped and no-new-privileges;
 it shares the host's network namespace only so that the gateway and the upstream stay on loopback.
-A recorder in front of the gateway keeps each request's headers, to show which credential reached it.
+The gateway runs in per-rollout mode (its own rollout id, the token as its client credential: 401
+without it); a recorder in front of it keeps each request's headers, to show which header carried it.
 """
 
 from __future__ import annotations
@@ -146,12 +147,12 @@ def run_agent(
             api_key_env=UPSTREAM_KEY_ENV,
             model_override="fake-model",
             read_timeout_s=60.0,
+            rollout_id=f"agents-{name}",
+            client_token=token,
         )
         recorder = HeaderRecorder(create_app(config))
         with serve_in_thread(recorder, log_level="critical") as gateway:
-            model = ModelAccess(
-                model_url=model_url or f"{gateway.url}/r/agents-{name}", token=token, model_name="test-model"
-            )
+            model = ModelAccess(model_url=model_url or gateway.url, token=token, model_name="test-model")
             launch = agent.launch(image, model, "Record your uid in proof.txt using your shell tool.")
             container = engine.containers.run(
                 tag,
