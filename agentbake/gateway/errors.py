@@ -1,7 +1,7 @@
 """Gateway exceptions and their mapping to the Anthropic and OpenAI error shapes.
 
 Status codes are chosen for what the client does with them: Claude Code retries 5xx/529 and honours
-`retry-after` on 429, but gives up on 400/404 (see shared/reference/claude-code-wire.md).
+`retry-after` on 429, but gives up on 400/404 (see "What Claude Code sends and needs" in README.md).
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ def claude_bin() -> Path:
 
 
 def _env(gw_url: str, home: Path) -> dict[str, str]:
-    """A fully offline headless run (see shared/reference/claude-code-wire.md), fresh HOME."""
+    """A fully offline headless run (see agentbake/gateway/README.md, "What Claude Code sends"), fresh HOME."""
     home.mkdir()
     return {
         "PATH": os.environ["PATH"],
