@@ -75,6 +75,19 @@ class User(_Strict):
     """Fixed uid (and gid), so files written into mounted volumes have a known owner."""
 
 
+class Resources(_Strict):
+    """What a sandbox of this image is given where the platform fixes it per template (E2B).
+
+    Run-time settings, not image content: they are left out of the content hash, so changing
+    them rebuilds nothing (republish the E2B template with a new image hash to apply them).
+    """
+
+    cpus: int = Field(2, ge=1, le=64)
+    """vCPUs of each sandbox."""
+    memory_mb: int = Field(2048, ge=512, le=65536)
+    """Memory of each sandbox in MiB."""
+
+
 class ImageSpec(_Strict):
     """One catalog image: base, agent, extra packages and commands."""
 
@@ -94,6 +107,8 @@ class ImageSpec(_Strict):
     """Extra shell commands run as root after everything else, e.g. a task's dependencies."""
     user: User = User()
     """The non-root user."""
+    resources: Resources = Field(Resources(), exclude=True)
+    """`[resources]`: CPUs and memory of a sandbox, where a platform asks at publish time (E2B templates)."""
     source_dir: Path = Field(exclude=True)
     """Folder of the image.toml (its lock.json lives beside it)."""
 

@@ -1,0 +1,90 @@
+"""Hugging Face: a sandbox pulls an image by reference, so we check the image can boot there and say which.
+
+A Hugging Face sandbox's bootstrap downloads a helper and checks its sha256, so the image needs
+`/bin/sh`, `curl` or `wget`, and `sha256sum`. `--hf-space NS/NAME` also puts the rendered Dockerfile
+and context into a Docker Space (create_repo + upload_folder through `huggingface_hub`; HF_TOKEN and
+HF_ENDPOINT configure it).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import docker
+from docker.errors import DockerException
+
+from agentbake.buildkit.render import Rendered
+from agentbake.errors import PublishError
+
+# Printed by the probe for each requirement found; the image's own shell runs it.
+_PROBE = (
+    "test -x /bin/sh && echo sh; "
+    "(command -v curl || command -v wget) >/dev/null && echo fetch; "
+    "command -v sha256sum >/dev/null && echo sha256sum; true"
+)
+_NEEDS = {"sh": "/bin/sh", "fetch": "curl or wget", "sha256sum": "sha256sum"}
+SPACE_README = """---
+title: {name}
+sdk: docker
+app_port: 7860
+---
+
+agentbake image `{name}` (content hash {tag}): the rendered Dockerfile and its build context.
+A Hugging Face sandbox runs it as `image="hf.co/spaces/{space}"`.
+"""
+
+
+def check_boot(client: docker.DockerClient, image: str) -> None:
+    """Run the image once (no network, no caps) and fail naming every boot requirement it lacks."""
+    try:
+        output = client.containers.run(
+            image,
+            ["/bin/sh", "-c", _PROBE],
+            entrypoint=[],
+            user="0",
+            network_mode="none",
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            remove=True,
+        ).decode()
+    except DockerException as exc:
+        if "/bin/sh" in str(exc) or "no such file" in str(exc).lower():
+            output = ""
+        else:
+            raise PublishError(f"{image}: could not run it to check the Hugging Face boot needs ({exc})") from None
+    missing = [need for key, need in _NEEDS.items() if key not in output.split()]
+    if missing:
+        raise PublishError(
+            f"{image} cannot boot in a Hugging Face sandbox: it lacks {', '.join(missing)}; "
+            "add them to the spec's `packages` (Debian: curl, coreutils)"
+        )
+
+
+def publish_space(rendered: Rendered, tag: str, space: str) -> str:
+    """Create (or update) the Docker Space `space` with the rendered Dockerfile and context; its image ref."""
+    if space.count("/") != 1 or not all(space.split("/")):
+        raise PublishError(f"--hf-space {space!r}: expected NAMESPACE/NAME, e.g. my-org/claude-code")
+    try:
+        from huggingface_hub import HfApi
+        from huggingface_hub.errors import HfHubHTTPError
+    except ImportError:
+        raise PublishError("huggingface_hub is not installed; pip install 'agentbake[hf]'") from None
+    api = HfApi()
+    try:
+        api.create_repo(space, repo_type="space", space_sdk="docker", exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="agentbake-space-") as folder:
+            rendered.write(Path(folder))
+            readme = SPACE_README.format(name=rendered.spec.name, tag=tag, space=space)
+            Path(folder, "README.md").write_text(readme, encoding="utf-8")
+            api.upload_folder(
+                folder_path=folder,
+                repo_id=space,
+                repo_type="space",
+                commit_message=f"agentbake {rendered.spec.name} {tag}",
+            )
+    except HfHubHTTPError as exc:
+        status = exc.response.status_code if exc.response is not None else "?"
+        hint = " (check HF_TOKEN: it needs write access)" if status in (401, 403) else ""
+        raise PublishError(f"Hugging Face Space {space}: HTTP {status}{hint}: {str(exc).splitlines()[0]}") from None
+    return f"hf.co/spaces/{space}"
