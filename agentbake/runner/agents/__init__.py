@@ -8,6 +8,7 @@ from agentbake.runner.agents.base import (
     agent_for_labels,
     agents,
     get_agent,
+    headless_launch,
 )
 from agentbake.runner.agents.claude_code import CLAUDE_CODE, ClaudeCode
 from agentbake.runner.agents.opencode import OPENCODE, OpenCode
@@ -27,4 +28,5 @@ __all__ = [
     "agent_for_labels",
     "agents",
     "get_agent",
+    "headless_launch",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import posixpath
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -95,7 +95,7 @@ class AgentLaunch:
     instruction. Write them as the image's user with mode 0600 (some hold the token)."""
     script: str
     """Bash script: `set -o pipefail`, the agent reading the instruction file on stdin, stdout teed to
-    `log_file`, stderr to `stderr_file`; its exit status is the agent's."""
+    `log_file`, stderr teed to `stderr_file`; its exit status is the agent's."""
     log_file: str
     """Absolute path of the agent's stdout log (its event stream), in the image's agent-log dir."""
     stderr_file: str
@@ -140,29 +140,56 @@ class Agent(abc.ABC):
 
     def launch(self, image: AgentImage, model: ModelAccess, instruction: str) -> AgentLaunch:
         """Everything the harness needs to run the agent once on `instruction`."""
-        log_file = posixpath.join(image.logs_dir, f"{self.name}.log")
-        stderr_file = posixpath.join(image.logs_dir, f"{self.name}.stderr.log")
-        instruction_file = posixpath.join(image.logs_dir, "instruction.md")
-        command = shlex.join([image.command, *self.arguments(image, model)])
-        redirects = f"< {shlex.quote(instruction_file)} 2> {shlex.quote(stderr_file)}"
-        script = "\n".join(
-            [
-                "set -o pipefail",
-                f"mkdir -p {shlex.quote(image.logs_dir)}",
-                f"cd {shlex.quote(image.workdir)}",
-                f"{command} {redirects} | tee {shlex.quote(log_file)}",
-            ]
+        return headless_launch(
+            image,
+            self.name,
+            [image.command, *self.arguments(image, model)],
+            instruction,
+            env=self.env(image, model),
+            files=self.files(image, model),
+            log_paths=self.log_paths(image),
         )
-        files = {**self.files(image, model), image.under_home(instruction_file): instruction}
-        return AgentLaunch(
-            env={"HOME": image.home, **self.env(image, model)},
-            files=files,
-            script=script,
-            log_file=log_file,
-            stderr_file=stderr_file,
-            log_paths=(image.logs_dir, *self.log_paths(image)),
-            instruction_file=instruction_file,
-        )
+
+
+def headless_launch(
+    image: AgentImage,
+    name: str,
+    command: Sequence[str],
+    instruction: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    files: Mapping[str, str] | None = None,
+    log_paths: Sequence[str] = (),
+) -> AgentLaunch:
+    """Run `command` in the workdir with `instruction` on stdin, its stdout teed to `<logs>/<name>.log` and its
+    stderr to `<logs>/<name>.stderr.log` (and on to the caller), exiting with the command's status.
+
+    Every agent's launch is built here; so is anything else run the same way (the harness's oracle)."""
+    log_file = posixpath.join(image.logs_dir, f"{name}.log")
+    stderr_file = posixpath.join(image.logs_dir, f"{name}.stderr.log")
+    instruction_file = posixpath.join(image.logs_dir, "instruction.md")
+    stderr_tee = f">(tee {shlex.quote(stderr_file)} >&2)"
+    script = "\n".join(
+        [
+            "set -o pipefail",
+            f"mkdir -p {shlex.quote(image.logs_dir)}",
+            f"cd {shlex.quote(image.workdir)}",
+            f"{shlex.join(command)} < {shlex.quote(instruction_file)} 2> {stderr_tee} | tee {shlex.quote(log_file)}",
+            "status=$?",
+            # Let the stderr tee (a process substitution, not part of the pipeline) flush before exiting.
+            "wait $!",
+            "exit $status",
+        ]
+    )
+    return AgentLaunch(
+        env={"HOME": image.home, **(env or {})},
+        files={**(files or {}), image.under_home(instruction_file): instruction},
+        script=script,
+        log_file=log_file,
+        stderr_file=stderr_file,
+        log_paths=(image.logs_dir, *log_paths),
+        instruction_file=instruction_file,
+    )
 
 
 _REGISTRY: dict[str, Agent] = {}

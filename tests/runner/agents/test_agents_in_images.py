@@ -77,6 +77,8 @@ def test_a_model_that_refuses_every_call_fails_the_run(
     assert run.upstream.requests  # the agent did ask
     assert run.exit_code == 1, run.stdout[-2000:]
     assert run.launch.log_file in run.logs and "proof.txt" not in run.workdir_files
+    # stderr is kept in the log dir and still reaches the caller, for the harness's error message
+    assert run.stderr == run.logs[run.launch.stderr_file]
 
 
 def test_unreachable_model_fails_the_run_through_pipefail(

@@ -8,7 +8,7 @@ import pytest
 
 from agentbake.buildkit.catalog import Catalog
 from agentbake.errors import AgentError
-from agentbake.runner.agents import AgentImage, ModelAccess, agent_for_labels, agents, get_agent
+from agentbake.runner.agents import AgentImage, ModelAccess, agent_for_labels, agents, get_agent, headless_launch
 
 HOME = "/sandbox/u"
 LABELS = {
@@ -89,3 +89,11 @@ def test_unknown_agents_are_refused_with_the_known_ones() -> None:
         agent_for_labels({"dev.agentbake.agent.package": "aider-chat"})
     with pytest.raises(AgentError, match=r"no dev\.agentbake\.agent\.package label"):
         agent_for_labels({})
+
+
+def test_headless_launch_runs_any_command_the_same_way() -> None:
+    solve = f"{HOME}/task/solution/solve it.sh"
+    launch = headless_launch(AgentImage.from_labels(LABELS), "oracle", ["bash", solve], "x", env={"TASK": "1"})
+    assert f"bash '{solve}' < {HOME}/out/agent/instruction.md" in launch.script
+    assert launch.log_file == f"{HOME}/out/agent/oracle.log" and launch.env == {"HOME": HOME, "TASK": "1"}
+    assert launch.script.endswith("exit $status")
