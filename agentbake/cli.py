@@ -28,6 +28,8 @@ COMMANDS = {
     "publish": "agentbake.publish.cli:publish_command",
     "published": "agentbake.publish.cli:published_command",
     "render": "agentbake.buildkit.cli:render_command",
+    "rollout": "agentbake.runner.cli:rollout_command",
+    "run": "agentbake.runner.cli:run_command",
     "scripted-llm": "agentbake.scripted.cli:scripted_llm",
     "trace": "agentbake.gateway.cli:trace",
 }

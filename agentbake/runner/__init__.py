@@ -1,19 +1,46 @@
-"""The runner: task -> sandbox -> harness -> gateway -> trace -> result, the same on every backend."""
+"""The runner: task -> sandbox -> harness -> gateway -> trace -> result, the same on every backend.
+
+from agentbake.runner import Runner, RunnerConfig, discover_tasks
+
+with Runner(RunnerConfig(image="agentbake/claude-code:<hash12>", model="scripted")) as runner:
+    runner.start_scripted(tasks := discover_tasks(["examples/tasks"]))
+    for result in runner.run_batch(tasks, repeats=4, concurrency=4):
+        result.reward, result.status, [r.completion_token_ids for r in result.trace]
+"""
 
 from agentbake.runner.docker import DockerBackend
 from agentbake.runner.docker_config import DockerConfig
+from agentbake.runner.harness import Harness, HarnessOutcome, oracle_launch
+from agentbake.runner.result import PHASES, BatchSummary, RolloutResult, Status, percentile, summarize_results
+from agentbake.runner.rollout import BatchProgress, Runner, new_rollout_id, run_rollout
+from agentbake.runner.rollout_config import SCRIPTED, RunnerConfig
 from agentbake.runner.sandbox import BgJob, ExecResult, SandboxBackend, SandboxHandle, SandboxRequest
 from agentbake.runner.task import Task, discover_tasks, load_task
 
 __all__ = [
+    "PHASES",
+    "SCRIPTED",
+    "BatchProgress",
+    "BatchSummary",
     "BgJob",
     "DockerBackend",
     "DockerConfig",
     "ExecResult",
+    "Harness",
+    "HarnessOutcome",
+    "RolloutResult",
+    "Runner",
+    "RunnerConfig",
     "SandboxBackend",
     "SandboxHandle",
     "SandboxRequest",
+    "Status",
     "Task",
     "discover_tasks",
     "load_task",
+    "new_rollout_id",
+    "oracle_launch",
+    "percentile",
+    "run_rollout",
+    "summarize_results",
 ]

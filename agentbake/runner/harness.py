@@ -1,0 +1,390 @@
+"""The steps of one rollout inside a sandbox, identical for every agent and every backend.
+
+copy the task's environment into the workdir -> setup.sh as root -> snapshot the workdir -> the agent
+(headless, instruction on stdin) until it exits or its timeout -> stop every process of the agent's user
+-> diff the workdir -> only now upload tests/ and create the verifier's log dir fresh, root-owned ->
+tests/test.sh as root -> reward -> collect logs.
+
+The order is the tamper-proofing: nothing the agent started is alive when the verifier's files appear,
+and the reward is read only from a directory created after that, so no reward file can predate the
+verifier run. Root steps run with root's own HOME and no user git config, so nothing the agent planted
+in its home (a `.gitconfig`, Python's user site) runs as root.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import math
+import posixpath
+import shlex
+import tarfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentbake.errors import SandboxError
+from agentbake.runner.agents import AgentLaunch
+from agentbake.runner.result import Status, Timings
+from agentbake.runner.sandbox import ExecResult, SandboxHandle
+from agentbake.runner.task import Task
+
+logger = logging.getLogger("agentbake.runner")
+
+
+# Harbor's contract with a task's verifier: its files under /tests, its reward under /logs/verifier.
+HARBOR_TESTS_DIR = "/tests"
+HARBOR_VERIFIER_LOGS = "/logs/verifier"
+REWARD_TXT = "reward.txt"
+REWARD_JSON = "reward.json"
+
+SETUP_TIMEOUT_SEC = 600.0
+"""Seconds `environment/setup.sh` may run (Harbor's default build/setup budget)."""
+STEP_TIMEOUT_SEC = 120.0
+"""Seconds for the harness's own short steps (uploads, snapshot, diff, collection)."""
+STOP_ROUNDS = 10
+"""`kill -KILL -1` rounds before processes of the agent's user that keep reappearing (a fork loop) fail the rollout."""
+MAX_DIFF_BYTES = 16 * 1024 * 1024
+"""The workdir diff is cut at this size."""
+
+# Processes of a uid that are alive (zombies are dead; init reaps them).
+_LIVE_PIDS_OF_UID = (
+    'for d in /proc/[0-9]*; do [ "$(stat -c %u "$d" 2>/dev/null)" = "$1" ] || continue; '
+    'grep -q "^State:[[:space:]]*Z" "$d/status" 2>/dev/null || echo "${d#/proc/}"; done'
+)
+# The kernel's count of OOM kills in the sandbox's own memory cgroup (namespaced: the container's).
+_OOM_KILLS = (
+    "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null | sed -n 's/^oom_kill //p'"
+)
+
+
+@dataclass
+class HarnessOutcome:
+    """What the steps produced; the rollout turns it into a `RolloutResult`."""
+
+    status: Status = Status.OK
+    reward: float = 0.0
+    exit_code: int | None = None
+    verifier_exit_code: int | None = None
+    error: str | None = None
+
+    def fail(self, status: Status, error: str) -> None:
+        """Record a failure; the first one is the status, later ones are appended to the message."""
+        if self.status is Status.OK:
+            self.status, self.error = status, error
+        else:
+            self.error = f"{self.error}; then {error}"
+
+
+def oracle_launch(task: Task, paths: Mapping[str, str], home: str) -> AgentLaunch:
+    """The reference solution in place of an agent: `solution/solve.sh` as the image's user, no model.
+
+    The solution folder goes to the image's task dir; like an agent, it reads the instruction on stdin."""
+    logs = paths["logs_agent"]
+    log_file, stderr_file = f"{logs}/oracle.log", f"{logs}/oracle.stderr.log"
+    instruction_file = f"{logs}/instruction.md"
+    solve = f"{paths['task']}/solution/solve.sh"
+    script = "\n".join(
+        [
+            "set -o pipefail",
+            f"mkdir -p {shlex.quote(logs)}",
+            f"cd {shlex.quote(paths['workdir'])}",
+            f"bash {shlex.quote(solve)} < {shlex.quote(instruction_file)} 2> {shlex.quote(stderr_file)}"
+            f" | tee {shlex.quote(log_file)}",
+        ]
+    )
+    return AgentLaunch(
+        env={"HOME": home, **task.solution_env},
+        files={posixpath.relpath(instruction_file, home): task.instruction},
+        script=script,
+        log_file=log_file,
+        stderr_file=stderr_file,
+        log_paths=(logs,),
+        instruction_file=instruction_file,
+    )
+
+
+class Harness:
+    """Runs the steps against one sandbox; `run()` returns the outcome and never kills the sandbox."""
+
+    def __init__(
+        self,
+        handle: SandboxHandle,
+        task: Task,
+        launch: AgentLaunch,
+        out_dir: Path,
+        timings: Timings,
+        *,
+        oracle: bool = False,
+    ) -> None:
+        self.handle, self.task, self.launch, self.out_dir, self.timings = handle, task, launch, out_dir, timings
+        self.oracle = oracle
+        self.workdir = handle.paths["workdir"]
+        self.outcome = HarnessOutcome()
+        self.private = ""  # root-only scratch dir, made by _prepare
+        self.root_env: dict[str, str] = {}
+
+    def run(self) -> HarnessOutcome:
+        with self.timings.phase("upload"):
+            self._prepare()
+            self._upload_agent_files()
+        with self.timings.phase("setup"):
+            setup_ok = self._setup() and self._snapshot()
+        if setup_ok:
+            with self.timings.phase("agent"):
+                self._run_agent()
+            with self.timings.phase("stop"):
+                self._stop_agent_user()
+            with self.timings.phase("collect"):
+                self._save_diff()
+            with self.timings.phase("verifier"):
+                self._verify()
+        with self.timings.phase("collect"):
+            self._collect()
+        return self.outcome
+
+    # -- steps ------------------------------------------------------------------------------------
+
+    def _prepare(self) -> None:
+        """A root-only scratch dir (setup script, workdir snapshot) and root's own HOME for root steps."""
+        made = self._root("umask 077; mktemp -d; echo ~root", what="create the harness's scratch dir")
+        self.private, root_home = made.stdout.split()[:2]
+        # No user or system git config: nothing the agent writes can configure the root-run git.
+        self.root_env = {"HOME": root_home, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+
+    def _upload_agent_files(self) -> None:
+        """Environment files into the workdir, the launch's files (config, instruction) under home, and for
+        the oracle the solution folder into the task dir: one archive, owned by the image's user."""
+        task, home = self.task, self.handle.home
+        files: dict[str, bytes | Path] = {}
+        if task.environment_dir is not None:
+            files |= {
+                posixpath.join(self.workdir, r.as_posix()): task.environment_dir / r for r in task.environment_files
+            }
+        if self.oracle:
+            assert task.solution_script is not None, "the runner checks this before creating the sandbox"
+            solution = task.solution_script.parent
+            task_dir = self.handle.paths["task"]
+            files |= {
+                posixpath.join(task_dir, "solution", p.relative_to(solution).as_posix()): p
+                for p in solution.rglob("*")
+                if p.is_file()
+            }
+        files |= {posixpath.join(home, rel): text.encode() for rel, text in self.launch.files.items()}
+        self._upload(files, archive=posixpath.join(home, ".agentbake-upload.tar"), user=None)
+
+    def _setup(self) -> bool:
+        if self.task.setup_script is None:
+            return True
+        script = f"{self.private}/setup.sh"
+        self.handle.write_bytes(script, self.task.setup_script.read_bytes(), mode=0o700, user="root")
+        result = self.handle.exec(
+            ["bash", script],
+            envs={**self.task.environment_env, **self.root_env},
+            cwd=self.workdir,
+            timeout=SETUP_TIMEOUT_SEC,
+            user="root",
+        )
+        self._save("setup.log", result.stdout + result.stderr)
+        if result.timed_out:
+            self.outcome.fail(Status.SETUP_ERROR, f"environment/setup.sh ran past {SETUP_TIMEOUT_SEC:.0f} s")
+        elif result.exit_code != 0:
+            tail = _tail(result.stderr or result.stdout)
+            self.outcome.fail(Status.SETUP_ERROR, f"environment/setup.sh exited {result.exit_code}: {tail}")
+        return self.outcome.status is Status.OK
+
+    def _snapshot(self) -> bool:
+        """Commit the workdir as the agent will find it into a root-only git dir, for the diff afterwards."""
+        self._root(
+            f"{self._git} init -q && {self._git} add --all --force . && "
+            f"{self._git} -c user.name=agentbake -c user.email=agentbake@localhost commit -q --allow-empty -m start",
+            what="snapshot the workdir",
+        )
+        return True
+
+    def _run_agent(self) -> None:
+        oom_before = self._oom_kills()
+        job = self.handle.start_bg(self.launch.argv, envs=dict(self.launch.env), cwd=self.workdir)
+        self.timings.mark("ready")
+        try:
+            result = job.wait(timeout=self.task.agent_timeout_sec)
+        except TimeoutError:
+            job.kill()
+            self.outcome.fail(Status.AGENT_TIMEOUT, f"the agent ran past {self.task.agent_timeout_sec:g} s")
+            return
+        self.outcome.exit_code = result.exit_code
+        if self._oom_kills() > oom_before:
+            self.outcome.fail(Status.OOM, f"the sandbox ran out of memory (agent exit {result.exit_code})")
+        elif result.exit_code != 0:
+            detail = _tail(result.stderr or result.stdout)
+            self.outcome.fail(Status.AGENT_ERROR, f"the agent exited {result.exit_code}: {detail}")
+
+    def _oom_kills(self) -> int:
+        """OOM kills so far in the sandbox's memory cgroup (v2 `memory.events`, v1 `memory.oom_control`)."""
+        read = self.handle.exec(["sh", "-c", _OOM_KILLS], user="root", timeout=STEP_TIMEOUT_SEC)
+        return sum(int(n) for n in read.stdout.split() if n.isdigit())
+
+    def _stop_agent_user(self) -> None:
+        """Kill every process of the agent's user (what it left in the background too), then check."""
+        user = self.handle.user
+        uid = self._root(f"id -u {shlex.quote(user)}", what=f"look up the uid of {user}").stdout.strip()
+        alive = ""
+        for _ in range(STOP_ROUNDS):
+            # kill(-1) as that user reaches exactly its processes (and spares the calling shell).
+            self.handle.exec(["sh", "-c", "kill -KILL -1"], user=user, timeout=STEP_TIMEOUT_SEC)
+            alive = self._root(["sh", "-c", _LIVE_PIDS_OF_UID, "sh", uid], what="list the agent's processes").stdout
+            if not alive.split():
+                return
+        raise SandboxError(
+            f"processes of {user} kept running after {STOP_ROUNDS} rounds of kill -KILL -1 "
+            f"(pids {' '.join(alive.split()[:10])}); the verifier cannot run untouched"
+        )
+
+    def _save_diff(self) -> None:
+        diff = f"{self.private}/workdir.diff"
+        self._root(
+            f"{self._git} add --all --force . && "
+            f"{self._git} diff --cached --no-color --no-ext-diff --no-textconv | head -c {MAX_DIFF_BYTES} > {diff}",
+            what="diff the workdir",
+        )
+        self._save_bytes("workdir.diff", self.handle.read_bytes(diff))
+
+    def _verify(self) -> None:
+        task = self.task
+        # Fresh and root-owned, after the agent's processes are gone: nothing in it predates this run.
+        logs_parent = posixpath.dirname(HARBOR_VERIFIER_LOGS)
+        self._root(
+            f"rm -rf {HARBOR_TESTS_DIR} {HARBOR_VERIFIER_LOGS} && mkdir -p {HARBOR_VERIFIER_LOGS} && "
+            f"chown root:root {logs_parent} {HARBOR_VERIFIER_LOGS} && chmod 755 {logs_parent} {HARBOR_VERIFIER_LOGS}",
+            what=f"create {HARBOR_VERIFIER_LOGS}",
+        )
+        tests = {
+            posixpath.join(HARBOR_TESTS_DIR, p.relative_to(task.tests_dir).as_posix()): p
+            for p in task.tests_dir.rglob("*")
+            if p.is_file()
+        }
+        self._upload(tests, archive=f"{self.private}/tests.tar", user="root")
+        result = self.handle.exec(
+            ["bash", f"{HARBOR_TESTS_DIR}/test.sh"],
+            envs={**task.verifier_env, **self.root_env},
+            cwd=self.workdir,
+            timeout=task.verifier_timeout_sec,
+            user="root",
+        )
+        self._save("verifier/stdout.txt", result.stdout)
+        self._save("verifier/stderr.txt", result.stderr)
+        if result.timed_out:
+            self.outcome.fail(Status.VERIFIER_TIMEOUT, f"tests/test.sh ran past {task.verifier_timeout_sec:g} s")
+            return
+        self.outcome.verifier_exit_code = result.exit_code
+        try:
+            reward = self._read_reward()
+        except ValueError as exc:
+            self.outcome.fail(Status.VERIFIER_ERROR, str(exc))
+            return
+        self.outcome.reward = reward if reward is not None else (1.0 if result.exit_code == 0 else 0.0)
+
+    def _read_reward(self) -> float | None:
+        """The verifier's reward file, or None when it wrote none; ValueError when it is unreadable."""
+        for name in (REWARD_TXT, REWARD_JSON):
+            path = f"{HARBOR_VERIFIER_LOGS}/{name}"
+            if not self.handle.exists(path):
+                continue
+            text = self.handle.read_text(path).strip()
+            try:
+                reward = float(json.loads(text)["reward"] if name == REWARD_JSON else text)
+            except (ValueError, KeyError, TypeError) as exc:
+                expected = 'a JSON object like {"reward": 1.0}' if name == REWARD_JSON else "a number"
+                raise ValueError(f"{path}: expected {expected}, got {text[:200]!r}") from exc
+            if not math.isfinite(reward):
+                raise ValueError(f"{path}: expected a finite number, got {text[:200]!r}")
+            return reward
+        return None
+
+    def _collect(self) -> None:
+        """What the agent recorded and the verifier's log dir into out/; best effort, failures are logged."""
+        # The agent-log dir's files land in out/<id>/agent/, any further path in a subfolder named after it.
+        first, *more = self.launch.log_paths
+        sources = [(first, self.out_dir / "agent")]
+        sources += [(path, self.out_dir / "agent" / posixpath.basename(path)) for path in more]
+        sources.append((HARBOR_VERIFIER_LOGS, self.out_dir / "verifier" / "logs"))
+        for source, dest in sources:
+            try:
+                self._download(source, dest)
+            except (SandboxError, tarfile.TarError) as exc:
+                logger.warning("sandbox %s: could not collect %s: %s", self.handle.sandbox_id, source, exc)
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    @property
+    def _git(self) -> str:
+        return f"git --git-dir={self.private}/snapshot.git --work-tree={shlex.quote(self.workdir)}"
+
+    def _root(self, cmd: str | list[str], *, what: str) -> ExecResult:
+        """A harness step as root that must succeed; SandboxError otherwise."""
+        result = self.handle.exec(cmd, envs=self.root_env, cwd=self.workdir, timeout=STEP_TIMEOUT_SEC, user="root")
+        if result.exit_code != 0:
+            raise SandboxError(
+                f"could not {what} in sandbox {self.handle.sandbox_id}: "
+                f"exit {result.exit_code}: {_tail(result.stderr or result.stdout)}"
+            )
+        return result
+
+    def _upload(self, files: Mapping[str, bytes | Path], *, archive: str, user: str | None) -> None:
+        """Files by absolute sandbox path (host files keep their mode; contents given as bytes get 0600),
+        with one write and one `tar -x` as `user`, who then owns them."""
+        if not files:
+            return
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            for path, source in sorted(files.items()):
+                if isinstance(source, Path):
+                    tar.add(source, arcname=path.lstrip("/"), recursive=False, filter=_owned_by_extractor)
+                else:
+                    info = tarfile.TarInfo(path.lstrip("/"))
+                    info.size, info.mode = len(source), 0o600
+                    tar.addfile(info, io.BytesIO(source))
+        self.handle.write_bytes(archive, buffer.getvalue(), mode=0o600, user=user)
+        quoted = shlex.quote(archive)
+        result = self.handle.exec(
+            f"tar -x -f {quoted} -C / && rm -f {quoted}",
+            envs=self.root_env if user == "root" else None,
+            timeout=STEP_TIMEOUT_SEC,
+            user=user,
+        )
+        if result.exit_code != 0:
+            raise SandboxError(f"could not unpack {len(files)} task files in the sandbox: {_tail(result.stderr)}")
+
+    def _download(self, source: str, dest: Path) -> None:
+        """A sandbox file or directory into `dest` (a directory's contents; a file lands inside `dest`)."""
+        archive = f"{self.private}/download.tar"
+        src = shlex.quote(source)
+        self._root(
+            f"if [ -d {src} ]; then tar -C {src} -cf {archive} .; "
+            f"elif [ -e {src} ]; then tar -C $(dirname {src}) -cf {archive} $(basename {src}); "
+            f"else tar -cf {archive} -T /dev/null; fi",
+            what=f"pack {source}",
+        )
+        dest.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(self.handle.read_bytes(archive))) as tar:
+            tar.extractall(dest, filter="data")  # no absolute paths, no .., no links out of dest
+
+    def _save(self, name: str, text: str) -> None:
+        self._save_bytes(name, text.encode())
+
+    def _save_bytes(self, name: str, data: bytes) -> None:
+        path = self.out_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+def _owned_by_extractor(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """Owner 0 in the archive: root extracts it as root's, the image's user as its own (tar's defaults)."""
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def _tail(text: str, lines: int = 5) -> str:
+    return " | ".join(text.strip().splitlines()[-lines:]) or "(no output)"

@@ -1,0 +1,340 @@
+"""Rollouts: task + image + model -> sandbox, a gateway of its own, the harness's steps -> RolloutResult.
+
+    from agentbake.runner import Runner, RunnerConfig, discover_tasks
+
+    with Runner(RunnerConfig(image="agentbake/claude-code:...", model="scripted")) as runner:
+        results = runner.run_batch(discover_tasks(["examples/tasks"]), repeats=4, concurrency=4)
+
+Each rollout gets a gateway on a unix socket in a private folder, a fresh random client token (the only
+credential the agent holds, worthless anywhere else), and its own trace file `out/<id>/trace.jsonl`. The
+upstream API key is read by the gateway in this process from the variable named by `api_key_env`; it is
+never given to the sandbox.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import secrets
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentbake.errors import AgentbakeError, SandboxError, TaskError
+from agentbake.gateway.trace import TraceRecord, read_trace
+from agentbake.runner.agents import AgentImage, AgentLaunch, ModelAccess, agent_for_labels
+from agentbake.runner.harness import Harness, HarnessOutcome, oracle_launch
+from agentbake.runner.result import RolloutResult, Status, Timings
+from agentbake.runner.rollout_config import SCRIPTED, RunnerConfig
+from agentbake.runner.sandbox import SandboxBackend, SandboxHandle, SandboxRequest
+from agentbake.runner.task import Task
+
+logger = logging.getLogger("agentbake.runner")
+
+TRACE_FILE = "trace.jsonl"
+_UNSAFE_ID = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def new_rollout_id(task: Task) -> str:
+    """`<task>-<8 hex>`: readable in `out/`, unique, and valid as a gateway rollout id and a Docker label."""
+    return f"{_UNSAFE_ID.sub('-', task.name)[:80].strip('-') or 'task'}-{secrets.token_hex(4)}"
+
+
+@dataclass
+class _Live:
+    """What a running rollout holds, so an abort can remove it from another thread."""
+
+    handle: SandboxHandle | None = None
+    gateway: Any = None  # agentbake.serve.ServedApp
+    runtime_dir: Path | None = None
+
+
+@dataclass
+class BatchProgress:
+    """Counts a progress display shows; passed to `on_progress` after every change."""
+
+    total: int
+    running: int = 0
+    done: int = 0
+    failed: int = 0
+    """Finished with a status other than `ok`."""
+    reward_sum: float = 0.0
+    results: list[RolloutResult] = field(default_factory=list)
+
+    @property
+    def mean_reward(self) -> float | None:
+        return self.reward_sum / self.done if self.done else None
+
+
+class Runner:
+    """Runs rollouts of one image against one model; thread-safe, so a trainer can share it."""
+
+    def __init__(self, config: RunnerConfig, backend: SandboxBackend | None = None) -> None:
+        self.config = config
+        self._own_backend = backend is None
+        self.backend = backend if backend is not None else _docker_backend(config)
+        self._labels = _image_labels(config.image)
+        self._agent = None if config.oracle else agent_for_labels(self._labels)
+        self._model = None  # the scripted model's server, started by start_scripted
+        self._upstream = config.upstream_url
+        self._live: dict[str, _Live] = {}
+        self._lock = threading.Lock()
+        self._aborted = threading.Event()
+
+    # -- lifetime ---------------------------------------------------------------------------------
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start_scripted(self, tasks: Iterable[Task]) -> None:
+        """Serve the scripted model on loopback for these tasks (`model="scripted"` needs it before a run)."""
+        from agentbake.scripted import ScriptedModel
+        from agentbake.serve import serve_in_thread
+
+        if self._model is not None:
+            self._model.stop()
+        self._model = serve_in_thread(ScriptedModel(tasks=list(tasks), keep_log=False))
+        self._upstream = f"{self._model.url}/v1"
+
+    def abort(self) -> None:
+        """Remove every live sandbox and gateway now (Ctrl-C, SIGTERM); rollouts in flight end as errors."""
+        self._aborted.set()
+        with self._lock:
+            live = list(self._live.values())
+        for entry in live:
+            _release(entry)
+
+    def close(self) -> None:
+        """Remove what live rollouts hold, stop the scripted model, release the backend (when the runner
+        made it). Safe to call from a signal's teardown while rollouts run."""
+        self.abort()
+        if self._model is not None:
+            self._model.stop()
+            self._model = None
+        if self._own_backend:
+            self.backend.close()
+
+    # -- one rollout ------------------------------------------------------------------------------
+
+    def run(self, task: Task, *, rollout_id: str | None = None) -> RolloutResult:
+        """One rollout; failures of the sandbox come back as status `sandbox_error`, not as exceptions."""
+        self._check(task)
+        rollout_id = rollout_id or new_rollout_id(task)
+        out_dir = (self.config.out_dir / rollout_id).resolve()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        timings = Timings()
+        result = RolloutResult(
+            rollout_id=rollout_id,
+            task=task.name,
+            status=Status.OK,
+            reward=0.0,
+            image=self.config.image,
+            agent="oracle" if self._agent is None else self._agent.name,
+            agent_version=self._labels.get("dev.agentbake.agent.version"),
+            out_dir=out_dir,
+        )
+        live = _Live()
+        with self._lock:
+            self._live[rollout_id] = live
+        try:
+            outcome = self._run(task, rollout_id, out_dir, timings, live)
+        except AgentbakeError as exc:
+            outcome = HarnessOutcome()
+            outcome.fail(Status.SANDBOX_ERROR, str(exc))
+        finally:
+            with self._lock:
+                self._live.pop(rollout_id, None)
+        result.status, result.reward, result.error = outcome.status, outcome.reward, outcome.error
+        result.exit_code, result.verifier_exit_code = outcome.exit_code, outcome.verifier_exit_code
+        result.timings = timings.finish()
+        _add_trace(result, out_dir / TRACE_FILE)
+        result.write()
+        return result
+
+    def _check(self, task: Task) -> None:
+        if self.config.oracle and task.solution_script is None:
+            raise TaskError(f"{task.path}: no solution/solve.sh; --oracle runs the task's reference solution")
+
+    def _run(self, task: Task, rollout_id: str, out_dir: Path, timings: Timings, live: _Live) -> HarnessOutcome:
+        if self._aborted.is_set():
+            raise SandboxError("the batch was aborted before this rollout started")
+        token = secrets.token_urlsafe(32)
+        try:
+            if not self.config.oracle:
+                live.runtime_dir, live.gateway = self._start_gateway(rollout_id, token, out_dir / TRACE_FILE)
+            with timings.phase("create"):
+                live.handle = self.backend.create(
+                    SandboxRequest(
+                        image=self.config.image,
+                        rollout_id=rollout_id,
+                        cpus=self.config.cpus or task.cpus,
+                        memory_mb=self.config.memory_mb or task.memory_mb,
+                        gateway_socket=None if live.gateway is None else str(live.gateway.uds),
+                    )
+                )
+            if self._aborted.is_set():
+                raise SandboxError("the batch was aborted")
+            harness = Harness(
+                live.handle,
+                task,
+                self._launch(task, live.handle, token),
+                out_dir,
+                timings,
+                oracle=self.config.oracle,
+            )
+            outcome = harness.run()
+        except BaseException:
+            with timings.phase("teardown"):
+                _release(live)  # never raises: the original error is what the caller sees
+            raise
+        with timings.phase("teardown"):
+            _release(live, strict=True)
+        return outcome
+
+    def _launch(self, task: Task, handle: SandboxHandle, token: str) -> AgentLaunch:
+        if self._agent is None:
+            return oracle_launch(task, handle.paths, handle.home)
+        if handle.model_url is None:
+            raise SandboxError(f"sandbox {handle.sandbox_id} has no model_url: the backend did not expose the gateway")
+        image = AgentImage.from_labels(self._labels, home=handle.home)
+        access = ModelAccess(model_url=handle.model_url, token=token, model_name=self.config.agent_model_name)
+        return self._agent.launch(image, access, task.instruction)
+
+    def _start_gateway(self, rollout_id: str, token: str, trace: Path) -> tuple[Path, Any]:
+        from agentbake.gateway import GatewayConfig, create_app
+        from agentbake.serve import serve_in_thread
+
+        if self._upstream is None:
+            raise SandboxError("model 'scripted' needs Runner.start_scripted(tasks) before a rollout")
+        # A folder of its own for each socket; the backend exposes only the socket to the sandbox.
+        runtime_dir = Path(tempfile.mkdtemp(prefix=f"agentbake-gw-{rollout_id[:40]}-"))
+        try:
+            uds = runtime_dir / "gateway.sock"
+            config = GatewayConfig(
+                upstream=self._upstream,
+                uds=uds,
+                rollout_id=rollout_id,
+                client_token=token,
+                trace=trace,
+                model_override=self.config.model_name,
+                api_key_env=self.config.api_key_env,
+            )
+            return runtime_dir, serve_in_thread(create_app(config), uds=uds)
+        except BaseException:
+            shutil.rmtree(runtime_dir, ignore_errors=True)
+            raise
+
+    # -- batches ----------------------------------------------------------------------------------
+
+    def run_batch(
+        self,
+        tasks: Iterable[Task],
+        *,
+        repeats: int = 1,
+        concurrency: int = 4,
+        on_progress: Callable[[BatchProgress], None] | None = None,
+    ) -> list[RolloutResult]:
+        """Every task `repeats` times, `concurrency` at once; results in the order of the jobs.
+
+        On KeyboardInterrupt (Ctrl-C, or SIGTERM turned into it by the CLI) every live sandbox and gateway
+        is removed before the interrupt propagates."""
+        jobs = [task for _ in range(repeats) for task in tasks]
+        for task in jobs:
+            self._check(task)  # refuse the batch up front, not rollout by rollout
+        progress = BatchProgress(total=len(jobs))
+        results: list[RolloutResult | None] = [None] * len(jobs)
+
+        def job(index: int) -> RolloutResult:
+            with self._lock:
+                progress.running += 1
+            _notify(on_progress, progress)
+            return self.run(jobs[index])
+
+        with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="rollout") as pool:
+            pending: dict[Future[RolloutResult], int] = {pool.submit(job, i): i for i in range(len(jobs))}
+            try:
+                while pending:
+                    finished, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        index = pending.pop(future)
+                        result = results[index] = future.result()
+                        with self._lock:
+                            progress.running -= 1
+                            progress.done += 1
+                            progress.failed += not result.ok
+                            progress.reward_sum += result.reward
+                            progress.results.append(result)
+                        _notify(on_progress, progress)
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                self.abort()
+                raise
+        return [r for r in results if r is not None]
+
+
+def run_rollout(task: Task, config: RunnerConfig, *, backend: SandboxBackend | None = None) -> RolloutResult:
+    """One rollout with a runner of its own (a batch shares one `Runner` instead)."""
+    with Runner(config, backend) as runner:
+        if config.model == SCRIPTED and not config.oracle:
+            runner.start_scripted([task])
+        return runner.run(task)
+
+
+def _notify(callback: Callable[[BatchProgress], None] | None, progress: BatchProgress) -> None:
+    if callback is not None:
+        callback(progress)
+
+
+def _release(live: _Live, *, strict: bool = False) -> None:
+    """Kill the sandbox, stop the gateway, remove the socket's folder. With `strict` a failed kill raises
+    (after the rest is released); without, it is logged so an earlier error stays the one raised."""
+    failure: Exception | None = None
+    handle, live.handle = live.handle, None
+    if handle is not None:
+        try:
+            handle.kill()
+        except Exception as exc:
+            failure = exc
+            logger.warning("could not remove sandbox %s: %s", handle.sandbox_id, exc)
+    gateway, live.gateway = live.gateway, None
+    if gateway is not None:
+        with contextlib.suppress(Exception):
+            gateway.stop()
+    runtime_dir, live.runtime_dir = live.runtime_dir, None
+    if runtime_dir is not None:
+        shutil.rmtree(runtime_dir, ignore_errors=True)
+    if strict and failure is not None:
+        raise SandboxError(f"could not remove sandbox {handle.sandbox_id}: {failure}") from failure
+
+
+def _add_trace(result: RolloutResult, path: Path) -> None:
+    records: list[TraceRecord] = read_trace(path) if path.exists() else []
+    result.trace = records
+    result.turns = len(records)
+    result.tokens = sum(len(r.completion_token_ids) for r in records)
+    result.calls_without_token_ids = sum(r.ok and not r.completion_token_ids for r in records)
+
+
+def _docker_backend(config: RunnerConfig) -> SandboxBackend:
+    from agentbake.runner.docker import DockerBackend
+    from agentbake.runner.docker_config import DockerConfig
+
+    return DockerBackend(DockerConfig(warm=config.warm))
+
+
+def _image_labels(image: str) -> dict[str, str]:
+    from agentbake.buildkit.engine import connect, find_image
+
+    found = find_image(connect(timeout=30), image)
+    if found is None:
+        raise SandboxError(f"image {image!r} is not on this engine; build it with `agentbake build <name>`")
+    return dict(found.labels or {})

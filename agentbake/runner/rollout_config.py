@@ -1,0 +1,69 @@
+"""What a `Runner` is told: image, model, where results go. One pydantic model, every field documented."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+SCRIPTED = "scripted"
+"""`model` value that serves agentbake's scripted model in-process (plays each task's solve.sh)."""
+SCRIPTED_MODEL_NAME = "scripted"
+
+
+class RunnerConfig(BaseModel):
+    """Settings shared by every rollout of a runner (a batch, or a trainer's whole run)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    image: str
+    """Image reference the sandboxes run: a content-hash tag such as `agentbake/claude-code:<hash12>`."""
+
+    model: str | None = None
+    """`scripted`, or the base URL of an OpenAI-compatible server including its `/v1`
+    (e.g. `http://127.0.0.1:8000/v1`). None only with `oracle`."""
+
+    model_name: str | None = None
+    """Model name sent upstream on every call (the gateway's model override) and configured in the agent.
+    None keeps what the agent asks for upstream; with `scripted` it is `scripted`."""
+
+    api_key_env: str = "AGENTBAKE_UPSTREAM_API_KEY"
+    """Variable of THIS process's environment holding the upstream API key; the gateway on the host reads
+    it. It never reaches the sandbox, which holds only a per-rollout token."""
+
+    oracle: bool = False
+    """Run the task's `solution/solve.sh` instead of an agent, with no model (checks that a task is solvable)."""
+
+    out_dir: Path = Path("out")
+    """Each rollout writes `out_dir/<rollout_id>/` (result.json, trace.jsonl, logs, workdir.diff)."""
+
+    cpus: float | None = Field(default=None, gt=0)
+    """CPU limit per sandbox, over the task's `[environment] cpus`; None takes the task's (or the backend's)."""
+
+    memory_mb: int | None = Field(default=None, ge=16)
+    """Memory limit per sandbox (MiB), over the task's `[environment] memory_mb`."""
+
+    warm: int = Field(default=0, ge=0)
+    """Sandboxes the Docker backend keeps started ahead of need (a warm pool); 0 starts each on demand."""
+
+    @model_validator(mode="after")
+    def _model_or_oracle(self) -> RunnerConfig:
+        if self.oracle and self.model is not None:
+            raise ValueError("oracle runs the reference solution with no model: drop the model")
+        if not self.oracle and self.model is None:
+            raise ValueError(
+                "no model: pass model='scripted' or an OpenAI-compatible URL ending in /v1, or oracle=True"
+            )
+        if self.model not in (None, SCRIPTED) and not self.model.startswith(("http://", "https://")):
+            raise ValueError(f"model {self.model!r}: expected 'scripted' or an http(s):// URL ending in /v1")
+        return self
+
+    @property
+    def upstream_url(self) -> str | None:
+        """The upstream base URL, or None for `scripted` (served later) and the oracle."""
+        return None if self.model in (None, SCRIPTED) else self.model.rstrip("/")
+
+    @property
+    def agent_model_name(self) -> str:
+        """The model name the agent is configured with (the gateway overrides it upstream anyway)."""
+        return self.model_name or (SCRIPTED_MODEL_NAME if self.model == SCRIPTED else "default")

@@ -1,0 +1,58 @@
+"""Helpers for the harness, rollout and CLI tests: throwaway Harbor tasks and leak checks."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import docker
+
+from agentbake.runner import labels
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"
+EXAMPLE_TASKS = ("write-file", "fix-failing-test", "multi-step-report")
+
+
+def write_task(
+    root: Path,
+    name: str,
+    *,
+    solve: str,
+    test: str,
+    instruction: str | None = None,
+    setup: str | None = None,
+    toml: str = "",
+) -> Path:
+    """A task directory `root/name` in Harbor's layout."""
+    task = root / name
+    (task / "solution").mkdir(parents=True)
+    (task / "tests").mkdir()
+    (task / "instruction.md").write_text(instruction or f"Do the task {name}.\n")
+    (task / "solution" / "solve.sh").write_text("#!/bin/bash\n" + solve)
+    (task / "tests" / "test.sh").write_text("#!/bin/bash\n" + test)
+    (task / "task.toml").write_text(toml)
+    if setup is not None:
+        (task / "environment").mkdir()
+        (task / "environment" / "setup.sh").write_text("#!/bin/bash\n" + setup)
+    return task
+
+
+def copy_example(root: Path, example: str, name: str, *, solve: str | None = None) -> Path:
+    """A copy of an example task under another name, optionally with another solve.sh."""
+    task = root / name
+    shutil.copytree(EXAMPLES / example, task)
+    if solve is not None:
+        (task / "solution" / "solve.sh").write_text("#!/bin/bash\n" + solve)
+    return task
+
+
+def leftovers(engine: docker.DockerClient, prefix: str) -> list[str]:
+    """Containers and gateway socket folders of rollouts whose id starts with `prefix`."""
+    found = [
+        c.name
+        for c in engine.containers.list(all=True, filters={"label": labels.ROLLOUT})
+        if c.labels.get(labels.ROLLOUT, "").startswith(prefix)
+    ]
+    found += [str(p) for p in Path(tempfile.gettempdir()).glob(f"agentbake-gw-{prefix}*")]
+    return found

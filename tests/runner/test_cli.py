@@ -1,0 +1,101 @@
+"""`agentbake run` and `agentbake rollout` as a user types them (subprocesses, real engine and images)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import docker
+import pytest
+
+from agentbake.buildkit.build import BuildResult
+from agentbake.runner import labels
+from tests.runner.rollouts import EXAMPLES, leftovers, write_task
+
+pytestmark = pytest.mark.docker
+
+AGENTBAKE = [sys.executable, "-c", "from agentbake.cli import main; main()"]
+
+
+def agentbake(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*AGENTBAKE, *args], capture_output=True, text=True, timeout=300, **kwargs)
+
+
+def test_run_oracle_json_prints_one_result_object(built_images: dict[str, BuildResult], tmp_path: Path) -> None:
+    done = agentbake(
+        "run", "claude-code", "--task", str(EXAMPLES / "write-file"), "--oracle", "--out", str(tmp_path), "--json"
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert {
+        "rollout_id",
+        "status",
+        "reward",
+        "exit_code",
+        "image",
+        "agent_version",
+        "timings",
+        "turns",
+        "out_dir",
+    } <= set(result)
+    assert (result["status"], result["reward"], result["exit_code"]) == ("ok", 1.0, 0)
+    assert result["image"] == built_images["claude-code"].tag  # the catalog name resolved to its content tag
+    assert set(result["timings"]) >= {"create", "upload", "setup", "agent", "stop", "verifier", "collect", "ready"}
+    assert Path(result["out_dir"]) == (tmp_path / result["rollout_id"]).resolve()
+    assert json.loads((Path(result["out_dir"]) / "result.json").read_text())["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "ftp://example.invalid"], "expected 'scripted' or an http(s):// URL"),
+        (["--oracle"], "no solution/solve.sh; --oracle runs the task's reference solution"),
+    ],
+)
+def test_bad_input_is_one_clear_error(built_images: dict, tmp_path: Path, args: list[str], message: str) -> None:
+    task = write_task(tmp_path, "no-solution", solve="true\n", test="true\n")
+    (task / "solution" / "solve.sh").unlink()
+    done = agentbake("run", "claude-code", "--task", str(task), "--out", str(tmp_path / "out"), *args)
+    assert done.returncode != 0
+    assert message in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_to_a_batch_removes_its_sandboxes_and_gateways(
+    built_images: dict, engine: docker.DockerClient, tmp_path: Path, signum: int
+) -> None:
+    """Real Claude Code through the scripted model, each rollout stuck in a long tool call when the signal comes."""
+    name = f"sig{signum}-{os.getpid()}"
+    task = write_task(tmp_path, name, solve="sleep 120\n", test="true\n")
+    runner = subprocess.Popen(
+        [*AGENTBAKE, "rollout", "claude-code", "--tasks", str(task), "-n", "2", "--concurrency", "2",
+         "--out", str(tmp_path / "out")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while len(_containers(engine, name)) < 2 or not leftovers(engine, name):
+            assert runner.poll() is None, runner.communicate()
+            assert time.monotonic() < deadline, "the rollouts never started"
+            time.sleep(0.2)
+        time.sleep(3)  # the agents are inside their tool call by now
+        runner.send_signal(signum)
+        _, stderr = runner.communicate(timeout=60)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    assert runner.returncode == (130 if signum == signal.SIGINT else 128 + signum), stderr
+    assert leftovers(engine, name) == []
+
+
+def _containers(engine: docker.DockerClient, prefix: str) -> list[str]:
+    return [
+        c.name
+        for c in engine.containers.list(filters={"label": labels.ROLLOUT})
+        if c.labels[labels.ROLLOUT].startswith(prefix)
+    ]

@@ -1,0 +1,185 @@
+"""The harness's steps on the real engine with the claude-code image, driven by `--oracle` (solve.sh as the
+agent, no model): rewards, every status, tamper-proof rewards, and teardown after a failure.
+
+Each group of tasks runs as one batch (concurrently), so the module costs a few sandboxes' time."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from agentbake.buildkit.build import BuildResult
+from agentbake.errors import TaskError
+from agentbake.runner import labels
+from agentbake.runner.docker import DockerBackend
+from agentbake.runner.docker_config import DockerConfig
+from agentbake.runner.result import Status
+from agentbake.runner.rollout import Runner
+from agentbake.runner.rollout_config import RunnerConfig
+from agentbake.runner.task import discover_tasks, load_task
+from tests.runner.rollouts import EXAMPLE_TASKS, EXAMPLES, copy_example, leftovers, write_task
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def backend(engine: docker.DockerClient) -> Iterator[DockerBackend]:
+    backend = DockerBackend(DockerConfig(memory_mb=512, cpus=1))
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="module")
+def runner(built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path_factory) -> Iterator[Runner]:
+    out = tmp_path_factory.mktemp("out")
+    with Runner(RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=out), backend) as runner:
+        yield runner
+
+
+def test_oracle_solves_every_example_task(runner: Runner) -> None:
+    results = runner.run_batch(discover_tasks([EXAMPLES]), concurrency=3)
+    assert [r.task for r in results] == sorted(EXAMPLE_TASKS)
+    for result in results:
+        assert (result.status, result.reward, result.exit_code, result.agent) == (Status.OK, 1.0, 0, "oracle"), result
+        out = result.out_dir
+        assert json.loads((out / "result.json").read_text()) == json.loads(json.dumps(result.summary()))
+        assert (out / "agent" / "oracle.log").is_file() and (out / "verifier" / "stdout.txt").is_file()
+        assert result.timings["ready"] < result.timings["total"]
+        assert result.agent_version == "2.1.332"  # the image's agent, though the oracle ran
+    diffs = {r.task: (r.out_dir / "workdir.diff").read_text() for r in results}
+    assert "+++ b/hello.txt" in diffs["write-file"] and "+Hello, agentbake!" in diffs["write-file"]
+    assert "-    return sum(values) / (len(values) + 1)" in diffs["fix-failing-test"]
+    assert "+++ b/report/summary.md" in diffs["multi-step-report"]
+    # Written by the verifier, read back from /logs/verifier
+    assert json.loads((results[1].out_dir / "verifier" / "logs" / "reward.json").read_text())["reward"] == 1.0
+
+
+FAILING = {
+    # name: (task.toml, setup.sh, solve.sh, test.sh, expected status, expected reward)
+    "wrong-solution": ("", None, "echo 'Hello, world' > hello.txt\n", None, Status.OK, 0.0),
+    "crash-after-solving": ("", None, "echo 'Hello, agentbake!' > hello.txt\nexit 3\n", None, Status.AGENT_ERROR, 1.0),
+    "timeout": ("[agent]\ntimeout_sec = 2\n", None, "sleep 60\n", None, Status.AGENT_TIMEOUT, 0.0),
+    "oom": (
+        "[environment]\nmemory_mb = 96\n",
+        None,
+        "python3 -c \"x = b'1' * (512 << 20)\"\n",
+        None,
+        Status.OOM,
+        0.0,
+    ),
+    "setup-fails": (
+        "",
+        "echo broken >&2\nexit 7\n",
+        "echo 'Hello, agentbake!' > hello.txt\n",
+        None,
+        Status.SETUP_ERROR,
+        0.0,
+    ),
+    "verifier-timeout": ("[verifier]\ntimeout_sec = 2\n", None, "true\n", "sleep 60\n", Status.VERIFIER_TIMEOUT, 0.0),
+    "verifier-garbage": ("", None, "true\n", "echo banana > /logs/verifier/reward.txt\n", Status.VERIFIER_ERROR, 0.0),
+    "verifier-exit-code": ("", None, "touch done\n", "[ -f done ]\n", Status.OK, 1.0),
+}
+
+
+@pytest.fixture(scope="module")
+def failing_results(runner: Runner, tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("failing")
+    tasks = []
+    for name, (toml, setup, solve, test, _, _) in FAILING.items():
+        if test is None:  # the write-file task's verifier
+            path = copy_example(root, "write-file", name, solve=solve)
+            (path / "task.toml").write_text(toml)
+            if setup is not None:
+                (path / "environment").mkdir()
+                (path / "environment" / "setup.sh").write_text(setup)
+        else:
+            path = write_task(root, name, solve=solve, test=test, setup=setup, toml=toml)
+        tasks.append(load_task(path))
+    return {r.task: r for r in runner.run_batch(tasks, concurrency=4)}
+
+
+@pytest.mark.parametrize("name", FAILING)
+def test_each_failure_has_its_status_and_the_verifier_still_judges(failing_results: dict, name: str) -> None:
+    result = failing_results[name]
+    *_, status, reward = FAILING[name]
+    assert (result.status, result.reward) == (status, reward), result.error
+    assert (result.error is None) == (status is Status.OK)
+    if status in (Status.AGENT_ERROR, Status.AGENT_TIMEOUT, Status.OOM):
+        assert (result.out_dir / "verifier" / "stdout.txt").exists(), "the verifier must run after agent failures"
+    if name == "crash-after-solving":
+        assert result.exit_code == 3
+    if name == "timeout":
+        assert result.timings["agent"] < 10 and result.exit_code is None
+    if name == "setup-fails":
+        assert "exited 7" in result.error and "broken" in (result.out_dir / "setup.log").read_text()
+        assert not (result.out_dir / "verifier" / "stdout.txt").exists()
+    if name == "verifier-garbage":
+        assert "/logs/verifier/reward.txt: expected a number, got 'banana'" in result.error
+
+
+# Plants reward files wherever it can and leaves a detached process rewriting them, beating a heartbeat.
+TAMPER = r"""
+for d in /logs/verifier /logs /tests "$HOME/logs/verifier" "$HOME" /tmp "$PWD"; do
+  mkdir -p "$d" 2>/dev/null
+  echo 1 > "$d/reward.txt" 2>/dev/null
+  echo '{"reward": 1}' > "$d/reward.json" 2>/dev/null
+done
+setsid sh -c 'n=0; while :; do n=$((n+1)); echo $n > /tmp/heartbeat
+  for d in /logs/verifier /logs /tests "$HOME/logs/verifier"; do
+    mkdir -p $d 2>/dev/null; echo 1 > $d/reward.txt 2>/dev/null; done; sleep 0.05; done' </dev/null >/dev/null 2>&1 &
+sleep 0.5
+"""
+UNSOLVED_VERIFIER = """a=$(cat /tmp/heartbeat); sleep 0.5; b=$(cat /tmp/heartbeat)
+echo "heartbeat $a $b"
+[ -f solved.txt ]
+"""
+
+
+def test_planted_reward_files_and_a_rewriting_process_get_no_reward(runner: Runner, tmp_path: Path) -> None:
+    task = load_task(write_task(tmp_path, "tamper", solve=TAMPER, test=UNSOLVED_VERIFIER))
+    result = runner.run(task)
+    assert (result.status, result.reward, result.verifier_exit_code) == (Status.OK, 0.0, 1)
+    _, before, after = (result.out_dir / "verifier" / "stdout.txt").read_text().split()
+    assert int(before) > 1 and before == after, "the agent's background process outlived the agent"
+    assert not (result.out_dir / "verifier" / "logs" / "reward.txt").exists()
+
+
+def test_a_sandbox_lost_mid_rollout_is_a_sandbox_error_and_leaves_nothing(
+    runner: Runner, engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    task = load_task(write_task(tmp_path, "lost-sandbox", solve="sleep 60\n", test="true\n"))
+    stop = threading.Event()
+
+    def remove_it() -> None:  # the engine loses the container while the agent runs
+        while not stop.is_set():
+            for container in engine.containers.list(filters={"label": labels.ROLLOUT}):
+                if container.labels[labels.ROLLOUT].startswith("lost-sandbox-"):
+                    time.sleep(1)
+                    container.remove(force=True)
+                    return
+            time.sleep(0.1)
+
+    remover = threading.Thread(target=remove_it, daemon=True)
+    remover.start()
+    try:
+        result = runner.run(task)
+    finally:
+        stop.set()
+        remover.join()
+    assert result.status is Status.SANDBOX_ERROR and result.reward == 0.0
+    assert "lost-sandbox" in result.error or "sandbox" in result.error
+    assert (result.out_dir / "result.json").is_file()
+    assert leftovers(engine, "lost-sandbox-") == []
+
+
+def test_oracle_without_a_solution_is_refused_before_any_sandbox(runner: Runner, tmp_path: Path) -> None:
+    path = write_task(tmp_path, "no-solution", solve="true\n", test="true\n")
+    (path / "solution" / "solve.sh").unlink()
+    with pytest.raises(TaskError, match=f"{path}: no solution/solve.sh; --oracle runs"):
+        runner.run(load_task(path))
