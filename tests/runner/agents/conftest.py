@@ -27,7 +27,9 @@ from agentbake.scripted import Reply, Script, ScriptedModel
 from agentbake.serve import serve_in_thread
 
 UPSTREAM_KEY_ENV = "AGENTBAKE_TEST_AGENTS_UPSTREAM_KEY"
-PROOF_COMMAND = "id -u > proof.txt && echo proof-written"
+# Reads outside the workdir too: OpenCode asks (and, headless, silently gives up) for paths outside it
+# unless its permissions allow everything.
+PROOF_COMMAND = "id -u > proof.txt && cat /etc/hostname > /dev/null && echo proof-written"
 
 
 class HeaderRecorder:
