@@ -2,20 +2,75 @@
 
 from __future__ import annotations
 
+import ast
+import email
+import json
+import re
 import subprocess
 import sys
+import tomllib
 import zipfile
+from importlib.metadata import packages_distributions
 from pathlib import Path
+
+import pytest
 
 from agentbake.buildkit.catalog import builtin_root
 
+# Imported only by commands that need an extra or a maintainer tool, each behind a lazy import.
+OPTIONAL_IMPORTS = {"e2b": "e2b", "huggingface_hub": "hf", "uv": "lock (a maintainer command; uv is a dev tool)"}
 
-def test_wheel_ships_the_catalog_and_uses_it(tmp_path: Path) -> None:
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(tmp_path), str(builtin_root())],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(builtin_root())],
         check=True,
     )
-    (wheel,) = tmp_path.glob("agentbake-*.whl")
+    (built,) = out.glob("agentbake-*.whl")
+    return built
+
+
+def _requirement_name(requirement: str) -> str:
+    return re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def test_a_plain_install_has_what_the_package_imports(wheel: Path) -> None:
+    """`pip install agentbake` alone runs the gateway, the scripted model and the runner on the host."""
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        requires = email.message_from_bytes(archive.read(name)).get_all("Requires-Dist")
+    base = {_requirement_name(r) for r in requires if "extra ==" not in r}
+    distributions = packages_distributions()
+    missing = {}
+    for source in (builtin_root() / "agentbake").rglob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules = [node.module]
+            else:
+                continue
+            for module in (m.split(".")[0] for m in modules):
+                if module in sys.stdlib_module_names or module in ("agentbake", *OPTIONAL_IMPORTS):
+                    continue
+                dists = {d.lower().replace("_", "-") for d in distributions.get(module, [module])}
+                if not dists & base:
+                    missing[module] = str(source.relative_to(builtin_root()))
+    assert missing == {}, f"imported but not a base dependency: {missing}"
+    assert {"uvicorn", "uvloop", "httptools", "orjson", "pydantic"} <= base
+
+
+def test_the_image_locks_still_match_the_gateway_extra() -> None:
+    """Base dependencies may grow; the images' lean venv (the `gateway` extra, hashed by every lock) must not move."""
+    pyproject = tomllib.loads((builtin_root() / "pyproject.toml").read_text())
+    extra = sorted(pyproject["project"]["optional-dependencies"]["gateway"])
+    for lock in sorted((builtin_root() / "images").glob("*/lock.json")):
+        assert json.loads(lock.read_text())["inputs"]["python"]["requirements"] == extra, lock
+
+
+def test_wheel_ships_the_catalog_and_uses_it(wheel: Path, tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for image in ("claude-code", "opencode", "pi"):
         assert f"agentbake/_catalog/images/{image}/image.toml" in names
