@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentbake.errors import SandboxError
-from agentbake.runner.agents import AgentLaunch
+from agentbake.runner.agents import AgentImage, AgentLaunch, headless_launch
 from agentbake.runner.result import Status, Timings
 from agentbake.runner.sandbox import ExecResult, SandboxHandle
 from agentbake.runner.task import Task
@@ -77,32 +77,11 @@ class HarnessOutcome:
             self.error = f"{self.error}; then {error}"
 
 
-def oracle_launch(task: Task, paths: Mapping[str, str], home: str) -> AgentLaunch:
-    """The reference solution in place of an agent: `solution/solve.sh` as the image's user, no model.
-
-    The solution folder goes to the image's task dir; like an agent, it reads the instruction on stdin."""
-    logs = paths["logs_agent"]
-    log_file, stderr_file = f"{logs}/oracle.log", f"{logs}/oracle.stderr.log"
-    instruction_file = f"{logs}/instruction.md"
-    solve = f"{paths['task']}/solution/solve.sh"
-    script = "\n".join(
-        [
-            "set -o pipefail",
-            f"mkdir -p {shlex.quote(logs)}",
-            f"cd {shlex.quote(paths['workdir'])}",
-            f"bash {shlex.quote(solve)} < {shlex.quote(instruction_file)} 2> {shlex.quote(stderr_file)}"
-            f" | tee {shlex.quote(log_file)}",
-        ]
-    )
-    return AgentLaunch(
-        env={"HOME": home, **task.solution_env},
-        files={posixpath.relpath(instruction_file, home): task.instruction},
-        script=script,
-        log_file=log_file,
-        stderr_file=stderr_file,
-        log_paths=(logs,),
-        instruction_file=instruction_file,
-    )
+def oracle_launch(task: Task, image: AgentImage, task_dir: str) -> AgentLaunch:
+    """The reference solution in place of an agent: `solution/solve.sh` (uploaded into the image's task dir)
+    as the image's user, run like an agent (instruction on stdin, logs in the agent-log dir), no model."""
+    solve = posixpath.join(task_dir, "solution", "solve.sh")
+    return headless_launch(image, "oracle", ["bash", solve], task.instruction, env=task.solution_env)
 
 
 class Harness:

@@ -201,11 +201,11 @@ class Runner:
         return outcome
 
     def _launch(self, task: Task, handle: SandboxHandle, token: str) -> AgentLaunch:
+        image = AgentImage.from_labels(self._labels, home=handle.home)
         if self._agent is None:
-            return oracle_launch(task, handle.paths, handle.home)
+            return oracle_launch(task, image, handle.paths["task"])
         if handle.model_url is None:
             raise SandboxError(f"sandbox {handle.sandbox_id} has no model_url: the backend did not expose the gateway")
-        image = AgentImage.from_labels(self._labels, home=handle.home)
         access = ModelAccess(model_url=handle.model_url, token=token, model_name=self.config.agent_model_name)
         return self._agent.launch(image, access, task.instruction)
 

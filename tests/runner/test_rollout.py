@@ -1,0 +1,122 @@
+"""Whole rollouts with a model: the real agent CLIs in their real images, the scripted model behind a
+gateway per rollout, token ids in the trace, and the upstream key kept out of the sandbox.
+
+The agent x task matrix is trimmed to each agent once and each task once (three pairs, ~15 s together):
+every agent against every task would add six more runs that exercise no further code path."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from agentbake.buildkit.build import BuildResult
+from agentbake.gateway import read_trace
+from agentbake.runner.docker import DockerBackend
+from agentbake.runner.docker_config import DockerConfig
+from agentbake.runner.result import Status
+from agentbake.runner.rollout import Runner
+from agentbake.runner.rollout_config import RunnerConfig
+from agentbake.runner.task import load_task
+from agentbake.scripted import ScriptedModel
+from agentbake.serve import serve_in_thread
+from tests.runner.rollouts import EXAMPLES, leftovers, write_task
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def backend(engine: docker.DockerClient) -> Iterator[DockerBackend]:
+    backend = DockerBackend(DockerConfig(memory_mb=1024, cpus=1))
+    yield backend
+    backend.close()
+
+
+@pytest.mark.parametrize(
+    ("agent", "task_name"),
+    [("claude-code", "write-file"), ("opencode", "fix-failing-test"), ("pi", "multi-step-report")],
+)
+def test_each_agent_solves_a_task_with_the_scripted_model_and_every_call_has_token_ids(
+    built_images: dict[str, BuildResult],
+    backend: DockerBackend,
+    engine: docker.DockerClient,
+    tmp_path: Path,
+    agent: str,
+    task_name: str,
+) -> None:
+    task = load_task(EXAMPLES / task_name)
+    config = RunnerConfig(image=built_images[agent].tag, model="scripted", out_dir=tmp_path)
+    with Runner(config, backend) as runner:
+        runner.start_scripted([task])
+        result = runner.run(task)
+    assert (result.status, result.reward, result.exit_code, result.agent) == (Status.OK, 1.0, 0, agent), result.error
+    records = read_trace(result.out_dir / "trace.jsonl")
+    assert result.turns == len(records) >= 2  # at least one tool call and the closing message
+    assert {r.rollout_id for r in records} == {result.rollout_id}
+    for record in records:
+        assert record.ok and record.completion_token_ids, f"turn {record.turn} captured no token ids"
+        assert len(record.per_token_logps) == len(record.completion_token_ids)
+    assert result.trace == records and result.calls_without_token_ids == 0
+    assert result.tokens == sum(len(r.completion_token_ids) for r in records)
+    assert (result.out_dir / "agent" / f"{agent}.log").stat().st_size > 0
+    assert leftovers(engine, result.rollout_id) == []
+
+
+KEY_PREFIX = "sk-agentbake-probe-"
+# Played through Claude Code's Bash tool: every process's environment and command line, the agent's own
+# environment and every file it can read, searched for anything shaped like the key (the prefix alone
+# appears in this script's own command line, which shows the search saw the processes).
+PROBE = f"""P='{KEY_PREFIX}'
+{{ env; for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\\0' '\\n' < "$f"; echo; done; }} 2>/dev/null \\
+  | grep -o "${{P}}[A-Za-z0-9]*" > probe.txt
+grep -rIho "${{P}}[A-Za-z0-9]*" / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev 2>/dev/null >> probe.txt
+echo probed >> probe.txt
+"""
+
+
+def test_the_upstream_key_reaches_the_upstream_and_never_the_sandbox(
+    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = KEY_PREFIX + secrets.token_hex(16)
+    monkeypatch.setenv("AGENTBAKE_TEST_PROBE_KEY", key)
+    task = load_task(write_task(tmp_path, "key-probe", solve=PROBE, test="grep -q probed probe.txt\n"))
+    model = ScriptedModel(tasks=[task])
+    with serve_in_thread(model) as upstream:
+        config = RunnerConfig(
+            image=built_images["claude-code"].tag,
+            model=f"{upstream.url}/v1",
+            model_name="probe-model",
+            api_key_env="AGENTBAKE_TEST_PROBE_KEY",
+            out_dir=tmp_path / "out",
+        )
+        with Runner(config, backend) as runner:
+            result = runner.run(task)
+    assert (result.status, result.reward) == (Status.OK, 1.0), result.error
+    assert model.headers and all(h.get("authorization") == f"Bearer {key}" for h in model.headers)
+    assert all(r["model"] == "probe-model" for r in model.requests)  # --model-name overrides upstream
+    found = [line[1:] for line in (result.out_dir / "workdir.diff").read_text().splitlines() if line.startswith("+")]
+    assert "probed" in found and KEY_PREFIX in found, "the probe did not run or saw no process"
+    assert not any(key in line for line in found), "the upstream key is readable inside the sandbox"
+    for path in result.out_dir.rglob("*"):  # nor in anything the rollout wrote
+        assert not path.is_file() or key.encode() not in path.read_bytes(), path
+
+
+def test_a_batch_shares_one_runner_and_keeps_traces_apart(
+    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+) -> None:
+    task = load_task(EXAMPLES / "write-file")
+    progress_seen: list[tuple[int, int]] = []
+    config = RunnerConfig(image=built_images["claude-code"].tag, model="scripted", out_dir=tmp_path)
+    with Runner(config, backend) as runner:
+        runner.start_scripted([task])
+        results = runner.run_batch(
+            [task], repeats=3, concurrency=3, on_progress=lambda p: progress_seen.append((p.done, p.running))
+        )
+    assert [r.status for r in results] == [Status.OK] * 3 and [r.reward for r in results] == [1.0] * 3
+    assert len({r.rollout_id for r in results}) == 3
+    for result in results:
+        assert {r.rollout_id for r in read_trace(result.out_dir / "trace.jsonl")} == {result.rollout_id}
+    assert progress_seen[-1] == (3, 0) and max(running for _, running in progress_seen) >= 2
