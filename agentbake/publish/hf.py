@@ -8,6 +8,7 @@ HF_ENDPOINT configure it).
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -70,7 +71,8 @@ def publish_space(rendered: Rendered, tag: str, space: str) -> str:
         from huggingface_hub.errors import HfHubHTTPError
     except ImportError:
         raise PublishError("huggingface_hub is not installed; pip install 'agentbake[hf]'") from None
-    api = HfApi()
+    # HF_ENDPOINT is read here, not when huggingface_hub was first imported.
+    api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None)
     try:
         api.create_repo(space, repo_type="space", space_sdk="docker", exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="agentbake-space-") as folder:

@@ -13,6 +13,8 @@ from agentbake.cli import main
 from agentbake.publish.manifest import load_manifest
 from agentbake.publish.registry import Distribution, Repository
 from tests.publish.conftest import RunningRegistry
+from tests.publish.fake_e2b import FakeE2BServer
+from tests.publish.fake_hub import FakeHubServer
 
 
 def _json_lines(output: str) -> list[dict]:
@@ -50,6 +52,22 @@ def test_publish_pushes_then_skips_and_records_the_manifest(
 
     shown = runner.invoke(main, ["published", "--manifest", str(manifest), "--json"])
     assert shown.exit_code == 0 and json.loads(shown.stdout) == json.loads(text)
+
+    # Every target at once: the registry copy is skipped, E2B builds from it, HF checks and gets a Space.
+    with FakeE2BServer() as e2b, FakeHubServer() as hub:
+        env = {"E2B_API_URL": e2b.url, "E2B_API_KEY": "k", "HF_ENDPOINT": hub.url, "HF_TOKEN": "t"}
+        every = runner.invoke(main, [*args, "--e2b", "--hf", "--hf-space", "my-org/opencode"], env=env)
+    assert every.exit_code == 0, every.output
+    actions = {line["target"]: line["action"] for line in _json_lines(every.stdout)}
+    assert actions == {"registry": "skipped", "hf-space": "pushed", "hf": "checked", "e2b": "pushed"}
+    assert e2b.bodies("POST", "/v2/templates/")[0]["fromImage"] == f"{prefix}/opencode:{tag}"
+    assert "Dockerfile" in hub.files["my-org/opencode"]
+    record = load_manifest(manifest).resolve("opencode")
+    assert (record.e2b_template, record.hf_image, record.hf_space) == (
+        f"opencode:{tag}",
+        f"{prefix}/opencode:{tag}",
+        "my-org/opencode",
+    )
 
 
 @pytest.mark.docker
