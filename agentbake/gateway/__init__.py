@@ -9,6 +9,16 @@ from agentbake.gateway.config import GatewayConfig
 from agentbake.gateway.errors import GatewayError, InvalidRequest, RequestTooLarge, UpstreamError
 from agentbake.gateway.trace import TraceRecord, TraceSummary, iter_trace, read_trace, summarize
 
+
+def __getattr__(name: str) -> object:
+    """`agentbake.gateway.export` is `agentbake.export.export`, imported on first use: the gateway never loads it."""
+    if name == "export":
+        from agentbake.export import export
+
+        return export
+    raise AttributeError(f"module 'agentbake.gateway' has no attribute {name!r}")
+
+
 __all__ = [
     "ConfigError",
     "Gateway",
@@ -21,6 +31,7 @@ __all__ = [
     "TraceSummary",
     "UpstreamError",
     "create_app",
+    "export",
     "iter_trace",
     "read_trace",
     "summarize",

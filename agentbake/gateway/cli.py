@@ -61,7 +61,21 @@ def gateway(no_token_ids: bool, client_token_env: str | None, **fields: object) 
         raise click.ClickException(str(exc)) from exc
 
 
-@click.group()
+class _TraceGroup(click.Group):
+    """`trace` subcommands; `export` (agentbake.export) is imported only when used, never by the gateway."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), "export"])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name == "export":
+            from agentbake.export.cli import export_command
+
+            return export_command
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_TraceGroup)
 def trace() -> None:
     """Inspect gateway traces."""
 

@@ -57,6 +57,9 @@ class ScriptedModel:
         self.tokenized: list[dict] = []
         self.tokenize_supported = True
         """False answers `/tokenize` with a 404, as a server without the endpoint does."""
+        self.render_prompt: Callable[[dict], list[int]] = tk.render_prompt
+        """The prompt ids of a request; `chat_template.render_consistent` makes them extend the previous call's
+        prompt + completion ids exactly, as a real chat template does."""
         self.reject_fields: set[str] = set()
         """Request fields answered with a 400 "Extra inputs are not permitted", as vLLM before Nov 2024 and
         other strict servers do (vLLM 0.34 accepts unknown fields silently)."""
@@ -164,7 +167,9 @@ class ScriptedModel:
             await asyncio.sleep(step.delay_s)
             await _json(send, step.status, _fault_body(step), step.headers)
             return
-        completion = Completion(request, step, request_id=headers.get("x-request-id"))
+        completion = Completion(
+            request, step, request_id=headers.get("x-request-id"), prompt_ids=self.render_prompt(request)
+        )
         if self.keep_log:
             self.emitted.append(completion.token_ids)
         if request.get("stream") and not step.ignore_stream:

@@ -77,7 +77,14 @@ class Group:
 class Completion:
     """One scripted answer to one request: its tokens, and both wire forms of it."""
 
-    def __init__(self, request: dict[str, Any], reply: Reply, *, request_id: str | None = None) -> None:
+    def __init__(
+        self,
+        request: dict[str, Any],
+        reply: Reply,
+        *,
+        request_id: str | None = None,
+        prompt_ids: list[int] | None = None,
+    ) -> None:
         self.request = request
         self.reply = reply
         self.seed = tk.request_seed(request)
@@ -93,7 +100,7 @@ class Completion:
         ]
         self.groups = self._groups()
         self.tokens = [t for g in self.groups for t in g.tokens]
-        self.prompt_ids = tk.render_prompt(request)
+        self.prompt_ids = tk.render_prompt(request) if prompt_ids is None else prompt_ids
         # vLLM nulls logprobs and ids (and drops reasoning) when a parser runs and reasoning is not wanted.
         self.hidden = reply.reasoning_parser and request.get("include_reasoning") is False
 

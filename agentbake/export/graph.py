@@ -1,0 +1,176 @@
+"""The token-prefix graph of one rollout's calls, from the ids the server reported (never from text).
+
+Parent of a call = the earlier call of the rollout whose prompt + completion ids are a prefix of this call's
+prompt ids, the longest such (a tie goes to the latest: the answer the client saw last). A call that extends
+none is a root: the first call, a subagent, a side call, the continuation after a compaction or a system
+prompt swap. A call with no sampled ids cannot be a parent (there is nothing to continue). Comparing ids
+rather than messages means re-serialised tool arguments (spacing, key order) never break a link the ids
+prove, and a template that re-renders history differently always does (a `broken_prefix` finding).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+
+from agentbake.export.findings import Finding
+from agentbake.export.reader import Call
+
+
+def link(calls: Sequence[Call]) -> list[Finding]:
+    """Set `parent` and `children` of every call; return the rollout-level findings of the graph."""
+    findings: list[Finding] = []
+    # Parents by length, longest first, then latest first: the first that matches is the one.
+    candidates: list[Call] = []
+    for call in calls:
+        if call.prompt_len is not None:
+            parent = next(
+                (c for c in candidates if c.length <= call.prompt_len and call.tokens.startswith(c.tokens)), None
+            )
+            if parent is not None:
+                call.parent = parent.index
+                parent.children.append(call.index)
+            broken = _broken_prefix(call, candidates, parent)
+            if broken is not None:
+                findings.append(broken)
+        if call.prompt_len is not None and call.completion_len:
+            candidates.append(call)
+            candidates.sort(key=lambda c: (-c.length, -c.index))
+    return findings
+
+
+def _broken_prefix(call: Call, candidates: list[Call], parent: Call | None) -> Finding | None:
+    """A call that repeats an earlier call's whole prompt, then diverges inside what that call sampled: the
+    history was re-rendered differently from how it was generated (a chat template stripping reasoning or
+    re-formatting tool calls). The sequences stay exact (a new path starts here); the trainer should know."""
+    floor = parent.length if parent is not None else 0
+    prompt = call.tokens[: 8 * call.prompt_len]  # type: ignore[operator]
+    for earlier in candidates:
+        head = 8 * earlier.prompt_len  # type: ignore[operator]
+        if earlier is parent or earlier.prompt_len <= floor or len(prompt) <= head:  # type: ignore[operator]
+            continue
+        if not prompt.startswith(memoryview(earlier.tokens)[:head]):
+            continue
+        at = common_prefix(prompt, earlier.tokens) // 8
+        if at < earlier.length:
+            sampled = earlier.ids()[at : at + 4]
+            seen = array_slice(prompt, at, at + 4)
+            return Finding(
+                "broken_prefix",
+                f"turn {call.turn}'s prompt repeats turn {earlier.turn}'s prompt but diverges at index {at}, inside"
+                f" the ids turn {earlier.turn} sampled (sampled {sampled}, prompt has {seen}): the history was"
+                " re-rendered differently from how it was generated, so the sequence restarts here",
+                severity="warning",
+                turn=call.turn,
+            )
+    return None
+
+
+def common_prefix(a: bytes, b: bytes) -> int:
+    """Length in bytes (a multiple of 8) of the common prefix of two packed id strings, by bisection."""
+    low, high = 0, min(len(a), len(b)) // 8
+    view = memoryview(b)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a.startswith(view[: 8 * middle]):
+            low = middle
+        else:
+            high = middle - 1
+    return 8 * low
+
+
+def array_slice(packed: bytes, start: int, end: int) -> list[int]:
+    return array("q", packed[8 * start : 8 * end]).tolist()
+
+
+def check_retries(calls: Sequence[Call]) -> tuple[set[int], list[Finding]]:
+    """The calls another call superseded (a retry of them exists and they never continued), and where
+    `retry_of` and the ids disagree. A call with the same parent and the same prompt ids as a later call,
+    that never continued, is a retry even unmarked."""
+    findings: list[Finding] = []
+    superseded: set[int] = set()
+    latest: dict[int, Call] = {}
+    by_prompt: dict[tuple[int | None, bytes], Call] = {}
+    for call in calls:
+        if call.turn in latest:
+            findings.append(
+                Finding(
+                    "duplicate_turn",
+                    f"turn {call.turn} appears twice (line {latest[call.turn].line} and {call.line}): a gateway"
+                    " restarted on the same trace? `retry_of` then names the latest such turn",
+                    severity="warning",
+                    turn=call.turn,
+                )
+            )
+        if call.retry_of is not None:
+            original = latest.get(call.retry_of)
+            if original is None:
+                findings.append(
+                    Finding(
+                        "unknown_retry",
+                        f"turn {call.turn} is marked as a retry of turn {call.retry_of}, which is not in the trace",
+                        severity="warning",
+                        turn=call.turn,
+                    )
+                )
+            else:
+                superseded.add(original.index)
+                findings += _disagreement(call, original)
+        if call.prompt_len is not None:
+            key = (call.parent, call.tokens[: 8 * call.prompt_len])
+            twin = by_prompt.get(key)
+            if twin is not None and not twin.children and twin.index not in superseded and call.retry_of != twin.turn:
+                superseded.add(twin.index)
+                findings.append(
+                    Finding(
+                        "unmarked_retry",
+                        f"turn {call.turn} has the same prompt ids as turn {twin.turn}, which never continued, but"
+                        f" is not marked `retry_of` it: turn {twin.turn} is treated as a discarded attempt",
+                        severity="warning",
+                        turn=twin.turn,
+                    )
+                )
+            by_prompt[key] = call
+        latest[call.turn] = call
+    return superseded, findings
+
+
+def _disagreement(retry: Call, original: Call) -> list[Finding]:
+    findings = []
+    if retry.prompt_len is not None and original.prompt_len is not None:
+        mine, theirs = retry.tokens[: 8 * retry.prompt_len], original.tokens[: 8 * original.prompt_len]
+        if mine != theirs:
+            at = common_prefix(mine, theirs) // 8
+            findings.append(
+                Finding(
+                    "retry_mismatch",
+                    f"turn {retry.turn} is marked as a retry of turn {original.turn}, but their prompt ids differ"
+                    f" from index {at}: they are not the same call",
+                    severity="warning",
+                    turn=retry.turn,
+                )
+            )
+    if original.children:
+        findings.append(
+            Finding(
+                "retried_call_continued",
+                f"turn {original.turn} was retried by turn {retry.turn}, yet a later call extends turn"
+                f" {original.turn}'s answer: the client went on with the answer it retried",
+                severity="warning",
+                turn=original.turn,
+            )
+        )
+    return findings
+
+
+def paths(calls: Sequence[Call]) -> list[list[Call]]:
+    """Every root-to-leaf path of the graph, in order of the leaf's position."""
+    out = []
+    for call in calls:
+        if call.prompt_len is None or call.children:
+            continue
+        path = [call]
+        while path[-1].parent is not None:
+            path.append(calls[path[-1].parent])
+        out.append(path[::-1])
+    return out

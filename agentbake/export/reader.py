@@ -1,0 +1,226 @@
+"""Reading a trace by rollout in bounded memory: one indexing pass, then one rollout at a time.
+
+Pass 1 reads the file line by line and keeps, per rollout, only the byte offset and length of each of its
+lines (a few dozen bytes per record). Pass 2 reads one rollout's lines back by offset and keeps its calls'
+ids packed as int64 bytes (8 bytes a token instead of a Python int's 28). So memory follows the largest
+rollout, never the file: records of many rollouts may interleave in any order (one gateway serving
+concurrent rollouts). Lines are kept in file order, which is causal: the gateway writes a call's record
+before its client gets the answer, so a call's parent is always written before the call.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+
+from agentbake.errors import TraceError
+from agentbake.export.findings import Finding
+from agentbake.gateway.trace import SCHEMA_VERSION
+
+ALL_ROLLOUTS = object()
+"""`rollout_ids` value meaning every rollout of the trace."""
+
+
+@dataclass(slots=True)
+class Call:
+    """One recorded call, as the graph needs it."""
+
+    index: int
+    """Position among the rollout's records, in file order."""
+    line: int
+    """Line number in the trace file, from 1 (for messages)."""
+    turn: int
+    tokens: bytes = b""
+    """Prompt ids then completion ids, packed as native int64 (`array("q")` bytes)."""
+    prompt_len: int | None = None
+    """Number of prompt ids; None when the record carries none."""
+    completion_len: int = 0
+    logprobs: list[float | None] = field(default_factory=list)
+    tools: bool = False
+    """The request offered tools."""
+    retry_of: int | None = None
+    ok: bool = False
+    error: str | None = None
+    finish_reason: str | None = None
+    capture: str | None = None
+    """The record's capture verdict ("complete" / "partial" / "none") when the trace has one."""
+    capture_reason: str | None = None
+    logprobs_mode: str | None = None
+    """"raw" or "processed" when the gateway's preflight stamped it on the record."""
+    problems: list[Finding] = field(default_factory=list)
+    """What is wrong with this record's ids or logprobs."""
+    parent: int | None = None
+    children: list[int] = field(default_factory=list)
+
+    @property
+    def length(self) -> int:
+        return len(self.tokens) // 8
+
+    def ids(self, end: int | None = None) -> list[int]:
+        return array("q", self.tokens[: None if end is None else 8 * end]).tolist()
+
+
+@dataclass(slots=True)
+class TraceIndex:
+    """Where each rollout's records are, and what pass 1 found wrong with the file itself."""
+
+    path: Path
+    lines: dict[str | None, list[tuple[int, int, int]]] = field(default_factory=dict)
+    """rollout id -> (line number, byte offset, byte length) of its records, in file order."""
+    findings: list[Finding] = field(default_factory=list)
+    """Torn or malformed lines: their rollout is unknown, so every exported rollout reports them."""
+
+
+def index_trace(path: str | os.PathLike[str]) -> TraceIndex:
+    """Pass 1: the offsets of every rollout's records. Raises TraceError for an unreadable file or a record of
+    a schema version this agentbake does not know; a torn or malformed line is a finding, not an error."""
+    index = TraceIndex(Path(path))
+    offset = 0
+    with _open(index.path) as file:
+        for number, line in enumerate(file, start=1):
+            start, offset = offset, offset + len(line)
+            if not line.strip():
+                continue
+            where = f"{index.path}:{number}"
+            if not line.endswith(b"\n"):  # every record is written with its newline in one write
+                index.findings.append(
+                    Finding(
+                        "torn_line",
+                        f"{where}: the last line is cut (a crash mid-write); one record is lost",
+                        severity="warning",
+                    )
+                )
+                break
+            raw = _parse(line)
+            if raw is None:
+                index.findings.append(
+                    Finding(
+                        "torn_line",
+                        f"{where}: not a JSON object (a torn write?); the line is skipped",
+                        severity="warning",
+                    )
+                )
+                continue
+            check_schema(raw, where)
+            rollout = raw.get("rollout_id")
+            if not (rollout is None or isinstance(rollout, str)) or not _is_int(raw.get("turn")):
+                index.findings.append(
+                    Finding(
+                        "malformed_record",
+                        f"{where}: `rollout_id` must be a string or null and `turn` an integer; the line is skipped",
+                        severity="warning",
+                    )
+                )
+                continue
+            index.lines.setdefault(rollout, []).append((number, start, len(line)))
+    return index
+
+
+def check_schema(raw: dict, where: str) -> None:
+    version = raw.get("schema_version", 1)
+    if not _is_int(version) or not 1 <= version <= SCHEMA_VERSION:
+        raise TraceError(
+            f"{where}: trace record schema_version {version!r} is not one this agentbake reads (1 to {SCHEMA_VERSION});"
+            " export it with the agentbake that wrote it, or upgrade agentbake"
+        )
+
+
+def read_calls(index: TraceIndex, rollout_id: str | None) -> list[Call]:
+    """Pass 2: one rollout's calls, in file order."""
+    calls: list[Call] = []
+    with _open(index.path) as file:
+        for number, start, length in index.lines.get(rollout_id, []):
+            file.seek(start)
+            raw = _parse(file.read(length))
+            if raw is None:  # the file changed between the passes
+                raise TraceError(
+                    f"{index.path}:{number}: changed while it was read; export it once the gateway is done"
+                )
+            calls.append(to_call(raw, len(calls), number))
+    return calls
+
+
+def to_call(raw: dict[str, Any], position: int, line: int) -> Call:
+    """The graph's view of one record; what is malformed becomes a problem of the call."""
+    request = raw.get("request") if isinstance(raw.get("request"), dict) else {}
+    retry_of = raw.get("retry_of")
+    capture = raw.get("capture")
+    call = Call(
+        index=position,
+        line=line,
+        turn=raw["turn"],
+        tools=bool(request.get("tools")),
+        retry_of=retry_of if _is_int(retry_of) else None,
+        ok=raw.get("upstream_status") == 200 and raw.get("upstream_error") is None,
+        error=raw.get("upstream_error") if isinstance(raw.get("upstream_error"), str) else None,
+        finish_reason=raw.get("finish_reason") if isinstance(raw.get("finish_reason"), str) else None,
+        logprobs_mode=raw.get("logprobs_mode") if isinstance(raw.get("logprobs_mode"), str) else None,
+    )
+    if isinstance(capture, dict):
+        call.capture, call.capture_reason = capture.get("verdict"), capture.get("reason")
+    elif isinstance(capture, str):
+        call.capture = capture
+    prompt = _ids(raw.get("prompt_token_ids"))
+    completion = _ids(raw.get("completion_token_ids"))
+    if completion is None:
+        call.problems.append(Finding("bad_ids", "`completion_token_ids` is not a list of integers"))
+        completion = array("q")
+    if raw.get("prompt_token_ids") is not None and prompt is None:
+        call.problems.append(Finding("bad_ids", "`prompt_token_ids` is not a list of integers"))
+    call.completion_len = len(completion)
+    if prompt is not None:
+        call.prompt_len = len(prompt)
+        call.tokens = prompt.tobytes() + completion.tobytes()
+    logprobs = raw.get("per_token_logps")
+    call.logprobs = [_logprob(v) for v in logprobs] if isinstance(logprobs, list) else []
+    return call
+
+
+def iter_rollouts(index: TraceIndex, rollout_ids: object = ALL_ROLLOUTS) -> Iterator[tuple[str | None, list[Call]]]:
+    """(rollout id, its calls) for the chosen rollouts (every one, in order of first record, by default)."""
+    chosen = list(index.lines) if rollout_ids is ALL_ROLLOUTS else list(rollout_ids)  # type: ignore[call-overload]
+    for rollout in chosen:
+        yield rollout, read_calls(index, rollout)
+
+
+def _open(path: Path) -> BinaryIO:
+    try:
+        return path.open("rb")
+    except OSError as exc:
+        raise TraceError(f"cannot read trace {path}: {exc.strerror}; expected a gateway trace (JSONL) file") from exc
+
+
+def _parse(line: bytes) -> dict | None:
+    try:
+        raw = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return raw if isinstance(raw, dict) else None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _ids(value: Any) -> array | None:
+    if not isinstance(value, list):
+        return None
+    try:
+        packed = array("q", value)
+    except (TypeError, OverflowError):
+        return None
+    return packed
+
+
+def _logprob(value: Any) -> float | None:
+    """A logprob as recorded; null, NaN or a non-number are "unknown" (None), never 0.0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        return None
+    return float(value)
