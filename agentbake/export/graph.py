@@ -11,6 +11,7 @@ prove, and a template that re-renders history differently always does (a `broken
 from __future__ import annotations
 
 from array import array
+from bisect import insort
 from collections.abc import Sequence
 
 from agentbake.export.findings import Finding
@@ -34,8 +35,7 @@ def link(calls: Sequence[Call]) -> list[Finding]:
             if broken is not None:
                 findings.append(broken)
         if call.prompt_len is not None and call.completion_len:
-            candidates.append(call)
-            candidates.sort(key=lambda c: (-c.length, -c.index))
+            insort(candidates, call, key=lambda c: (-c.length, -c.index))
     return findings
 
 
@@ -45,7 +45,9 @@ def _broken_prefix(call: Call, candidates: list[Call], parent: Call | None) -> F
     re-formatting tool calls). The sequences stay exact (a new path starts here); the trainer should know."""
     floor = parent.length if parent is not None else 0
     prompt = call.tokens[: 8 * call.prompt_len]  # type: ignore[operator]
-    for earlier in candidates:
+    for earlier in candidates:  # longest first: past the parent's length none can qualify
+        if earlier.length <= floor:
+            break
         head = 8 * earlier.prompt_len  # type: ignore[operator]
         if earlier is parent or earlier.prompt_len <= floor or len(prompt) <= head:  # type: ignore[operator]
             continue

@@ -38,6 +38,19 @@ def test_a_torn_last_line_and_a_torn_middle_line_are_findings(tmp_path):
     assert [f["severity"] for f in torn] == ["warning", "warning"]
     assert f"{trace}:2" in torn[0]["message"] and f"{trace}:4" in torn[1]["message"]
     assert document["validation"]["trainable"] is True  # the records that are there are exact
+    trace.write_bytes(lines[0][:30] + lines[1])  # a torn write, then a restarted gateway's record on its line
+    (glued,) = export_rollout(trace, "r")["validation"]["findings"][:1]
+    assert glued["code"] == "torn_line" and f"{trace}:1" in glued["message"]
+
+
+def test_odd_rollout_ids_and_key_orders_index_like_the_full_parse(tmp_path):
+    odd = 'r "quoted" \\ ,"schema_version":1,'
+    records = [record(0, [1], [2], rollout_id=odd), record(0, [1], [3], rollout_id=None)]
+    reordered = orjson.dumps(record(1, [1, 2], [4], rollout_id=odd), option=orjson.OPT_SORT_KEYS) + b"\n"
+    trace = write(tmp_path / "t.jsonl", records, tail=reordered)
+    documents = list(export(trace))
+    assert [d["rollout_id"] for d in documents] == [odd, None]
+    assert [s["turns"] for s in documents[0]["sequences"]] == [[0, 1]]
 
 
 def test_an_unknown_schema_version_is_a_clear_error(tmp_path):
