@@ -1,0 +1,49 @@
+"""A real Claude Code run through the gateway, exported: the graph shapes a real agent produces."""
+
+from __future__ import annotations
+
+import subprocess
+
+from agentbake.export import export_rollout
+from agentbake.scripted import Reply
+from agentbake.scripted.chat_template import render_consistent
+from tests.gateway.test_claude_code import _env, _tool_calls_so_far, claude_bin  # noqa: F401
+
+
+def test_a_claude_code_tool_loop_exports_as_one_trainable_agent_sequence(claude_bin, make_gateway, upstream, tmp_path):  # noqa: F811
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def agent(request: dict) -> Reply:
+        step = _tool_calls_so_far(request)
+        if step < 2:
+            return Reply(text=f"Step {step}.", tool_calls=[("Bash", {"command": f"echo {step} >> log.txt"})])
+        return Reply(text="All done.")
+
+    upstream.fake.responder = agent
+    upstream.fake.render_prompt = render_consistent
+    gw = make_gateway(model_override="fake-model", read_timeout_s=60.0)
+    result = subprocess.run(
+        [claude_bin, "-p", "--output-format", "json", "--dangerously-skip-permissions", "--model", "claude-sonnet-4-5"],
+        input="Append 0 and then 1 to log.txt with two shell commands.",
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=_env(gw.url + "/r/cc-export", tmp_path / "home"),
+        timeout=240,
+    )
+    assert result.returncode == 0, f"stdout={result.stdout[-2000:]}\nstderr={result.stderr[-2000:]}"
+    assert (work / "log.txt").read_text() == "0\n1\n"
+
+    document = export_rollout(gw.trace, "cc-export")
+    shape = [(c["turn"], c["parent"], c["tools"]) for c in document["calls"]]
+    print("graph:", shape, [(s["role"], s["turns"]) for s in document["sequences"]])
+    agents = [s for s in document["sequences"] if s["role"] == "agent"]
+    assert len(agents) == 1, (shape, document["validation"]["findings"])
+    (sequence,) = agents
+    assert len(sequence["turns"]) == 3
+    last = gw.records()[sequence["turns"][-1]]
+    assert sequence["input_ids"] == last.prompt_token_ids + last.completion_token_ids
+    sampled = [i for i, m in zip(sequence["input_ids"], sequence["loss_mask"], strict=True) if m]
+    assert sampled == [i for t in sequence["turns"] for i in upstream.fake.emitted[t]]
+    assert document["validation"]["trainable"] is True, document["validation"]["findings"]
