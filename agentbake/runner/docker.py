@@ -220,7 +220,7 @@ class DockerBackend(SandboxBackend):
             shutil.copyfile(_FORWARDER_SOURCE, host_dir / FORWARDER)
             socket_path = posixpath.join(MOUNT, GATEWAY_SOCKET)
             port = str(self.config.model_port)
-            command = [image.python, "-I", posixpath.join(MOUNT, FORWARDER), "--port", port, "--socket", socket_path]
+            command = [image.python, "-I", "-S", posixpath.join(MOUNT, FORWARDER), port, socket_path]
         else:
             command = ["sleep", "infinity"]
         host_config = self.api.create_host_config(

@@ -27,8 +27,8 @@ class WarmPool:
         self._backend = backend
         self.size = size
         self._ready: dict[Key, deque[tuple[str, str]]] = {}
-        self._pending: dict[Key, int] = {}
-        self._lock = threading.Lock()
+        self._pending: dict[Key, set[Future[None]]] = {}
+        self._lock = threading.RLock()  # a future done at once runs its callback under the lock
         self._closed = False
         self._executor: ThreadPoolExecutor | None = None
         self.errors: list[Exception] = []
@@ -46,32 +46,37 @@ class WarmPool:
         return taken
 
     def fill(self, image: ImageInfo, limits: Limits) -> None:
-        """Start containers up to the pool's size for this key and wait until they run."""
-        for future in self._refill((image.id, limits), image, limits):
-            future.result()
+        """Start containers up to the pool's size for this key and wait until every start under way ran."""
+        key = (image.id, limits)
+        self._refill(key, image, limits)
+        with self._lock:
+            pending = list(self._pending.get(key, ()))
+        wait(pending)
 
-    def _refill(self, key: Key, image: ImageInfo, limits: Limits) -> list[Future[None]]:
-        futures = []
+    def _refill(self, key: Key, image: ImageInfo, limits: Limits) -> None:
         with self._lock:
             if self._closed:
-                return []
+                return
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="agentbake-warm")
-            while len(self._ready.get(key, ())) + self._pending.get(key, 0) < self.size:
-                self._pending[key] = self._pending.get(key, 0) + 1
-                futures.append(self._executor.submit(self._start_one, key, image, limits))
-        return futures
+            pending = self._pending.setdefault(key, set())
+            while len(self._ready.get(key, ())) + len(pending) < self.size:
+                future = self._executor.submit(self._start_one, key, image, limits)
+                pending.add(future)
+                future.add_done_callback(lambda done, pending=pending: self._forget(pending, done))
+
+    def _forget(self, pending: set[Future[None]], done: Future[None]) -> None:
+        with self._lock:
+            pending.discard(done)
 
     def _start_one(self, key: Key, image: ImageInfo, limits: Limits) -> None:
         try:
             started = self._backend.start_container(image, limits, labels.WARM_ROLLOUT)
         except Exception as exc:
             with self._lock:
-                self._pending[key] -= 1
                 self.errors.append(exc)
             return
         with self._lock:
-            self._pending[key] -= 1
             if not self._closed:
                 self._ready.setdefault(key, deque()).append(started)
                 return
