@@ -9,13 +9,14 @@ request, path, headers and emitted token ids are kept so tests can compare a cli
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from agentbake.scripted import tokens as tk
+from agentbake.scripted.policy import ScriptedTask, SolutionPolicy
 from agentbake.scripted.script import Fault, Reply, Responder, Script
 from agentbake.scripted.vllm import CREATED, Completion, error_body, validate
 
@@ -37,7 +38,7 @@ class ScriptedModel:
     def __init__(
         self,
         *,
-        tasks: Iterable[Task | str | Path] = (),
+        tasks: Sequence[Task | str | Path] = (),
         model_name: str = "scripted",
         keep_log: bool = True,
     ) -> None:
@@ -47,8 +48,11 @@ class ScriptedModel:
         """False for long runs (the bench, a rollout batch): nothing is kept per call."""
         self.script: list[Script] = []
         """Answers for the next calls, consumed in order before `responder` is asked."""
-        self.responder: Responder = _default_responder(tasks)
-        """The answer for a call when `script` is empty."""
+        policy = SolutionPolicy(tasks) if tasks else None
+        self.tasks: list[ScriptedTask] = policy.tasks if policy else []
+        """The tasks whose solutions the model plays (empty: none given)."""
+        self.responder: Responder = policy or (lambda request: Reply())
+        """The answer for a call when `script` is empty: the task policy, or `Reply()` without tasks."""
         self.requests: list[dict] = []
         self.emitted: list[list[int]] = []
         """The completion token ids of each answered call, in order."""
@@ -182,7 +186,7 @@ class ScriptedModel:
 
 
 def start_scripted_model(
-    tasks: Iterable[Task | str | Path],
+    tasks: Sequence[Task | str | Path],
     *,
     host: str = "127.0.0.1",
     port: int = 0,
@@ -197,15 +201,6 @@ def start_scripted_model(
 
     model = ScriptedModel(tasks=tasks, model_name=model_name, keep_log=keep_log)
     return serve_in_thread(model, host=host, port=port)
-
-
-def _default_responder(tasks: Iterable[Task | str | Path]) -> Responder:
-    tasks = list(tasks)
-    if not tasks:
-        return lambda request: Reply()
-    from agentbake.scripted.policy import SolutionPolicy
-
-    return SolutionPolicy(tasks)
 
 
 def _fault_body(fault: Fault) -> Any:

@@ -34,7 +34,7 @@ def scripted_llm(tasks: tuple[Path, ...], host: str, port: int, model_name: str,
     from agentbake.serve import serve_in_thread
 
     model = ScriptedModel(tasks=tasks, model_name=model_name, keep_log=False)
-    names = [task.name for task in model.responder.tasks]  # type: ignore[attr-defined]
+    names = [task.name for task in model.tasks]
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with serve_in_thread(model, host=host, port=port) as served:

@@ -198,9 +198,6 @@ class Completion:
 
     # ---------------------------------------------------------------- usage
 
-    def _reasoning_count(self) -> int:
-        return sum(1 for t in self.tokens if t.kind == "reasoning")
-
     def usage(self, completion_tokens: int | None = None, *, details: bool = True) -> dict[str, Any]:
         done = len(self.tokens) if completion_tokens is None else completion_tokens
         usage: dict[str, Any] = {
@@ -209,7 +206,8 @@ class Completion:
             "completion_tokens": done,
         }
         if self.reply.reasoning_parser:
-            usage["completion_tokens_details"] = {"reasoning_tokens": self._reasoning_count()}
+            reasoning = sum(1 for t in self.tokens[:done] if t.kind == "reasoning")
+            usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
         elif details:
             usage["completion_tokens_details"] = None
         return usage

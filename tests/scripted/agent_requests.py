@@ -1,0 +1,127 @@
+"""Requests shaped like each agent's, as they reach the model: tools, message forms and body keys.
+
+Claude Code speaks Anthropic's Messages API and reaches the model through the gateway; OpenCode and Pi
+speak OpenAI chat completions directly (their shapes as observed on the wire: OpenCode sends a string
+user message, `tool_choice: "auto"` and a bash tool whose `description` is required; Pi sends the user
+message as text parts, `strict: false` tools, `store: false`, and `content: null` beside tool calls).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SCHEMA = "https://json-schema.org/draft/2020-12/schema"
+
+CLAUDE_TOOLS = [
+    {
+        "name": "Bash",
+        "description": "Executes a given bash command and returns its output.",
+        "input_schema": {
+            "$schema": SCHEMA,
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The command to execute"},
+                "timeout": {"type": "number", "description": "Optional timeout in milliseconds"},
+                "description": {"type": "string", "description": "What this command does"},
+                "run_in_background": {"type": "boolean"},
+            },
+            "required": ["command"],
+            "additionalProperties": False,
+        },
+    },
+    {
+        "name": "Write",
+        "description": "Writes a file.",
+        "input_schema": {
+            "$schema": SCHEMA,
+            "type": "object",
+            "properties": {"file_path": {"type": "string"}, "content": {"type": "string"}},
+            "required": ["file_path", "content"],
+            "additionalProperties": False,
+        },
+    },
+]
+CLAUDE_SYSTEM = [
+    {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.332"},
+    {
+        "type": "text",
+        "text": "You are Claude Code. Working directory: /home/agent/workdir",
+        "cache_control": {"type": "ephemeral"},
+    },
+]
+
+
+def claude_user(instruction: str) -> dict[str, Any]:
+    reminder = "<system-reminder>\nAs you answer, use the tools available.\n</system-reminder>"
+    return {"role": "user", "content": [{"type": "text", "text": reminder}, {"type": "text", "text": instruction}]}
+
+
+def _function(name: str, parameters: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {"name": name, "description": f"The {name} tool.", "parameters": parameters, **extra},
+    }
+
+
+OPENCODE_TOOLS = [
+    _function(
+        "bash",
+        {
+            "$schema": SCHEMA,
+            "type": "object",
+            "properties": {
+                "command": {"type": "string"},
+                "timeout": {"type": "integer"},
+                "workdir": {"type": "string"},
+                "description": {"type": "string", "description": "Clear, concise description in 5-10 words"},
+            },
+            "required": ["command", "description"],
+        },
+    ),
+    _function("read", {"$schema": SCHEMA, "type": "object", "properties": {"filePath": {"type": "string"}}}),
+    _function("write", {"$schema": SCHEMA, "type": "object", "properties": {"content": {"type": "string"}}}),
+]
+PI_TOOLS = [
+    _function(
+        "read", {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}, strict=False
+    ),
+    _function(
+        "bash",
+        {
+            "type": "object",
+            "properties": {"command": {"type": "string"}, "timeout": {"type": "number"}},
+            "required": ["command"],
+        },
+        strict=False,
+    ),
+]
+
+
+def opencode_body(instruction: str) -> dict[str, Any]:
+    return {
+        "model": "test-model",
+        "messages": [
+            {"role": "system", "content": "You are opencode. Working directory: /home/agent/workdir"},
+            {"role": "user", "content": instruction},
+        ],
+        "tools": OPENCODE_TOOLS,
+        "tool_choice": "auto",
+        "max_tokens": 32000,
+    }
+
+
+def pi_body(instruction: str) -> dict[str, Any]:
+    return {
+        "model": "test-model",
+        "messages": [
+            {"role": "system", "content": "You are an expert coding assistant."},
+            {"role": "user", "content": [{"type": "text", "text": instruction}]},
+        ],
+        "tools": PI_TOOLS,
+        "store": False,
+        "max_completion_tokens": 16384,
+    }
+
+
+# Each OpenAI-dialect agent: its first request, and the assistant content it sends beside tool calls.
+OPENAI_AGENTS = {"opencode": (opencode_body, ""), "pi": (pi_body, None)}

@@ -1,0 +1,54 @@
+"""Fixtures: the scripted model served on loopback, and Harbor-layout tasks written on the fly."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import openai
+import pytest
+
+from agentbake.scripted import ScriptedModel
+from agentbake.serve import ServedApp, serve_in_thread
+
+
+@dataclass
+class Served:
+    model: ScriptedModel
+    url: str
+
+    def client(self) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.url + "/v1", api_key="unused", max_retries=0)
+
+
+@pytest.fixture(scope="session")
+def _scripted_server() -> Iterator[tuple[ScriptedModel, ServedApp]]:
+    model = ScriptedModel()
+    with serve_in_thread(model, log_level="critical") as served:
+        yield model, served
+
+
+@pytest.fixture
+def scripted(_scripted_server: tuple[ScriptedModel, ServedApp]) -> Served:
+    """The shared scripted model with its script, responder and logs reset for this test."""
+    model, served = _scripted_server
+    model.__dict__.update(ScriptedModel().__dict__)
+    return Served(model, served.url)
+
+
+@pytest.fixture
+def make_task(tmp_path: Path) -> Callable[..., Path]:
+    """Write a task directory: make_task(name, instruction, solve_sh) -> its path."""
+
+    def make(name: str, instruction: str, solve: str | None) -> Path:
+        root = tmp_path / "tasks" / name
+        (root / "tests").mkdir(parents=True)
+        (root / "instruction.md").write_text(instruction)
+        (root / "tests" / "test.sh").write_text("#!/bin/bash\nexit 0\n")
+        if solve is not None:
+            (root / "solution").mkdir()
+            (root / "solution" / "solve.sh").write_text(solve)
+        return root
+
+    return make

@@ -1,0 +1,212 @@
+"""The task policy: agents' requests (after the gateway for Claude Code) play solve.sh step by step."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from agentbake.errors import TaskError
+from agentbake.gateway import GatewayConfig, create_app
+from agentbake.runner import load_task
+from agentbake.scripted import ScriptedModel, SolutionPolicy, solution_steps, start_scripted_model
+from agentbake.serve import serve_in_thread
+from tests.scripted.agent_requests import CLAUDE_SYSTEM, CLAUDE_TOOLS, OPENAI_AGENTS, claude_user
+
+MULTI_STEP = """#!/bin/bash
+set -e
+mkdir -p sub
+cd sub
+echo one > one.txt
+
+# the second step starts where the agent's shell started, not in sub/
+echo two > two.txt
+
+cat > three.txt <<'EOF'
+a
+
+b
+EOF
+"""
+INSTRUCTION = "Create one.txt in sub/, and two.txt and three.txt here.\n"
+FINAL = "Done: ran the reference solution of multi (3 steps)."
+
+
+# ------------------------------------------------------------------ solve.sh -> steps
+
+
+def test_a_script_without_blank_lines_is_one_step():
+    assert solution_steps("#!/bin/bash\necho a > a.txt\necho b >> a.txt\n") == ["(\necho a > a.txt\necho b >> a.txt\n)"]
+
+
+def test_blocks_are_steps_with_the_set_prelude_and_no_comment_only_blocks():
+    assert solution_steps(MULTI_STEP) == [
+        "(\nset -e\nmkdir -p sub\ncd sub\necho one > one.txt\n)",
+        "(\nset -e\n# the second step starts where the agent's shell started, not in sub/\necho two > two.txt\n)",
+        "(\nset -e\ncat > three.txt <<'EOF'\na\n\nb\nEOF\n)",
+    ]
+    assert solution_steps("# only a comment\n\n\necho hi\n") == ["(\necho hi\n)"]
+
+
+def test_a_blank_line_inside_a_compound_command_or_quote_does_not_cut():
+    script = 'if true; then\n  echo a\n\n  echo b\nfi\n\npython3 -c "\nprint(1)\n\nprint(2)\n"\n'
+    assert solution_steps(script) == [
+        "(\nif true; then\n  echo a\n\n  echo b\nfi\n)",
+        '(\npython3 -c "\nprint(1)\n\nprint(2)\n"\n)',
+    ]
+
+
+def test_steps_run_in_one_persistent_shell_do_what_solve_sh_does(tmp_path: Path):
+    """As in Claude Code's Bash, which keeps its directory: every step still starts in the workdir."""
+    subprocess.run(["bash"], input="\n".join(solution_steps(MULTI_STEP)), cwd=tmp_path, check=True, text=True)
+    assert (tmp_path / "sub" / "one.txt").read_text() == "one\n"
+    assert (tmp_path / "two.txt").read_text() == "two\n"
+    assert (tmp_path / "three.txt").read_text() == "a\n\nb\n"
+
+
+def test_bad_tasks_are_refused_with_the_path(make_task, tmp_path: Path):
+    with pytest.raises(TaskError, match=r"instruction\.md"):
+        SolutionPolicy([tmp_path])
+    empty = make_task("empty", "do it", "#!/bin/bash\n# nothing\n")
+    with pytest.raises(TaskError, match=r"empty/solution/solve.sh: holds no command"):
+        SolutionPolicy([empty])
+
+
+# ------------------------------------------------------------------ placing a request
+
+
+def _body(instruction: str, **overrides: Any) -> dict[str, Any]:
+    return {**OPENAI_AGENTS["pi"][0](instruction), **overrides}
+
+
+def test_the_longest_matching_instruction_wins_and_whitespace_runs_count_as_one(make_task):
+    short = make_task("short", "Fix the bug.", "echo short\n")
+    long = make_task("long", "Fix the bug.\nThen   write a test.", "echo long\n")
+    policy = SolutionPolicy([short, long])
+    assert policy(_body("Please:\n\nFix the bug. Then write\na test.")).tool_calls[0][1] == {
+        "command": "(\necho long\n)"
+    }
+    assert policy(_body("Fix the bug.")).tool_calls[0][1] == {"command": "(\necho short\n)"}
+
+
+def test_requests_it_cannot_place_get_a_short_text(make_task):
+    policy = SolutionPolicy([make_task("t", "Make x.", "touch x\n"), make_task("nosolve", "Say hi.", None)])
+    replies = [
+        policy(_body("Something else entirely.")),
+        policy(_body("Make x.", tools=[])),  # a title call: no tools
+        policy({"model": "m", "messages": [{"role": "user", "content": "Make x."}]}),
+        policy(_body("Say hi.")),
+    ]
+    assert [r.tool_calls for r in replies] == [[]] * 4
+    assert len({r.text for r in replies}) == 3 and all(0 < len(r.text) < 80 for r in replies)
+
+
+def test_scripted_model_takes_loaded_tasks_and_folders(make_task, tmp_path: Path):
+    one = make_task("one", "First.", "echo 1\n")
+    make_task("two", "Second.", "echo 2\n")
+    assert [t.name for t in ScriptedModel(tasks=[tmp_path / "tasks"]).tasks] == ["one", "two"]
+    assert [t.name for t in ScriptedModel(tasks=[load_task(one)]).tasks] == ["one"]
+    assert ScriptedModel().tasks == []
+
+
+# ------------------------------------------------------------------ whole conversations, per agent
+
+
+@pytest.fixture
+def task_model(make_task) -> Iterator[str]:
+    """The scripted model playing the multi-step task (through the runner's API); yields its URL."""
+    with start_scripted_model([make_task("multi", INSTRUCTION, MULTI_STEP)]) as served:
+        yield served.url
+
+
+def _openai_turn(client: openai.OpenAI, body: dict[str, Any], stream: bool) -> tuple[str, list[dict]]:
+    """(text, tool calls) of one call, streamed or not."""
+    if not stream:
+        message = client.chat.completions.create(**body).choices[0].message
+        return message.content or "", [c.model_dump() for c in message.tool_calls or []]
+    text, calls = "", {}
+    for chunk in client.chat.completions.create(**body, stream=True, stream_options={"include_usage": True}):
+        if not chunk.choices:
+            continue
+        delta = chunk.choices[0].delta
+        text += delta.content or ""
+        for call in delta.tool_calls or []:
+            entry = calls.setdefault(
+                call.index, {"id": call.id, "type": "function", "function": {"name": "", "arguments": ""}}
+            )
+            entry["function"]["name"] += call.function.name or ""
+            entry["function"]["arguments"] += call.function.arguments or ""
+    return text, list(calls.values())
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "unary"])
+@pytest.mark.parametrize("agent", sorted(OPENAI_AGENTS))
+def test_openai_agents_get_each_step_as_a_bash_call_then_a_final_text(task_model: str, agent: str, stream: bool):
+    make_body, content_beside_calls = OPENAI_AGENTS[agent]
+    body = make_body(INSTRUCTION)
+    client = openai.OpenAI(base_url=task_model + "/v1", api_key="unused", max_retries=0)
+    commands = []
+    for _ in range(10):
+        text, calls = _openai_turn(client, body, stream)
+        if not calls:
+            break
+        (call,) = calls
+        arguments = json.loads(call["function"]["arguments"])
+        assert call["function"]["name"] == "bash" and call["id"].startswith("chatcmpl-tool-")
+        if agent == "opencode":  # its required description is filled in
+            assert arguments.pop("description") == f"Step {len(commands) + 1} of 3 of the reference solution"
+        assert list(arguments) == ["command"]
+        commands.append(arguments["command"])
+        body["messages"] = [
+            *body["messages"],
+            {"role": "assistant", "content": content_beside_calls, "tool_calls": calls},
+            {"role": "tool", "tool_call_id": call["id"], "content": "(no output)"},
+        ]
+    assert commands == solution_steps(MULTI_STEP)
+    assert text == FINAL
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "unary"])
+def test_claude_code_through_the_gateway_gets_each_step_as_a_bash_tool_use(
+    task_model: str, tmp_path: Path, stream: bool
+):
+    config = GatewayConfig(upstream=task_model + "/v1", trace=tmp_path / "trace.jsonl")
+    request = {"model": "claude-sonnet-4-5", "max_tokens": 8192, "system": CLAUDE_SYSTEM, "tools": CLAUDE_TOOLS}
+    messages: list[dict[str, Any]] = [claude_user(INSTRUCTION)]
+    commands = []
+    with serve_in_thread(create_app(config), log_level="critical") as gateway:
+        client = anthropic.Anthropic(base_url=gateway.url, api_key="unused", max_retries=0)
+        for _ in range(10):
+            if stream:
+                with client.messages.stream(**request, messages=messages) as events:
+                    message = events.get_final_message()
+            else:
+                message = client.messages.create(**request, messages=messages)
+            if message.stop_reason != "tool_use":
+                break
+            (use,) = [b for b in message.content if b.type == "tool_use"]
+            assert use.name == "Bash" and list(use.input) == ["command"]
+            commands.append(use.input["command"])
+            result = {"type": "tool_result", "tool_use_id": use.id, "content": "", "is_error": False}
+            messages += [
+                {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in message.content]},
+                {"role": "user", "content": [result]},
+            ]
+    assert commands == solution_steps(MULTI_STEP)
+    assert message.stop_reason == "end_turn" and [b.type for b in message.content] == ["text"]
+    assert message.content[0].text == FINAL
+
+
+def test_a_title_call_gets_plain_text(task_model: str):
+    """OpenCode's title call: the instruction, no tools."""
+    body = OPENAI_AGENTS["opencode"][0](INSTRUCTION)
+    del body["tools"], body["tool_choice"]
+    client = openai.OpenAI(base_url=task_model + "/v1", api_key="unused", max_retries=0)
+    message = client.chat.completions.create(**body).choices[0].message
+    assert message.tool_calls is None and message.content == "Task multi: no shell tool offered, so nothing to run."
