@@ -39,7 +39,7 @@ def export_command(
 
     With --out, prints one summary per rollout (rollout, calls, sequences by role, trainable) on stderr, or
     as JSON lines on stdout with --json."""
-    from agentbake.export.api import dumps, export, summary, write_sequences
+    from agentbake.export.api import dumps, export, write_sequences
     from agentbake.export.reader import ALL_ROLLOUTS, index_trace
 
     if rollout_id is not None:
@@ -49,10 +49,8 @@ def export_command(
             raise click.ClickException(f"{trace_path} holds no record of rollout {rollout_id!r}; its rollouts: {shown}")
     if out_file is None:
         ids = None if rollout_id is None else [rollout_id]
-        summaries = []
         for document in export(trace_path, rollout_ids=ids, logprobs=logprobs):  # type: ignore[arg-type]
             sys.stdout.buffer.write(dumps(document, format=output_format))  # type: ignore[arg-type]
-            summaries.append(summary(document))
         return
     chosen = ALL_ROLLOUTS if rollout_id is None else rollout_id
     summaries = write_sequences(trace_path, out_file, rollout_id=chosen, format=output_format, logprobs=logprobs)  # type: ignore[arg-type]

@@ -47,3 +47,55 @@ def test_a_claude_code_tool_loop_exports_as_one_trainable_agent_sequence(claude_
     sampled = [i for i, m in zip(sequence["input_ids"], sequence["loss_mask"], strict=True) if m]
     assert sampled == [i for t in sequence["turns"] for i in upstream.fake.emitted[t]]
     assert document["validation"]["trainable"] is True, document["validation"]["findings"]
+
+
+def _first_user_text(request: dict) -> str:
+    for message in request["messages"]:
+        if message["role"] == "user":
+            content = message["content"]
+            return content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)
+    return ""
+
+
+def test_a_claude_code_subagent_is_a_second_agent_sequence(claude_bin, make_gateway, upstream, tmp_path):  # noqa: F811
+    work = tmp_path / "work"
+    work.mkdir()
+    task = {
+        "description": "List the files",
+        "prompt": "SUBAGENT: list the files here.",
+        "subagent_type": "general-purpose",
+    }
+
+    def agent(request: dict) -> Reply:
+        step = _tool_calls_so_far(request)
+        if "SUBAGENT:" in _first_user_text(request):  # the subagent's own conversation
+            return (
+                Reply(text="Listing.", tool_calls=[("Bash", {"command": "ls"})])
+                if step == 0
+                else Reply(text="No files.")
+            )
+        if step == 0:
+            return Reply(text="Delegating.", tool_calls=[("Agent", task)])
+        return Reply(text="All done.")
+
+    upstream.fake.responder = agent
+    upstream.fake.render_prompt = render_consistent
+    gw = make_gateway(model_override="fake-model", read_timeout_s=60.0)
+    result = subprocess.run(
+        [claude_bin, "-p", "--output-format", "json", "--dangerously-skip-permissions", "--model", "claude-sonnet-4-5"],
+        input="Use a subagent to list the files.",
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=_env(gw.url + "/r/cc-sub", tmp_path / "home"),
+        timeout=240,
+    )
+    assert result.returncode == 0, f"stdout={result.stdout[-2000:]}\nstderr={result.stderr[-2000:]}"
+
+    document = export_rollout(gw.trace, "cc-sub")
+    shape = [(c["turn"], c["parent"], c["tools"]) for c in document["calls"]]
+    print("graph:", shape, [(s["role"], s["turns"]) for s in document["sequences"]])
+    print("findings:", [(f["code"], f["message"][:200]) for f in document["validation"]["findings"]])
+    agents = sorted(s["turns"] for s in document["sequences"] if s["role"] == "agent")
+    assert len(agents) == 2, (shape, document["validation"]["findings"])
+    assert document["validation"]["trainable"] is True, document["validation"]["findings"]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import orjson
 import pytest
 from click.testing import CliRunner
@@ -147,3 +150,12 @@ def test_cli_writes_json_and_trl(tmp_path):
     assert trl["prompt_ids"] == [[1, 2], [1, 2, 3, 4, 5]] and trl["completion_ids"] == [[3, 4], [6]]
     assert trl["logprobs"] == [[-0.03, -0.04], [-0.06]] and trl["trainable"] is True
     assert list(export(trace)) == [document]
+
+
+def test_the_gateway_never_imports_the_export():
+    code = (
+        "import sys, agentbake.gateway, agentbake.gateway.cli;"
+        "assert 'agentbake.export' not in sys.modules, 'loaded at start';"
+        "from agentbake.gateway import export; from agentbake.export import export as same; assert export is same"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
