@@ -10,7 +10,11 @@ with Runner(RunnerConfig(image="agentbake/claude-code:<hash12>", model="scripted
 
 from agentbake.runner.docker import DockerBackend
 from agentbake.runner.docker_config import DockerConfig
+from agentbake.runner.e2b import E2BBackend
+from agentbake.runner.e2b_config import E2BConfig
 from agentbake.runner.harness import Harness, HarnessOutcome, oracle_launch
+from agentbake.runner.hf import HFBackend
+from agentbake.runner.hf_config import HFConfig
 from agentbake.runner.result import PHASES, BatchSummary, RolloutResult, Status, percentile, summarize_results
 from agentbake.runner.rollout import BatchProgress, Runner, new_rollout_id, run_rollout
 from agentbake.runner.rollout_config import SCRIPTED, RunnerConfig
@@ -25,7 +29,11 @@ __all__ = [
     "BgJob",
     "DockerBackend",
     "DockerConfig",
+    "E2BBackend",
+    "E2BConfig",
     "ExecResult",
+    "HFBackend",
+    "HFConfig",
     "Harness",
     "HarnessOutcome",
     "RolloutResult",

@@ -1,0 +1,274 @@
+"""The E2B backend: the same sandbox protocol over E2B's SDK (`pip install 'agentbake[e2b]'`).
+
+What E2B does that the harness must not inherit (each is handled here):
+- commands get a 60 s deadline by default: every command runs with `timeout=0` and its own deadline is
+  enforced inside the sandbox (`timeout -s KILL`), so a long agent is not cut off and a stuck one still dies;
+- `CommandHandle.wait()` has no timeout: background jobs are waited on in a thread (`ThreadedJob`);
+- a non-zero exit raises `CommandExitException`: it becomes an `ExecResult`, as on Docker;
+- the sandbox lives on when the process that created it fails: every failure after create kills it, and
+  E2B's own sandbox timeout is the backstop; its metadata names the rollout.
+The template is the published one for the image's content hash, never `latest`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from agentbake.errors import SandboxError
+from agentbake.runner import remote
+from agentbake.runner.e2b_config import E2BConfig
+from agentbake.runner.sandbox import ExecResult, SandboxBackend, SandboxHandle, SandboxRequest
+
+logger = logging.getLogger("agentbake.runner")
+
+ROLLOUT_KEY = "dev.agentbake.rollout"
+OWNER_KEY = "dev.agentbake.owner"
+IMAGE_KEY = "dev.agentbake.image"
+_KEY_UNSAFE = re.compile(r"[^a-z0-9-]")
+"""Idempotency keys take lowercase letters, digits and dashes only."""
+
+
+def _sdk() -> Any:
+    try:
+        import e2b
+    except ImportError:
+        raise SandboxError("the E2B backend needs the e2b SDK: pip install 'agentbake[e2b]'") from None
+    return e2b
+
+
+def transient(exc: Exception) -> bool:
+    """E2B answers worth another try: rate limits, busy or failing service, broken connections."""
+    e2b = _sdk()
+    if isinstance(exc, e2b.RateLimitException | ConnectionError | TimeoutError):
+        return True
+    if type(exc).__name__ in ("ServiceBusyException", "ConnectError", "ConnectTimeout", "ReadError"):
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and status >= 500
+
+
+class E2BBackend(SandboxBackend):
+    """Creates E2B sandboxes; `close()` kills every one this backend still has alive."""
+
+    name = "e2b"
+
+    def __init__(self, config: E2BConfig | None = None, *, image_facts: remote.ImageFacts | None = None) -> None:
+        self.config = config or E2BConfig()
+        self._facts = {image_facts.ref: image_facts} if image_facts else {}
+        self._live: dict[str, E2BSandbox] = {}
+        self._lock = threading.Lock()
+        self.sdk = _sdk()
+
+    def facts(self, ref: str) -> remote.ImageFacts:
+        if ref not in self._facts:
+            self._facts[ref] = remote.local_image_facts(ref)
+        return self._facts[ref]
+
+    def template(self, facts: remote.ImageFacts) -> str:
+        """The template to start: the config's, else the published manifest's for this content hash."""
+        if self.config.template:
+            return remote.refuse_moving_tag(self.config.template, "E2BConfig.template")
+        record = remote.published_record(facts, self.config.manifest)
+        template = getattr(record, "e2b_template", None)
+        if not template:
+            raise SandboxError(
+                f"image {facts.name!r} at {facts.content_hash[:12]} has no E2B template in the published manifest; "
+                f"run `agentbake publish {facts.name} --e2b` (or set E2BConfig.template)"
+            )
+        return remote.refuse_moving_tag(template, "published E2B template")
+
+    def create(self, request: SandboxRequest) -> E2BSandbox:
+        facts = self.facts(request.image)
+        template = self.template(facts)
+        model_url = self._model_url(request)
+        metadata = {ROLLOUT_KEY: request.rollout_id, OWNER_KEY: f"{socket.gethostname()}:{os.getpid()}"}
+        metadata[IMAGE_KEY] = facts.ref
+        # One key for every try: a create whose answer was lost is answered again, not started twice.
+        idempotency_key = f"{_KEY_UNSAFE.sub('-', request.rollout_id.lower())[:200]}-{secrets.token_hex(8)}"
+
+        def create_once() -> Any:
+            return self.sdk.Sandbox.create(
+                template=template,
+                timeout=self.config.sandbox_timeout_s,
+                metadata=metadata,
+                envs=dict(request.envs),
+                request_timeout=self.config.request_timeout_s,
+                idempotency_key=idempotency_key,
+                retries=0,  # E2BConfig.create_attempts is the one bound on tries
+            )
+
+        sdk_sandbox = remote.with_create_retries(
+            create_once,
+            attempts=self.config.create_attempts,
+            backoff_s=self.config.retry_backoff_s,
+            transient=transient,
+            what=f"an E2B sandbox from template {template!r}",
+        )
+        sandbox = E2BSandbox(self, sdk_sandbox, facts, request.rollout_id, model_url)
+        with self._lock:
+            self._live[sandbox.sandbox_id] = sandbox
+        try:
+            sandbox.home = remote.home_of(sandbox, facts.user)
+        except BaseException:
+            sandbox.kill_quietly()
+            raise
+        return sandbox
+
+    def _model_url(self, request: SandboxRequest) -> str | None:
+        if request.gateway_socket is None:
+            return None
+        if not self.config.gateway_url:
+            raise SandboxError(
+                "E2BConfig.gateway_url is not set: with --gateway host the sandbox reaches this machine's gateway "
+                "relay at that URL (see docs/remote.md); or run with --gateway sandbox"
+            )
+        return f"{self.config.gateway_url.rstrip('/')}/r/{request.rollout_id}"
+
+    def forget(self, sandbox: E2BSandbox) -> None:
+        with self._lock:
+            self._live.pop(sandbox.sandbox_id, None)
+
+    def live(self) -> list[E2BSandbox]:
+        with self._lock:
+            return list(self._live.values())
+
+    def close(self) -> None:
+        errors = []
+        for sandbox in self.live():
+            try:
+                sandbox.kill()
+            except SandboxError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise SandboxError("; ".join(errors))
+
+
+class E2BSandbox(SandboxHandle):
+    """One E2B sandbox; commands and files through the SDK's `commands` and `files`."""
+
+    def __init__(
+        self, backend: E2BBackend, sdk_sandbox: Any, facts: remote.ImageFacts, rollout_id: str, model_url: str | None
+    ) -> None:
+        self._backend = backend
+        self._sdk = backend.sdk
+        self._sandbox = sdk_sandbox
+        self.sandbox_id = sdk_sandbox.sandbox_id
+        self.user = facts.user
+        self.home = ""  # asked from the sandbox by create()
+        self.paths = dict(facts.paths)
+        self.model_url = model_url
+        self.rollout_id = rollout_id
+        self.killed = False
+
+    def __repr__(self) -> str:
+        return f"E2BSandbox({self.sandbox_id!r}, rollout={self.rollout_id!r})"
+
+    def _run(self, command: str, envs: Mapping[str, str] | None, cwd: str | None, user: str | None, **kw: Any) -> Any:
+        try:
+            return self._sandbox.commands.run(
+                command, envs=dict(envs or {}), cwd=cwd, user=user or self.user, timeout=0, **kw
+            )
+        except self._sdk.CommandExitException:
+            raise
+        except Exception as exc:
+            raise self._error("run a command in", exc) from None
+
+    def exec(
+        self,
+        cmd: str | list[str],
+        envs: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        command = remote.with_deadline(remote.shell_command(cmd), timeout)
+        started = time.monotonic()
+        try:
+            done = self._run(command, envs, cwd, user)
+            result = ExecResult(done.exit_code, done.stdout, done.stderr)
+        except self._sdk.CommandExitException as exc:
+            result = ExecResult(exc.exit_code, exc.stdout, exc.stderr)
+        return remote.deadline_result(result, timeout, started)
+
+    def start_bg(
+        self,
+        cmd: str | list[str],
+        envs: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        user: str | None = None,
+    ) -> remote.ThreadedJob:
+        handle = self._run(remote.shell_command(cmd), envs, cwd, user, background=True)
+
+        def wait() -> ExecResult:
+            try:
+                done = handle.wait()
+                return ExecResult(done.exit_code, done.stdout, done.stderr)
+            except self._sdk.CommandExitException as exc:
+                return ExecResult(exc.exit_code, exc.stdout, exc.stderr)
+            except Exception as exc:
+                raise self._error("wait for a background command in", exc) from None
+
+        def kill() -> None:
+            try:
+                handle.kill()
+            except Exception as exc:
+                raise self._error("kill a background command in", exc) from None
+
+        return remote.ThreadedJob(handle.pid, wait, kill, name=f"e2b-{self.sandbox_id}-{handle.pid}")
+
+    def write_bytes(self, path: str, data: bytes, *, mode: int = 0o644, user: str | None = None) -> None:
+        owner = user or self.user
+        try:
+            self._sandbox.files.write(path, data, user=owner)  # parents created, owned by `owner`
+        except Exception as exc:
+            raise self._error(f"write {path} in", exc) from None
+        if mode != 0o644:
+            changed = self.exec(["chmod", f"{mode:o}", path], user="root", timeout=60)
+            if changed.exit_code != 0:
+                raise SandboxError(f"sandbox {self.sandbox_id}: chmod {mode:o} {path}: {changed.stderr.strip()}")
+
+    def read_bytes(self, path: str) -> bytes:
+        try:
+            return bytes(self._sandbox.files.read(path, format="bytes", user="root"))
+        except self._sdk.NotFoundException:
+            raise FileNotFoundError(f"sandbox {self.sandbox_id}: no such file: {path}") from None
+        except Exception as exc:
+            raise self._error(f"read {path} from", exc) from None
+
+    def exists(self, path: str) -> bool:
+        try:
+            return bool(self._sandbox.files.exists(path, user="root"))
+        except Exception as exc:
+            raise self._error(f"look for {path} in", exc) from None
+
+    def kill(self) -> None:
+        if self.killed:
+            return
+        try:
+            self._sandbox.kill()  # False when E2B no longer has it: gone is what we want
+        except Exception as exc:
+            raise SandboxError(
+                f"cannot kill E2B sandbox {self.sandbox_id}: {exc}; it ends by itself after "
+                f"{self._backend.config.sandbox_timeout_s} s"
+            ) from None
+        self.killed = True
+        self._backend.forget(self)
+
+    def kill_quietly(self) -> None:
+        """Kill on a failure path: a failing kill is logged so the original error is the one raised."""
+        try:
+            self.kill()
+        except SandboxError as exc:
+            logger.warning("%s", exc)
+
+    def _error(self, action: str, exc: Exception) -> SandboxError:
+        gone = " (the sandbox was killed)" if self.killed else ""
+        return SandboxError(f"cannot {action} E2B sandbox {self.sandbox_id}{gone}: {type(exc).__name__}: {exc}")

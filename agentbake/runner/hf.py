@@ -1,0 +1,335 @@
+"""The Hugging Face backend: the same sandbox protocol over `huggingface_hub.Sandbox` (`pip install 'agentbake[hf]'`).
+
+What a Hugging Face sandbox does that the harness must not inherit (each is handled here):
+- every command runs as root: a command for the image's user runs under `setpriv` (its uid, gid and groups,
+  no new privileges) with the sandbox server's credential removed from its environment;
+- a timed-out command comes back with `exit_code=None`: it becomes exit 124, `timed_out`;
+- background processes return no output and no wait: their output and status go to files in a root-only
+  directory, and the job is waited for by polling `processes()`; a process that vanished from the listing
+  is an error, never exit 0;
+- `close()` only drops the client and leaves the sandbox running (billed): `kill()` ends it, and the job's
+  state is checked afterwards.
+The image is the published reference for the image's content hash, never `latest`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import shlex
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from agentbake.errors import SandboxError
+from agentbake.runner import remote
+from agentbake.runner.hf_config import HFConfig
+from agentbake.runner.sandbox import ExecResult, SandboxBackend, SandboxHandle, SandboxRequest
+
+logger = logging.getLogger("agentbake.runner")
+
+ROLLOUT_LABEL = "dev.agentbake.rollout"
+OWNER_LABEL = "dev.agentbake.owner"
+ENDED_STAGES = ("COMPLETED", "ERROR", "DELETED", "CANCELED")
+_JOBS_DIR = "/run/agentbake-jobs"
+
+
+def _sdk() -> Any:
+    try:
+        import huggingface_hub
+    except ImportError:
+        raise SandboxError("the Hugging Face backend needs huggingface_hub: pip install 'agentbake[hf]'") from None
+    return huggingface_hub
+
+
+def transient(exc: Exception) -> bool:
+    """Hub answers worth another try: rate limits, 5xx, broken connections."""
+    response = getattr(exc, "response", None)
+    status = getattr(exc, "status_code", None) or getattr(response, "status_code", None)
+    if isinstance(status, int):
+        return status == 429 or status >= 500
+    return isinstance(exc, ConnectionError | TimeoutError) or type(exc).__name__ in ("ConnectError", "ReadError")
+
+
+class HFBackend(SandboxBackend):
+    """Creates Hugging Face sandboxes (one Job each); `close()` kills every one still alive."""
+
+    name = "hf"
+
+    def __init__(self, config: HFConfig | None = None, *, image_facts: remote.ImageFacts | None = None) -> None:
+        self.config = config or HFConfig()
+        self._facts = {image_facts.ref: image_facts} if image_facts else {}
+        self._live: dict[str, HFSandbox] = {}
+        self._lock = threading.Lock()
+        self.sdk = _sdk()
+        self.api = self.sdk.HfApi()
+
+    def facts(self, ref: str) -> remote.ImageFacts:
+        if ref not in self._facts:
+            self._facts[ref] = remote.local_image_facts(ref)
+        return self._facts[ref]
+
+    def image(self, facts: remote.ImageFacts) -> str:
+        """The reference to start: the config's, else the published manifest's for this content hash."""
+        if self.config.image:
+            return self._pinned(self.config.image, "HFConfig.image")
+        record = remote.published_record(facts, self.config.manifest)
+        image = getattr(record, "hf_image", None)
+        if not image:
+            raise SandboxError(
+                f"image {facts.name!r} at {facts.content_hash[:12]} has no Hugging Face reference in the published "
+                f"manifest; run `agentbake publish {facts.name} --hf` (or set HFConfig.image)"
+            )
+        return self._pinned(image, "published Hugging Face image")
+
+    @staticmethod
+    def _pinned(image: str, what: str) -> str:
+        if image.startswith("hf.co/spaces/"):
+            return image  # a Space is rebuilt from its own pinned files; the manifest names it per content hash
+        return remote.refuse_moving_tag(image, what)
+
+    def create(self, request: SandboxRequest) -> HFSandbox:
+        facts = self.facts(request.image)
+        image = self.image(facts)
+        model_url = self._model_url(request)
+        labels = {ROLLOUT_LABEL: request.rollout_id, OWNER_LABEL: f"{socket.gethostname()}-{os.getpid()}"}
+
+        def create_once() -> Any:
+            return self.sdk.Sandbox.create(
+                image=image,
+                flavor=self.config.flavor,
+                idle_timeout=self.config.idle_timeout_s,
+                env=dict(request.envs),
+                namespace=self.config.namespace,
+                forward_hf_token=False,
+                labels=labels,
+                start_timeout=self.config.start_timeout_s,
+            )
+
+        sdk_sandbox = remote.with_create_retries(
+            create_once,
+            attempts=self.config.create_attempts,
+            backoff_s=self.config.retry_backoff_s,
+            transient=transient,
+            what=f"a Hugging Face sandbox from {image!r}",
+        )
+        sandbox = HFSandbox(self, sdk_sandbox, facts, request.rollout_id, model_url)
+        with self._lock:
+            self._live[sandbox.sandbox_id] = sandbox
+        try:
+            sandbox.home = remote.home_of(sandbox, facts.user)
+            made = sandbox.exec(f"umask 077 && mkdir -p {_JOBS_DIR}", user="root", timeout=30)
+            if made.exit_code != 0:
+                raise SandboxError(f"sandbox {sandbox.sandbox_id}: cannot create {_JOBS_DIR}: {made.stderr.strip()}")
+        except BaseException:
+            sandbox.kill_quietly()
+            raise
+        return sandbox
+
+    def _model_url(self, request: SandboxRequest) -> str | None:
+        if request.gateway_socket is None:
+            return None
+        if not self.config.gateway_url:
+            raise SandboxError(
+                "HFConfig.gateway_url is not set: with --gateway host the sandbox reaches this machine's gateway "
+                "relay at that URL (see docs/remote.md); or run with --gateway sandbox"
+            )
+        return f"{self.config.gateway_url.rstrip('/')}/r/{request.rollout_id}"
+
+    def forget(self, sandbox: HFSandbox) -> None:
+        with self._lock:
+            self._live.pop(sandbox.sandbox_id, None)
+
+    def live(self) -> list[HFSandbox]:
+        with self._lock:
+            return list(self._live.values())
+
+    def close(self) -> None:
+        errors = []
+        for sandbox in self.live():
+            try:
+                sandbox.kill()
+            except SandboxError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise SandboxError("; ".join(errors))
+
+
+class HFSandbox(SandboxHandle):
+    """One Hugging Face sandbox; commands through `run`, files through `files`."""
+
+    def __init__(
+        self, backend: HFBackend, sdk_sandbox: Any, facts: remote.ImageFacts, rollout_id: str, model_url: str | None
+    ) -> None:
+        self._backend = backend
+        self._sandbox = sdk_sandbox
+        self.sandbox_id = sdk_sandbox.id
+        self.user = facts.user
+        self.home = ""  # asked from the sandbox by create()
+        self.paths = dict(facts.paths)
+        self.model_url = model_url
+        self.rollout_id = rollout_id
+        self.killed = False
+        self._jobs = 0
+        self._jobs_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"HFSandbox({self.sandbox_id!r}, rollout={self.rollout_id!r})"
+
+    def as_user(self, command: str, user: str | None) -> str:
+        """`command` as the given user (default: the image's); root's commands run unchanged."""
+        user = user or self.user
+        if user in ("root", "0"):
+            return command
+        quoted = shlex.quote(user)
+        scrub = " ".join(f"-u {name}" for name in self._backend.config.scrubbed_env)
+        identity = f"HOME={shlex.quote(self.home or '/')} USER={quoted} LOGNAME={quoted}"
+        return (
+            f'setpriv --reuid={quoted} --regid="$(id -g {quoted})" --init-groups --no-new-privs -- '
+            f"env {scrub} {identity} sh -c {shlex.quote(command)}"
+        )
+
+    def exec(
+        self,
+        cmd: str | list[str],
+        envs: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        command = self.as_user(remote.shell_command(cmd), user)
+        try:
+            done = self._sandbox.run(command, env=dict(envs or {}), cwd=cwd, timeout=timeout, check=False)
+        except Exception as exc:
+            raise self._error("run a command in", exc) from None
+        if done.timed_out or done.exit_code is None:
+            # The server killed the command's process group at its deadline (or a signal ended it).
+            if done.timed_out:
+                return ExecResult(remote.TIMEOUT_EXIT, done.stdout, done.stderr, timed_out=True)
+            return ExecResult(128 + (done.signal or 9), done.stdout, done.stderr)
+        return ExecResult(done.exit_code, done.stdout, done.stderr)
+
+    def start_bg(
+        self,
+        cmd: str | list[str],
+        envs: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        user: str | None = None,
+    ) -> remote.ThreadedJob:
+        with self._jobs_lock:
+            self._jobs += 1
+            base = f"{_JOBS_DIR}/{self._jobs}"
+        # The root shell opens the capture files before the command drops to the user: it cannot forge them.
+        inner = self.as_user(remote.shell_command(cmd), user)
+        wrapper = f"{inner} > {base}.out 2> {base}.err; rc=$?; echo $rc > {base}.rc; exit $rc"
+        try:
+            process = self._sandbox.run(wrapper, env=dict(envs or {}), cwd=cwd, background=True)
+        except Exception as exc:
+            raise self._error("start a background command in", exc) from None
+
+        def wait() -> ExecResult:
+            code = self._poll(process)
+            out, err = self._capture(f"{base}.out"), self._capture(f"{base}.err")
+            return ExecResult(code, out, err)
+
+        def kill() -> None:
+            try:
+                process.kill()
+            except Exception as exc:
+                raise self._error("kill a background command in", exc) from None
+
+        return remote.ThreadedJob(process.pid, wait, kill, name=f"hf-{self.sandbox_id}-{process.pid}")
+
+    def _poll(self, process: Any) -> int:
+        """The process's exit code once `processes()` lists it as ended; vanished from the listing is an error."""
+        interval = self._backend.config.poll_interval_s
+        while True:
+            try:
+                listing = self._sandbox.processes()
+            except Exception as exc:
+                raise self._error("list the processes of", exc) from None
+            found = next((p for p in listing if p.id == process.id), None)
+            if found is None:
+                raise SandboxError(
+                    f"HF sandbox {self.sandbox_id}: background process {process.pid} vanished from processes(); "
+                    "its exit status is unknown (the sandbox may have restarted or been killed)"
+                )
+            if not found.running:
+                return found.exit_code if found.exit_code is not None else 137  # ended by a signal
+            time.sleep(interval)
+
+    def _capture(self, path: str) -> str:
+        try:
+            return self.read_text(path)
+        except FileNotFoundError:
+            return ""
+
+    def write_bytes(self, path: str, data: bytes, *, mode: int = 0o644, user: str | None = None) -> None:
+        owner = user or self.user
+        if not posixpath.isabs(path):
+            raise SandboxError(f"sandbox {self.sandbox_id}: paths must be absolute, got {path!r}")
+        parent = posixpath.dirname(path)
+        if owner not in ("root", "0"):
+            # Missing parents are created by the owner, as its own writes would: no root-owned dirs in its way.
+            made = self.exec(["mkdir", "-p", parent], user=owner, timeout=60)
+            if made.exit_code != 0:
+                raise SandboxError(f"sandbox {self.sandbox_id}: {owner} cannot create {parent}: {made.stderr.strip()}")
+        try:
+            self._sandbox.files.write(path, data, mode=f"{mode:o}")
+        except Exception as exc:
+            raise self._error(f"write {path} in", exc) from None
+        if owner not in ("root", "0"):
+            quoted = shlex.quote(owner)
+            owned = self.exec(f'chown {quoted}:"$(id -g {quoted})" {shlex.quote(path)}', user="root", timeout=60)
+            if owned.exit_code != 0:
+                raise SandboxError(f"sandbox {self.sandbox_id}: chown {owner} {path}: {owned.stderr.strip()}")
+
+    def read_bytes(self, path: str) -> bytes:
+        try:
+            return bytes(self._sandbox.files.read(path))
+        except Exception as exc:
+            if getattr(exc, "status_code", None) == 404:
+                raise FileNotFoundError(f"sandbox {self.sandbox_id}: no such file: {path}") from None
+            raise self._error(f"read {path} from", exc) from None
+
+    def exists(self, path: str) -> bool:
+        try:
+            return bool(self._sandbox.files.exists(path))
+        except Exception as exc:
+            raise self._error(f"look for {path} in", exc) from None
+
+    def kill(self) -> None:
+        """`kill()` (never only `close()`), then make sure the job ended: the SDK logs a failed kill and returns."""
+        if self.killed:
+            return
+        api = self._backend.api
+        try:
+            self._sandbox.kill()
+            job = api.inspect_job(job_id=self.sandbox_id, namespace=self._backend.config.namespace)
+            if job.status is None or job.status.stage not in ENDED_STAGES:
+                api.cancel_job(job_id=self.sandbox_id, namespace=self._backend.config.namespace)
+        except Exception as exc:
+            raise SandboxError(
+                f"cannot kill HF sandbox {self.sandbox_id}: {exc}; it ends itself after "
+                f"{self._backend.config.idle_timeout_s} s idle, or cancel it with `hf jobs cancel {self.sandbox_id}`"
+            ) from None
+        finally:
+            self._sandbox.close()
+        self.killed = True
+        self._backend.forget(self)
+
+    def kill_quietly(self) -> None:
+        """Kill on a failure path: a failing kill is logged so the original error is the one raised."""
+        try:
+            self.kill()
+        except SandboxError as exc:
+            logger.warning("%s", exc)
+
+    def _error(self, action: str, exc: Exception) -> SandboxError:
+        gone = " (the sandbox was killed)" if self.killed else ""
+        return SandboxError(f"cannot {action} HF sandbox {self.sandbox_id}{gone}: {type(exc).__name__}: {exc}")

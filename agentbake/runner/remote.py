@@ -1,0 +1,199 @@
+"""What the E2B and Hugging Face backends share: image facts, published references, bounded create retries,
+in-sandbox deadlines and background jobs waited on in a thread.
+
+A remote sandbox knows nothing of the image's `dev.agentbake.*` labels, so they are read where the image
+was built (the local engine) and the sandbox itself is asked for the user's home. The reference a remote
+backend starts is looked up in the published manifest (`agentbake publish` writes it) by the image's
+content hash: never a moving tag such as `latest`.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import shlex
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from agentbake.errors import SandboxError
+from agentbake.runner.sandbox import BgJob, ExecResult, SandboxHandle
+
+logger = logging.getLogger("agentbake.runner")
+
+TIMEOUT_EXIT = 124
+"""Exit code of a command stopped at its deadline (coreutils `timeout`'s convention)."""
+SIGKILL_EXIT = 137
+LABEL_PREFIX = "dev.agentbake."
+_DIR_LABEL = "dev.agentbake.dir."
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    """What the harness needs to know about an image it runs remotely (from its labels)."""
+
+    ref: str
+    """The local content-hash tag, `agentbake/<name>:<hash12>`."""
+    name: str
+    """The catalog name (`claude-code`), the key of the published manifest."""
+    content_hash: str
+    """The `dev.agentbake.spec-hash` label, else the tag (a 12-hex prefix of it)."""
+    user: str
+    """The image's non-root user (label `dev.agentbake.user`)."""
+    python: str | None
+    """The baked interpreter (label `dev.agentbake.python`): runs the gateway in `--gateway sandbox` mode."""
+    paths: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_labels(cls, ref: str, labels: Mapping[str, str]) -> ImageFacts:
+        user = labels.get(LABEL_PREFIX + "user", "")
+        if user in ("", "root", "0"):
+            raise SandboxError(
+                f"image {ref!r} has no label dev.agentbake.user naming a non-root user; build it with `agentbake build`"
+            )
+        repository, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "")
+        return cls(
+            ref=ref,
+            name=repository.rsplit("/", 1)[-1],
+            content_hash=labels.get(LABEL_PREFIX + "spec-hash") or tag,
+            user=user,
+            python=labels.get(LABEL_PREFIX + "python"),
+            paths={k.removeprefix(_DIR_LABEL): v for k, v in labels.items() if k.startswith(_DIR_LABEL)},
+            labels=dict(labels),
+        )
+
+
+def local_image_facts(ref: str) -> ImageFacts:
+    """The labels of the image as the local engine holds it (it was built here before it was published)."""
+    from agentbake.buildkit.engine import connect, find_image
+
+    found = find_image(connect(timeout=30), ref)
+    if found is None:
+        raise SandboxError(
+            f"image {ref!r} is not on this engine: the remote backends read its labels locally; "
+            "build it with `agentbake build <name>` (the tag is listed by `agentbake images`)"
+        )
+    return ImageFacts.from_labels(ref, found.labels or {})
+
+
+def published_record(facts: ImageFacts, manifest: Path | None) -> object:
+    """The published manifest's record of this image at its content hash (not the image's current one)."""
+    from agentbake.publish.manifest import load_manifest, manifest_path
+
+    path = manifest_path(manifest)
+    return load_manifest(path, missing_ok=False).resolve(facts.name, facts.content_hash)
+
+
+def refuse_moving_tag(reference: str, what: str) -> str:
+    """A remote reference must pin the content: a missing tag or `latest` could name another image tomorrow."""
+    last = reference.rsplit("/", 1)[-1]
+    if "@sha256:" in reference:
+        return reference
+    if ":" not in last or last.endswith(":latest"):
+        raise SandboxError(
+            f"{what} {reference!r} does not pin the image's content: use the content-hash tag or a digest "
+            "(`agentbake published` lists them), never `latest` or no tag"
+        )
+    return reference
+
+
+def with_create_retries(
+    create: Callable[[], T],
+    *,
+    attempts: int,
+    backoff_s: float,
+    transient: Callable[[Exception], bool],
+    what: str,
+) -> T:
+    """Call `create` until it succeeds, at most `attempts` times, sleeping `backoff_s * 2**n` between tries;
+    only errors `transient` accepts are retried. `create` itself must leave nothing behind when it fails."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return create()
+        except Exception as exc:
+            if not transient(exc) or attempt == attempts:
+                tried = f" after {attempt} tries" if attempt > 1 else ""
+                raise SandboxError(f"cannot create {what}{tried}: {type(exc).__name__}: {exc}") from exc
+            logger.info("create %s failed (%s), try %d of %d", what, exc, attempt + 1, attempts)
+            time.sleep(backoff_s * 2 ** (attempt - 1))
+    raise AssertionError("unreachable")
+
+
+def shell_command(cmd: str | list[str]) -> str:
+    """The command as one shell string (both clouds take a string and run it under a shell)."""
+    return cmd if isinstance(cmd, str) else shlex.join(cmd)
+
+
+def with_deadline(command: str, timeout: float | None) -> str:
+    """Run `command` under coreutils `timeout -s KILL` inside the sandbox, so it dies at its deadline even
+    when the connection to the sandbox is gone."""
+    if timeout is None:
+        return command
+    if timeout <= 0:
+        raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+    return f"timeout -s KILL {timeout:g} sh -c {shlex.quote(command)}"
+
+
+def deadline_result(result: ExecResult, timeout: float | None, started: float) -> ExecResult:
+    """A SIGKILL at or after the deadline is the deadline: exit 124, `timed_out`."""
+    if timeout is not None and result.exit_code == SIGKILL_EXIT and time.monotonic() - started >= timeout:
+        return ExecResult(TIMEOUT_EXIT, result.stdout, result.stderr, timed_out=True)
+    return result
+
+
+def home_of(handle: SandboxHandle, user: str) -> str:
+    """The user's home as the sandbox's passwd database says (root runs the lookup: it always can)."""
+    found = handle.exec(["getent", "passwd", user], user="root", timeout=30)
+    fields = found.stdout.strip().split(":")
+    if found.exit_code != 0 or len(fields) < 6 or not posixpath.isabs(fields[5]):
+        raise SandboxError(
+            f"sandbox {handle.sandbox_id}: user {user!r} is not in its passwd database "
+            f"(getent exited {found.exit_code}): is the published image the one built here?"
+        )
+    return fields[5]
+
+
+class ThreadedJob(BgJob):
+    """A background command whose end is waited for in a thread, so `wait(timeout)` really times out
+    (the SDKs' own waits block with no deadline)."""
+
+    def __init__(self, pid: int, waiter: Callable[[], ExecResult], killer: Callable[[], None], name: str) -> None:
+        self.pid = pid
+        self._killer = killer
+        self._result: ExecResult | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._wait, args=(waiter,), daemon=True, name=name)
+        self._thread.start()
+
+    def _wait(self, waiter: Callable[[], ExecResult]) -> None:
+        try:
+            self._result = waiter()
+        except BaseException as exc:  # reported by wait()
+            self._error = exc
+
+    @property
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def wait(self, timeout: float | None = None) -> ExecResult:
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"background command {self.pid} still runs after {timeout} s")
+        if self._error is not None:
+            if isinstance(self._error, SandboxError):
+                raise self._error
+            raise SandboxError(f"background command {self.pid}: {type(self._error).__name__}: {self._error}")
+        assert self._result is not None
+        return self._result
+
+    def kill(self) -> None:
+        if self.done:
+            return
+        self._killer()
+        self._thread.join(10)
