@@ -1,83 +1,18 @@
-"""A real OCI registry on 127.0.0.1 (Debian's docker-registry) as a testcontainers service, and a small image.
-
-The registry image is built from our Debian base once and cached under a tag hashing its inputs.
-"""
+"""Fixtures of the publish tests: a real registry on 127.0.0.1 (see registry_service.py) and a small image."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 
 import docker
 import pytest
-from testcontainers.core.container import DockerContainer
-from testcontainers.core.wait_strategies import HttpWaitStrategy
 
-from agentbake.buildkit.build import context_tar
-from agentbake.buildkit.builders import run_build
-from agentbake.buildkit.ca import detect_ca_bundle
-from agentbake.buildkit.engine import find_image
-from agentbake.buildkit.render import APT_CA_CONF
-
-REGISTRY_DIR = Path(__file__).parent / "registry_image"
-BASE = "debian:bookworm-slim"
-TEST_USER = "publisher"
-
-
-def _cached_build(client: docker.DockerClient, name: str, files: dict[str, bytes]) -> str:
-    """Build `files` as agentbake-test/<name>:<hash of files + base id> unless the engine has that tag."""
-    base_id = client.images.get(BASE).id
-    digest = hashlib.sha256(base_id.encode())
-    for path, data in sorted(files.items()):
-        digest.update(hashlib.sha256(path.encode()).digest() + hashlib.sha256(data).digest())
-    tag = f"agentbake-test/{name}:{digest.hexdigest()[:12]}"
-    if find_image(client, tag) is None:
-        run_build(client, context_tar(files), tag)
-    return tag
+from tests.publish.registry_service import RunningRegistry, build_registry_image, cached_build, run_registry
 
 
 @pytest.fixture(scope="session")
 def registry_image(engine: docker.DockerClient) -> str:
-    files = {path.name: path.read_bytes() for path in REGISTRY_DIR.iterdir() if path.is_file()}
-    ca = detect_ca_bundle()
-    # The same CA handling as the catalog's builds: apt trusts it for an https mirror behind a proxy.
-    files.update({"ca/agentbake-extra.crt": ca.read_bytes(), "ca/apt.conf": APT_CA_CONF} if ca else {"ca/.none": b""})
-    return _cached_build(engine, "registry", files)
-
-
-@dataclass(frozen=True)
-class RunningRegistry:
-    container: DockerContainer
-    address: str  # host:port on loopback
-
-    def repository(self, path: str = "agentbake") -> str:
-        return f"{self.address}/{path}"
-
-    def stop(self) -> None:
-        self.container.stop()
-
-
-@contextmanager
-def run_registry(
-    image: str, *, password: str | None = None, storage_size: str | None = None
-) -> Iterator[RunningRegistry]:
-    """A registry container published on 127.0.0.1 only; basic auth with `password`, storage on a tmpfs."""
-    container = DockerContainer(image)
-    # A loopback-only host port (testcontainers' with_bind_ports would bind every address).
-    container.ports["5000/tcp"] = ("127.0.0.1", None)
-    wait = HttpWaitStrategy(5000, "/v2/").for_status_code(200)
-    if password is not None:
-        container.with_env("REGISTRY_TEST_USER", TEST_USER).with_env("REGISTRY_TEST_PASSWORD", password)
-        wait = HttpWaitStrategy(5000, "/v2/").for_status_code(401)
-    if storage_size is not None:
-        # The value is handed to the engine as tmpfs mount options; the registry runs as a non-root user.
-        container.with_tmpfs_mount("/var/lib/docker-registry", f"size={storage_size},mode=1777")
-    container.waiting_for(wait.with_startup_timeout(30))
-    with container:
-        yield RunningRegistry(container, f"127.0.0.1:{container.get_exposed_port(5000)}")
+    return build_registry_image(engine)
 
 
 @pytest.fixture(scope="session")
@@ -91,4 +26,4 @@ def registry(registry_image: str) -> Iterator[RunningRegistry]:
 def small_image(engine: docker.DockerClient) -> str:
     """A small image with a layer of its own (so pushes upload something besides the base)."""
     files = {"Dockerfile": b"FROM debian:bookworm-slim\nRUN echo agentbake-publish-test > /etc/agentbake-test\n"}
-    return _cached_build(engine, "small", files)
+    return cached_build(engine, "small", files)

@@ -12,9 +12,9 @@ from click.testing import CliRunner
 from agentbake.cli import main
 from agentbake.publish.manifest import load_manifest
 from agentbake.publish.registry import Distribution, Repository
-from tests.publish.conftest import RunningRegistry
 from tests.publish.fake_e2b import FakeE2BServer
 from tests.publish.fake_hub import FakeHubServer
+from tests.publish.registry_service import RunningRegistry
 
 
 def _json_lines(output: str) -> list[dict]:

@@ -11,8 +11,8 @@ from agentbake.buildkit.catalog import Catalog
 from agentbake.buildkit.render import Rendered, render
 from agentbake.errors import PublishError
 from agentbake.publish.hf import check_boot, publish_space
-from tests.publish.conftest import _cached_build
 from tests.publish.fake_hub import FakeHub, FakeHubServer
+from tests.publish.registry_service import cached_build
 
 
 @pytest.mark.docker
@@ -30,7 +30,7 @@ def test_the_bare_debian_base_lacks_a_downloader(engine: docker.DockerClient) ->
 @pytest.mark.docker
 def test_an_image_without_sha256sum_is_named_as_such(engine: docker.DockerClient) -> None:
     dockerfile = b"FROM debian:bookworm-slim\nRUN rm /usr/bin/sha256sum\n"
-    image = _cached_build(engine, "no-sha256sum", {"Dockerfile": dockerfile})
+    image = cached_build(engine, "no-sha256sum", {"Dockerfile": dockerfile})
     with pytest.raises(PublishError, match=r"lacks curl or wget, sha256sum"):
         check_boot(engine, image)
 

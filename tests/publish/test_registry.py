@@ -21,7 +21,7 @@ from agentbake.publish.registry import (
     registry_credentials,
     with_retries,
 )
-from tests.publish.conftest import TEST_USER, RunningRegistry, run_registry
+from tests.publish.registry_service import TEST_USER, RunningRegistry, run_registry
 
 pytestmark = pytest.mark.docker
 
