@@ -84,7 +84,7 @@ class DockerBackend(SandboxBackend):
             self.stream_api = docker.APIClient(timeout=None, max_pool_size=64, version=self.api.api_version, **kwargs)
         except docker.errors.DockerException as exc:
             raise SandboxError(f"no Docker engine answers ({exc}); start one or set DOCKER_HOST") from None
-        self.config.runtime_dir.mkdir(parents=True, exist_ok=True)
+        self._own_runtime_dir()
         self._images: dict[str, ImageInfo] = {}
         self._ids: dict[tuple[str, str], tuple[int, int]] = {}
         self._live: dict[str, DockerSandbox] = {}
@@ -93,6 +93,16 @@ class DockerBackend(SandboxBackend):
         from agentbake.runner.warm_pool import WarmPool
 
         self.pool = WarmPool(self, self.config.warm)
+
+    def _own_runtime_dir(self) -> None:
+        """Create the host folder of the sandboxes' folders, private to this user; refuse one that another
+        user made (in a shared temp dir it could hold links planted for the mounts)."""
+        folder = self.config.runtime_dir
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if folder.stat().st_uid != os.getuid():
+            raise SandboxError(
+                f"{folder} (DockerConfig.runtime_dir) belongs to another user; remove it or choose another folder"
+            )
 
     # -- images ------------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import socket
 import sys
 import threading
+import time
 
 CHUNK = 65536
 
@@ -48,8 +49,17 @@ def _relay(client: socket.socket, socket_path: str) -> None:
 def serve(port: int, socket_path: str, host: str = "127.0.0.1") -> None:
     with socket.create_server((host, port), backlog=128) as server:
         while True:
-            client, _ = server.accept()
-            threading.Thread(target=_relay, args=(client, socket_path), daemon=True).start()
+            # The relay is the container's main process: it must outlive a fork bomb at the pids limit
+            # (no thread) or the agent using up file descriptors (no accept), else the sandbox ends.
+            try:
+                client, _ = server.accept()
+            except OSError:
+                time.sleep(0.05)
+                continue
+            try:
+                threading.Thread(target=_relay, args=(client, socket_path), daemon=True).start()
+            except RuntimeError:
+                client.close()
 
 
 if __name__ == "__main__":

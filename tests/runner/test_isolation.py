@@ -224,3 +224,15 @@ def test_the_upstream_key_is_nowhere_inside(sandbox: DockerSandbox) -> None:
         timeout=60,
     )
     assert (files.exit_code, files.stdout) == (1, ""), files.stdout  # grep: 1 = no file matched
+
+
+def test_a_fork_bomb_stops_at_the_pids_limit_and_the_relay_survives(sandbox: DockerSandbox) -> None:
+    wait_for_model(sandbox)
+    sandbox.exec("bomb() { bomb | bomb & }; bomb; sleep 1", timeout=2)
+    for _ in range(20):  # the agent's user clears what the deadline's group kill missed
+        if sandbox.exec("kill -9 -1 2>/dev/null; exit 0").exit_code == 0:
+            break
+        time.sleep(0.5)
+    refused = sandbox.exec("cat /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events 2>/dev/null", user="root")
+    assert int(refused.stdout.split()[1]) > 0, "no fork was refused: the limit never bit"
+    assert sandbox.exec(["curl", "-sS", "-o", "/dev/null", f"{sandbox.model_url}/"], timeout=30).exit_code == 0
