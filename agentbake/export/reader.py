@@ -97,7 +97,7 @@ def index_trace(path: str | os.PathLike[str]) -> TraceIndex:
                     )
                 )
                 break
-            raw = _fast_keys(line) or _parse(line)
+            raw = fast_keys(line) or _parse(line)
             if raw is None:
                 index.findings.append(
                     Finding(
@@ -199,10 +199,11 @@ def iter_rollouts(index: TraceIndex, rollout_ids: object = ALL_ROLLOUTS) -> Iter
 # `rollout_id` side by side at the top level, so pass 1 reads them without parsing the whole line (a line
 # written otherwise is parsed in full). Pass 2 parses every record it exports in full anyway.
 _TURN = re.compile(rb'\{"turn":(-?\d+),')
-_ROLLOUT = re.compile(rb',"schema_version":(-?\d+),"rollout_id":(null|"(?:[^"\\]|\\.)*"),"dialect":')
+_ROLLOUT = re.compile(rb',"schema_version":(-?\d+),"rollout_id":(null|"(?:[^"\\]|\\.)*")[,}]')
 
 
-def _fast_keys(line: bytes) -> dict | None:
+def fast_keys(line: bytes) -> dict | None:
+    """`turn`, `schema_version` and `rollout_id` of a line the gateway wrote, or None for any other line."""
     turn = _TURN.match(line)
     keys = _ROLLOUT.search(line, turn.end()) if turn else None
     if keys is None:

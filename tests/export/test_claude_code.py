@@ -99,3 +99,29 @@ def test_a_claude_code_subagent_is_a_second_agent_sequence(claude_bin, make_gate
     agents = sorted(s["turns"] for s in document["sequences"] if s["role"] == "agent")
     assert len(agents) == 2, (shape, document["validation"]["findings"])
     assert document["validation"]["trainable"] is True, document["validation"]["findings"]
+
+
+def test_a_claude_code_retry_after_a_cut_stream_is_discarded(claude_bin, make_gateway, upstream, tmp_path):  # noqa: F811
+    upstream.fake.script = [Reply(text="one two three four", reset_after=2)]
+    upstream.fake.responder = lambda request: Reply(text="Recovered.")
+    upstream.fake.render_prompt = render_consistent
+    gw = make_gateway(read_timeout_s=60.0)
+    result = subprocess.run(
+        [claude_bin, "-p", "--output-format", "json", "--dangerously-skip-permissions", "--model", "claude-sonnet-4-5"],
+        input="Say something.",
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_env(gw.url + "/r/cc-retry", tmp_path / "home"),
+        timeout=240,
+    )
+    assert result.returncode == 0, f"stdout={result.stdout[-2000:]}\nstderr={result.stderr[-2000:]}"
+
+    document = export_rollout(gw.trace, "cc-retry")
+    roles = [(s["role"], s["turns"]) for s in document["sequences"]]
+    print("graph:", [(c["turn"], c["parent"], c["retry_of"]) for c in document["calls"]], roles)
+    assert roles[-1] == ("agent", [len(document["calls"]) - 1])
+    assert {role for role, _ in roles[:-1]} == {"discarded"} and len(roles) >= 2
+    codes = {f["code"] for f in document["validation"]["findings"]}
+    assert not codes & {"retry_mismatch", "unmarked_retry", "retried_call_continued"}
+    assert document["validation"]["trainable"] is True

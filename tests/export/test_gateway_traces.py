@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 
 import openai
+import orjson
 import pytest
 
 from agentbake.export import export_rollout, to_trl
+from agentbake.export.reader import fast_keys
 from agentbake.scripted import Reply
 from agentbake.scripted.chat_template import render_consistent
 
@@ -116,6 +118,9 @@ def test_a_tool_loop_is_one_agent_sequence_equal_to_the_last_call(gw, upstream):
     logps = [lp for lp in sequence["logprobs"] if lp is not None]
     assert logps == [lp for r in records for lp in r.per_token_logps]
     assert [c["parent"] for c in document["calls"]] == [None, 0, 1]
+    for line in gw.trace.read_bytes().splitlines(keepends=True):  # pass 1's shortcut reads the gateway's records
+        full = orjson.loads(line)
+        assert fast_keys(line) == {k: full[k] for k in ("turn", "schema_version", "rollout_id")}
     errors = [f for f in document["validation"]["findings"] if f["severity"] == "error"]
     assert errors == [] and document["validation"]["trainable"] is True
 
