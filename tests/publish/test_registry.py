@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import socket
+import threading
 import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import docker
 import pytest
@@ -16,6 +21,7 @@ from agentbake.publish.registry import (
     USERNAME_ENV,
     Credentials,
     Distribution,
+    RemoteImage,
     Repository,
     push_image,
     registry_credentials,
@@ -127,9 +133,6 @@ def test_credentials_come_from_the_environment_both_or_neither(monkeypatch: pyte
 
 
 def test_credentials_come_from_the_docker_config(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    import base64
-    import json
-
     (tmp_path / "config.json").write_text(
         json.dumps({"auths": {"registry.example:5000": {"auth": base64.b64encode(b"cfg-user:cfg-pw").decode()}}})
     )
@@ -159,3 +162,53 @@ def test_repository_parse(reference: str, host: str, name: str, api: str) -> Non
 def test_repository_parse_rejects_what_is_no_repository_prefix(bad: str) -> None:
     with pytest.raises(PublishError, match="expected a repository prefix"):
         Repository.parse(bad)
+
+
+class _TokenAuthRegistry(BaseHTTPRequestHandler):
+    """GHCR's and Docker Hub's scheme, which Debian's registry cannot serve without a token server:
+    401 with a Bearer challenge, a token service taking basic auth, then the manifest for the bearer token."""
+
+    seen: ClassVar[list[tuple[str, str]]] = []
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        auth = self.headers.get("Authorization", "")
+        self.seen.append((self.path, auth))
+        port = self.server.server_address[1]
+        if self.path.startswith("/token"):
+            ok = (
+                auth == "Basic " + base64.b64encode(b"bot:pat").decode()
+                and "scope=repository%3Aorg%2Fimg%3Apull" in self.path
+            )
+            return self._reply(200 if ok else 401, {"token": "tok-123"} if ok else {})
+        if auth != "Bearer tok-123":
+            challenge = f'Bearer realm="http://127.0.0.1:{port}/token",service="fake",scope="repository:org/img:pull"'
+            return self._reply(401, {}, {"WWW-Authenticate": challenge})
+        body = {"schemaVersion": 2, "config": {"digest": "sha256:" + "c" * 64}}
+        return self._reply(200, body, {"Docker-Content-Digest": "sha256:" + "d" * 64})
+
+    def _reply(self, status: int, body: dict, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def test_bearer_token_auth_as_ghcr_does_it() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _TokenAuthRegistry)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        repo = Repository.parse(f"127.0.0.1:{server.server_address[1]}/org/img")
+        found = Distribution(repo, Credentials("bot", "pat")).manifest("t1")
+        assert found == RemoteImage(digest="sha256:" + "d" * 64, config_digest="sha256:" + "c" * 64)
+        assert _TokenAuthRegistry.seen[-1] == ("/v2/org/img/manifests/t1", "Bearer tok-123")
+        with pytest.raises(PublishError, match="refused org/img as 'bot'"):
+            Distribution(repo, Credentials("bot", "wrong")).manifest("t1")
+    finally:
+        server.shutdown()
+        server.server_close()
