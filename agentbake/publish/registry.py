@@ -6,6 +6,7 @@ holds is asked over the distribution API directly, so a skip is the registry's a
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import os
 import re
@@ -84,7 +85,7 @@ class Repository:
 
 def _is_loopback(host: str) -> bool:
     """The engine talks plain HTTP to registries on loopback; so do we, and to nothing else."""
-    name = host.rsplit(":", 1)[0].strip("[]") if host.count(":") <= 1 or host.startswith("[") else host
+    name = host[1 : host.index("]")] if host.startswith("[") else host.rsplit(":", 1)[0]
     if name == "localhost":
         return True
     try:
@@ -192,7 +193,8 @@ class Distribution:
         if scheme.lower() == "basic":
             if self.credentials is None:
                 return None
-            return requests.auth._basic_auth_str(self.credentials.username, self.credentials.password)
+            pair = f"{self.credentials.username}:{self.credentials.password}".encode()
+            return "Basic " + base64.b64encode(pair).decode()
         if scheme.lower() != "bearer":
             return None
         fields = dict(re.findall(r'(\w+)="([^"]*)"', params))
