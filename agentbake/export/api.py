@@ -27,8 +27,7 @@ def export(
     one rollout at a time. Raises TraceError for an unreadable file or an unknown schema version."""
     index = index_trace(trace)
     chosen = ALL_ROLLOUTS if rollout_ids is None else list(rollout_ids)
-    for rollout_id, calls in iter_rollouts(index, chosen):
-        extra = list(index.findings)
+    for rollout_id, calls, extra in iter_rollouts(index, chosen):
         others = [r for r in index.lines if r != rollout_id]
         if rollout_ids is not None and others:
             count = sum(len(index.lines[r]) for r in others)

@@ -131,15 +131,16 @@ def check_schema(raw: dict, where: str) -> None:
         )
 
 
-def read_calls(index: TraceIndex, rollout_id: str | None) -> list[Call]:
-    """Pass 2: one rollout's calls, in file order."""
+def read_calls(index: TraceIndex, rollout_id: str | None) -> tuple[list[Call], list[Finding]]:
+    """Pass 2: one rollout's calls, in file order, and its lines that turned out torn."""
     calls: list[Call] = []
+    torn: list[Finding] = []
     with _open(index.path) as file:
         for number, start, length in index.lines.get(rollout_id, []):
             file.seek(start)
             raw = _parse(file.read(length))
             if raw is None:  # a torn write glued to the next record: pass 1 only read its first keys
-                index.findings.append(
+                torn.append(
                     Finding(
                         "torn_line",
                         f"{index.path}:{number}: not a JSON object (a torn write?); the line is skipped",
@@ -149,7 +150,7 @@ def read_calls(index: TraceIndex, rollout_id: str | None) -> list[Call]:
                 continue
             check_schema(raw, f"{index.path}:{number}")
             calls.append(to_call(raw, len(calls), number))
-    return calls
+    return calls, torn
 
 
 def to_call(raw: dict[str, Any], position: int, line: int) -> Call:
@@ -188,11 +189,15 @@ def to_call(raw: dict[str, Any], position: int, line: int) -> Call:
     return call
 
 
-def iter_rollouts(index: TraceIndex, rollout_ids: object = ALL_ROLLOUTS) -> Iterator[tuple[str | None, list[Call]]]:
-    """(rollout id, its calls) for the chosen rollouts (every one, in order of first record, by default)."""
+def iter_rollouts(
+    index: TraceIndex, rollout_ids: object = ALL_ROLLOUTS
+) -> Iterator[tuple[str | None, list[Call], list[Finding]]]:
+    """(rollout id, its calls, the file's and its own torn lines) for the chosen rollouts (every one, in order
+    of first record, by default)."""
     chosen = list(index.lines) if rollout_ids is ALL_ROLLOUTS else list(rollout_ids)  # type: ignore[call-overload]
     for rollout in chosen:
-        yield rollout, read_calls(index, rollout)
+        calls, torn = read_calls(index, rollout)
+        yield rollout, calls, [*index.findings, *torn]
 
 
 # The gateway writes a record's fields in TraceRecord order: `turn` first, and `schema_version`,
