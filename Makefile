@@ -34,8 +34,15 @@ test: dev engine bases
 	$(VENV)/bin/ruff check agentbake tests bench
 	$(VENV)/bin/pytest
 
+# The main job on a fresh machine: the claude-code image (built unless the engine has its tag), then the
+# first example task through the real Claude Code against the built-in scripted model; the result, then
+# what the gateway captured.
+DEMO_OUT ?= out/demo
 demo: dev engine bases
-	$(AGENTBAKE) build --all
+	$(AGENTBAKE) build claude-code
+	rm -rf $(DEMO_OUT)
+	$(AGENTBAKE) run claude-code --task examples/tasks/write-file --model scripted --out $(DEMO_OUT)
+	$(AGENTBAKE) trace summary $(DEMO_OUT)/*/trace.jsonl
 
 lint: dev
 	$(VENV)/bin/ruff check agentbake tests bench
