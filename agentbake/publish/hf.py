@@ -39,7 +39,7 @@ A Hugging Face sandbox runs it as `image="hf.co/spaces/{space}"`.
 def check_boot(client: docker.DockerClient, image: str) -> None:
     """Run the image once (no network, no caps) and fail naming every boot requirement it lacks."""
     try:
-        output = client.containers.run(
+        container = client.containers.create(
             image,
             ["/bin/sh", "-c", _PROBE],
             entrypoint=[],
@@ -47,13 +47,21 @@ def check_boot(client: docker.DockerClient, image: str) -> None:
             network_mode="none",
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
-            remove=True,
-        ).decode()
+        )
     except DockerException as exc:
-        if "/bin/sh" in str(exc) or "no such file" in str(exc).lower():
-            output = ""
-        else:
+        raise PublishError(
+            f"{image}: could not create a container to check the Hugging Face boot needs ({exc})"
+        ) from None
+    try:  # created, then started apart: a start that fails (no /bin/sh) must still remove the container
+        container.start()
+        container.wait(timeout=60)
+        output = container.logs().decode()
+    except DockerException as exc:
+        if "/bin/sh" not in str(exc):
             raise PublishError(f"{image}: could not run it to check the Hugging Face boot needs ({exc})") from None
+        output = ""
+    finally:
+        container.remove(force=True)
     missing = [need for key, need in _NEEDS.items() if key not in output.split()]
     if missing:
         raise PublishError(

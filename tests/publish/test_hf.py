@@ -81,3 +81,12 @@ def test_hub_errors_name_the_space_and_status(hub: FakeHub, rendered, call: str,
 def test_a_space_name_must_be_namespace_slash_name(bad: str, rendered) -> None:
     with pytest.raises(PublishError, match="expected NAMESPACE/NAME"):
         publish_space(rendered, "abc123def456", bad)
+
+
+@pytest.mark.docker
+def test_an_image_without_a_shell_is_named_as_such_and_leaves_no_container(engine: docker.DockerClient) -> None:
+    image = cached_build(engine, "no-shell", {"Dockerfile": b"FROM scratch\nCOPY marker /marker\n", "marker": b"x"})
+    before = {c.id for c in engine.containers.list(all=True, filters={"ancestor": image})}
+    with pytest.raises(PublishError, match=r"lacks /bin/sh, curl or wget, sha256sum"):
+        check_boot(engine, image)
+    assert {c.id for c in engine.containers.list(all=True, filters={"ancestor": image})} == before
