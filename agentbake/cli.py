@@ -24,6 +24,7 @@ COMMANDS = {
     "gc": "agentbake.runner.cli:gc_command",
     "images": "agentbake.buildkit.cli:images_command",
     "lock": "agentbake.buildkit.cli:lock_command",
+    "preflight": "agentbake.gateway.cli:preflight",
     "prune": "agentbake.buildkit.cli:prune_command",
     "publish": "agentbake.publish.cli:publish_command",
     "published": "agentbake.publish.cli:published_command",

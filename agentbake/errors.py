@@ -60,5 +60,14 @@ class ConfigError(AgentbakeError):
     """A component (the gateway, a server) cannot start with the settings it was given."""
 
 
+class PreflightError(ConfigError):
+    """An upstream failed the gateway's preflight: its answers cannot be captured for training (or it could
+    not be probed). `report` holds the preflight's findings when the calls were made."""
+
+    def __init__(self, message: str, *, report: object | None = None) -> None:
+        super().__init__(message)
+        self.report = report
+
+
 class TraceError(AgentbakeError):
     """A trace file cannot be read: names the file and line at fault."""

@@ -83,14 +83,14 @@ def _clear_stale_socket(path: Path) -> None:
     raise ServeError(f"cannot listen on unix socket {path}: another server is listening there")
 
 
-def _url(sock: socket.socket, uds: Path | None) -> str:
+def _url(sock: socket.socket, uds: Path | None, scheme: str = "http") -> str:
     if uds is not None:
         return _UDS_URL
     host, port = sock.getsockname()[:2]
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
-def _server(app: Any, log_level: str, uds: Path | None) -> Any:
+def _server(app: Any, log_level: str, uds: Path | None, tls: tuple[Path, Path] | None = None) -> Any:
     import uvicorn  # here, so importing agentbake.serve stays cheap
 
     class Server(uvicorn.Server):
@@ -108,6 +108,8 @@ def _server(app: Any, log_level: str, uds: Path | None) -> Any:
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=_GRACE_S,
+        ssl_certfile=tls[0] if tls else None,
+        ssl_keyfile=tls[1] if tls else None,
     )
     return Server(config)
 
@@ -139,14 +141,16 @@ def serve(
 class ServedApp:
     """An app served by a background thread; a context manager that stops it on exit."""
 
-    def __init__(self, app: Any, *, host: str, port: int, uds: Path | None, log_level: str) -> None:
+    def __init__(
+        self, app: Any, *, host: str, port: int, uds: Path | None, log_level: str, tls: tuple[Path, Path] | None = None
+    ) -> None:
         self._sock = _bind(host, port, uds)
         self.uds: Path | None = uds
         """The unix socket listened on, or None for TCP."""
-        self.url: str = _url(self._sock, uds)
-        """Base URL without a trailing slash: `http://127.0.0.1:PORT`, or `http://localhost` over `uds`
-        (give the client a transport that dials the socket)."""
-        self._server = _server(app, log_level, uds)
+        self.url: str = _url(self._sock, uds, "https" if tls else "http")
+        """Base URL without a trailing slash: `http://127.0.0.1:PORT` (`https://` with `tls`), or
+        `http://localhost` over `uds` (give the client a transport that dials the socket)."""
+        self._server = _server(app, log_level, uds, tls)
         self._thread = threading.Thread(target=self._run, name=f"agentbake-serve {self.url}", daemon=True)
         self._failure: BaseException | None = None
 
@@ -201,9 +205,10 @@ def serve_in_thread(
     port: int = 0,
     uds: Path | None = None,
     log_level: str = "warning",
+    tls: tuple[Path, Path] | None = None,
 ) -> ServedApp:
     """Serve `app` from a daemon thread; returns once it is listening (port 0 picks a free port).
 
-    Use as a context manager or call `.stop()`. Raises ServeError when the address cannot be bound or the
-    app's startup fails."""
-    return ServedApp(app, host=host, port=port, uds=uds, log_level=log_level).start()
+    `tls` = (certificate chain PEM, private key PEM) serves HTTPS. Use as a context manager or call
+    `.stop()`. Raises ServeError when the address cannot be bound or the app's startup fails."""
+    return ServedApp(app, host=host, port=port, uds=uds, log_level=log_level, tls=tls).start()

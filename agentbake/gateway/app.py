@@ -257,5 +257,10 @@ class Gateway:
 
 
 def create_app(config: GatewayConfig) -> Gateway:
-    """The gateway's ASGI application for `config`."""
+    """The gateway's ASGI application for `config`. With `config.preflight` the upstream is probed first,
+    and a `not capturable` verdict raises PreflightError (the gateway refuses to start)."""
+    if config.preflight:
+        from agentbake.gateway.preflight import require_capturable
+
+        require_capturable(config)
     return Gateway(config)

@@ -85,6 +85,7 @@ class Calls:
                 connect_timeout=self.config.connect_timeout_s,
                 read_timeout=self.config.read_timeout_s,
                 max_connections=self.config.max_connections,
+                ca_file=str(self.config.upstream_ca_file) if self.config.upstream_ca_file else None,
             )
         return self._client
 

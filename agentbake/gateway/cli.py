@@ -1,4 +1,4 @@
-"""`agentbake gateway` and `agentbake trace summary`.
+"""`agentbake gateway`, `agentbake preflight` and `agentbake trace summary`.
 
 The gateway's options are generated from GatewayConfig's fields (name, type, default, docstring as help),
 so a new setting is one documented field. Heavy imports (the server and the app) happen inside the
@@ -59,6 +59,52 @@ def gateway(no_token_ids: bool, client_token_env: str | None, **fields: object) 
         serve(app, host=config.host, port=config.port, uds=config.uds, log_level=config.log_level)
     except (ConfigError, ServeError) as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+@click.command()
+@click.option("--upstream", required=True, help="Base URL of the OpenAI-compatible server, including its /v1.")
+@click.option("--model", "model", help="Model to ask; default: the first one the server's /models lists.")
+@click.option(
+    "--api-key-env",
+    default=GatewayConfig.model_fields["api_key_env"].default,
+    show_default=True,
+    help="Environment variable holding the upstream API key (never argv).",
+)
+@click.option("--api-key-file", type=click.Path(path_type=Path), help="File holding the upstream API key.")
+@click.option("--upstream-ca-file", type=click.Path(path_type=Path), help="PEM CA bundle for an https upstream.")
+@click.option("--no-token-ids", is_flag=True, help="Do not ask for vLLM's token-id fields (as the gateway's flag).")
+@json_option
+def preflight(
+    upstream: str,
+    model: str | None,
+    api_key_env: str,
+    api_key_file: Path | None,
+    upstream_ca_file: Path | None,
+    no_token_ids: bool,
+    as_json: bool,
+) -> None:
+    """Check with one tiny chat call (unary and streaming) that an upstream's answers can be captured:
+    logprobs, token ids, prompt ids, tool calls, rejected fields. Exits 1 when not capturable."""
+    import dataclasses
+
+    from agentbake.errors import ConfigError
+    from agentbake.gateway.preflight import run_preflight
+
+    fields: dict[str, object] = {"upstream": upstream, "model_override": model, "api_key_env": api_key_env}
+    fields.update(api_key_file=api_key_file, upstream_ca_file=upstream_ca_file)
+    if no_token_ids:
+        fields.update(tokens_as_token_ids=False, request_token_ids=False)
+    config = build_model(GatewayConfig, fields)
+    try:
+        report = run_preflight(config)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        print_json({**dataclasses.asdict(report), "ok": report.ok, "missing": report.missing})
+    else:
+        click.echo(report.summary())
+    if not report.ok:
+        raise SystemExit(1)
 
 
 class _TraceGroup(click.Group):

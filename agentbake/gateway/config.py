@@ -103,6 +103,15 @@ class GatewayConfig(BaseModel):
     max_connections: int = Field(default=512, ge=1)
     """Size of the shared upstream connection pool."""
 
+    upstream_ca_file: Path | None = None
+    """PEM file of the certificate authorities an `https://` upstream's certificate is checked against,
+    instead of the system's (a private CA, a self-signed server). Without it the system store is used, and
+    OpenSSL's `SSL_CERT_FILE` / `SSL_CERT_DIR` environment variables override that store as usual."""
+
+    preflight: bool = False
+    """Before serving, make one tiny chat call upstream, unary and streaming (see `agentbake preflight`),
+    and refuse to start unless its answers carry logprobs and token ids; the report goes to the log."""
+
     tokenize_url: str | None = None
     """vLLM's `/tokenize` endpoint for exact `count_tokens`; defaults to `upstream` without its `/v1`."""
 

@@ -193,6 +193,7 @@ class UpstreamClient:
         connect_timeout: float,
         read_timeout: float,
         max_connections: int,
+        ca_file: str | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.read_timeout = read_timeout
@@ -201,6 +202,7 @@ class UpstreamClient:
         self._idle: dict[tuple, list[_Connection]] = {}
         self._slots = asyncio.Semaphore(max_connections)
         self._ssl: ssl.SSLContext | None = None
+        self._ca_file = ca_file
 
     def _target(self, url: str) -> tuple[tuple, bytes]:
         """((scheme, host, port), request target) for a path below base_url or an absolute URL."""
@@ -214,7 +216,10 @@ class UpstreamClient:
         https, host, port = origin
         loop = asyncio.get_running_loop()
         if https and self._ssl is None:
-            self._ssl = ssl.create_default_context()
+            try:
+                self._ssl = ssl.create_default_context(cafile=self._ca_file)
+            except (OSError, ssl.SSLError) as exc:
+                raise upstream_unavailable(f"cannot load the upstream CA file {self._ca_file}: {exc}") from exc
         try:
             _, conn = await asyncio.wait_for(
                 loop.create_connection(lambda: _Connection(loop), host, port, ssl=self._ssl if https else None),

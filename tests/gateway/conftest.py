@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,3 +75,48 @@ def make_gateway(upstream: Upstream, tmp_path: Path) -> Iterator[Callable[..., R
 def gateway(make_gateway: Callable[..., RunningGateway]) -> RunningGateway:
     """A gateway with default settings (short read timeout so timeout faults end fast)."""
     return make_gateway()
+
+
+@dataclass
+class TLSFiles:
+    ca: Path
+    """PEM of the test's own certificate authority (what a client must trust)."""
+    cert: Path
+    """The server's certificate for 127.0.0.1, signed by `ca`."""
+    key: Path
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TLSFiles:
+    """A throwaway CA and a server certificate for 127.0.0.1 it signed, made with openssl for this run."""
+    folder = tmp_path_factory.mktemp("tls")
+    ca, ca_key, cert, key, csr = (folder / name for name in ("ca.pem", "ca.key", "srv.pem", "srv.key", "srv.csr"))
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run = functools.partial(subprocess.run, check=True, capture_output=True)
+    ca_extensions = ["-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign"]
+    run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            *ec,
+            "-keyout",
+            ca_key,
+            "-out",
+            ca,
+            "-days",
+            "2",
+            "-subj",
+            "/CN=test CA",
+            *ca_extensions,
+        ]
+    )
+    run(["openssl", "req", *ec, "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1"])
+    extensions = folder / "srv.ext"
+    extensions.write_text(
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n"
+        "extendedKeyUsage=serverAuth\nauthorityKeyIdentifier=keyid\nsubjectKeyIdentifier=hash\n"
+    )
+    signing = ["-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-days", "2", "-extfile", extensions]
+    run(["openssl", "x509", "-req", "-in", csr, "-out", cert, *signing])
+    return TLSFiles(ca=ca, cert=cert, key=key)
