@@ -227,6 +227,9 @@ class DockerBgJob(BgJob):
         except Exception as exc:  # the engine went away: wait() reports it
             self._error = exc
         finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()  # the exec's connection, now at its end
             self._started.set()
 
     @property
