@@ -203,9 +203,8 @@ class DockerBgJob(BgJob):
         self._reader.start()
         self._started.wait()
         if self._error is not None or self.pid <= 0:
-            raise SandboxError(
-                f"background command in {sandbox.name} did not start: {self._error or _decode(bytes(self._stderr))}"
-            )
+            said = self._error or _decode(bytes(self._stdout + self._stderr)).strip()
+            raise SandboxError(f"background command in {sandbox.name} did not start: {said}")
 
     def _read(self, stream: Iterator[tuple[bytes | None, bytes | None]]) -> None:
         head = bytearray()
@@ -221,8 +220,11 @@ class DockerBgJob(BgJob):
                 head += out
                 line, newline, rest = bytes(head).partition(b"\n")
                 if newline:
-                    self.pid = int(line)
-                    self._stdout += rest
+                    if line.isdigit():
+                        self.pid = int(line)
+                        self._stdout += rest
+                    else:  # the engine's own message: the command never started
+                        self._stdout += head
                     self._started.set()
         except Exception as exc:  # the engine went away: wait() reports it
             self._error = exc

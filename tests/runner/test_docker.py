@@ -75,6 +75,11 @@ def test_background_job_wait_timeout_and_kill(sandbox: DockerSandbox) -> None:
     assert sandbox.exec("grep -l '^sleep' /proc/[0-9]*/cmdline 2>/dev/null | wc -l", user="root").stdout.strip() == "0"
 
 
+def test_a_background_command_that_cannot_start_says_why(sandbox: DockerSandbox) -> None:
+    with pytest.raises(SandboxError, match=r"did not start: .*/no/such/dir"):
+        sandbox.start_bg("true", cwd="/no/such/dir")
+
+
 def test_files_roundtrip_with_owner_mode_and_parents(sandbox: DockerSandbox) -> None:
     path = f"{sandbox.home}/new/deeper/file.bin"
     data = bytes(range(256)) * 10
