@@ -3,11 +3,12 @@ summary table) and `agentbake gc`."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from rich.table import Table
 from agentbake.buildkit.engine import connect
 from agentbake.clikit import json_option, print_json
 from agentbake.errors import AgentbakeError
+from agentbake.runner.backends import BackendChoice, backend_options
 from agentbake.runner.gc import Leftover, collect, teardown_on_signals
 from agentbake.runner.result import RolloutResult, summarize_results
 from agentbake.runner.rollout_config import SCRIPTED, RunnerConfig
@@ -94,6 +96,7 @@ def _model_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 @click.command("run")
 @_model_options
+@backend_options
 @click.option(
     "--task",
     "task_dir",
@@ -110,6 +113,7 @@ def run_command(
     out_dir: Path,
     as_json: bool,
     task_dir: Path,
+    backend: BackendChoice,
 ) -> None:
     """Run one rollout of IMAGE (a catalog name, built when missing, or a tag) on one task."""
     from agentbake.runner.rollout import Runner
@@ -118,8 +122,8 @@ def run_command(
     task = load_task(task_dir)
     _warn(task.warnings)
     config = _config(image, model, model_name, api_key_env, oracle, out_dir)
-    runner = Runner(config)
-    with teardown_on_signals(runner):
+    runner = Runner(config, sandboxes := backend.build())
+    with teardown_on_signals(runner), _closing(sandboxes):
         if config.model == SCRIPTED:
             runner.start_scripted([task])
         try:
@@ -137,6 +141,7 @@ def run_command(
 
 @click.command("rollout")
 @_model_options
+@backend_options
 @click.option(
     "--tasks",
     "task_dirs",
@@ -160,6 +165,7 @@ def rollout_command(
     repeats: int,
     concurrency: int,
     warm: int,
+    backend: BackendChoice,
 ) -> None:
     """Run every task REPEATS times on IMAGE with live progress, then print a summary table."""
     from agentbake.runner.rollout import Runner
@@ -170,8 +176,8 @@ def rollout_command(
         _warn(task.warnings)
     config = _config(image, model, model_name, api_key_env, oracle, out_dir, warm=warm)
     display = _BatchDisplay(len(tasks) * repeats)
-    runner = Runner(config)
-    with teardown_on_signals(runner):
+    runner = Runner(config, sandboxes := backend.build(warm=warm))
+    with teardown_on_signals(runner), _closing(sandboxes):
         if config.model == SCRIPTED:
             runner.start_scripted(tasks)
         try:
@@ -190,6 +196,16 @@ def rollout_command(
 
 
 # -- helpers --------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _closing(backend: Any) -> Iterator[None]:
+    """Release a backend the Runner was handed (it closes only the one it makes itself)."""
+    try:
+        yield
+    finally:
+        if backend is not None:
+            backend.close()
 
 
 def _config(

@@ -17,7 +17,6 @@ import os
 import re
 import secrets
 import socket
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -25,7 +24,7 @@ from typing import Any
 from agentbake.errors import SandboxError
 from agentbake.runner import remote
 from agentbake.runner.e2b_config import E2BConfig
-from agentbake.runner.sandbox import ExecResult, SandboxBackend, SandboxHandle, SandboxRequest
+from agentbake.runner.sandbox import ExecResult, SandboxRequest
 
 logger = logging.getLogger("agentbake.runner")
 
@@ -55,22 +54,15 @@ def transient(exc: Exception) -> bool:
     return isinstance(status, int) and status >= 500
 
 
-class E2BBackend(SandboxBackend):
+class E2BBackend(remote.RemoteBackend):
     """Creates E2B sandboxes; `close()` kills every one this backend still has alive."""
 
     name = "e2b"
 
     def __init__(self, config: E2BConfig | None = None, *, image_facts: remote.ImageFacts | None = None) -> None:
         self.config = config or E2BConfig()
-        self._facts = {image_facts.ref: image_facts} if image_facts else {}
-        self._live: dict[str, E2BSandbox] = {}
-        self._lock = threading.Lock()
+        super().__init__(self.config.relay, image_facts)
         self.sdk = _sdk()
-
-    def facts(self, ref: str) -> remote.ImageFacts:
-        if ref not in self._facts:
-            self._facts[ref] = remote.local_image_facts(ref)
-        return self._facts[ref]
 
     def template(self, facts: remote.ImageFacts) -> str:
         """The template to start: the config's, else the published manifest's for this content hash."""
@@ -88,7 +80,7 @@ class E2BBackend(SandboxBackend):
     def create(self, request: SandboxRequest) -> E2BSandbox:
         facts = self.facts(request.image)
         template = self.template(facts)
-        model_url = self._model_url(request)
+        model_url = self.model_url(request)
         metadata = {ROLLOUT_KEY: request.rollout_id, OWNER_KEY: f"{socket.gethostname()}:{os.getpid()}"}
         metadata[IMAGE_KEY] = facts.ref
         # One key for every try: a create whose answer was lost is answered again, not started twice.
@@ -113,8 +105,7 @@ class E2BBackend(SandboxBackend):
             what=f"an E2B sandbox from template {template!r}",
         )
         sandbox = E2BSandbox(self, sdk_sandbox, facts, request.rollout_id, model_url)
-        with self._lock:
-            self._live[sandbox.sandbox_id] = sandbox
+        self.track(sandbox)
         try:
             sandbox.home = remote.home_of(sandbox, facts.user)
         except BaseException:
@@ -122,36 +113,8 @@ class E2BBackend(SandboxBackend):
             raise
         return sandbox
 
-    def _model_url(self, request: SandboxRequest) -> str | None:
-        if request.gateway_socket is None:
-            return None
-        if not self.config.gateway_url:
-            raise SandboxError(
-                "E2BConfig.gateway_url is not set: with --gateway host the sandbox reaches this machine's gateway "
-                "relay at that URL (see docs/remote.md); or run with --gateway sandbox"
-            )
-        return f"{self.config.gateway_url.rstrip('/')}/r/{request.rollout_id}"
 
-    def forget(self, sandbox: E2BSandbox) -> None:
-        with self._lock:
-            self._live.pop(sandbox.sandbox_id, None)
-
-    def live(self) -> list[E2BSandbox]:
-        with self._lock:
-            return list(self._live.values())
-
-    def close(self) -> None:
-        errors = []
-        for sandbox in self.live():
-            try:
-                sandbox.kill()
-            except SandboxError as exc:
-                errors.append(str(exc))
-        if errors:
-            raise SandboxError("; ".join(errors))
-
-
-class E2BSandbox(SandboxHandle):
+class E2BSandbox(remote.RemoteSandbox):
     """One E2B sandbox; commands and files through the SDK's `commands` and `files`."""
 
     def __init__(
@@ -261,13 +224,6 @@ class E2BSandbox(SandboxHandle):
             ) from None
         self.killed = True
         self._backend.forget(self)
-
-    def kill_quietly(self) -> None:
-        """Kill on a failure path: a failing kill is logged so the original error is the one raised."""
-        try:
-            self.kill()
-        except SandboxError as exc:
-            logger.warning("%s", exc)
 
     def _error(self, action: str, exc: Exception) -> SandboxError:
         gone = " (the sandbox was killed)" if self.killed else ""

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentbake.runner.relay import RelayConfig
+
 
 class E2BConfig(BaseModel):
     """How the E2B backend creates sandboxes."""
@@ -35,6 +37,6 @@ class E2BConfig(BaseModel):
     request_timeout_s: float = Field(default=60, gt=0)
     """Timeout of one control-plane or file request (commands are bounded by their own timeout)."""
 
-    gateway_url: str | None = None
-    """`--gateway host`: base URL at which sandboxes reach this machine's gateway relay (a public https URL
-    in front of `agentbake`'s relay port); each rollout's model_url is `<gateway_url>/r/<rollout_id>`."""
+    relay: RelayConfig = RelayConfig()
+    """`--gateway host`: where this machine's gateway relay listens and the URL sandboxes reach it at;
+    each rollout's model_url is `<url>/r/<rollout_id>`."""

@@ -27,7 +27,7 @@ from typing import Any
 from agentbake.errors import SandboxError
 from agentbake.runner import remote
 from agentbake.runner.hf_config import HFConfig
-from agentbake.runner.sandbox import ExecResult, SandboxBackend, SandboxHandle, SandboxRequest
+from agentbake.runner.sandbox import ExecResult, SandboxRequest
 
 logger = logging.getLogger("agentbake.runner")
 
@@ -54,23 +54,16 @@ def transient(exc: Exception) -> bool:
     return isinstance(exc, ConnectionError | TimeoutError) or type(exc).__name__ in ("ConnectError", "ReadError")
 
 
-class HFBackend(SandboxBackend):
+class HFBackend(remote.RemoteBackend):
     """Creates Hugging Face sandboxes (one Job each); `close()` kills every one still alive."""
 
     name = "hf"
 
     def __init__(self, config: HFConfig | None = None, *, image_facts: remote.ImageFacts | None = None) -> None:
         self.config = config or HFConfig()
-        self._facts = {image_facts.ref: image_facts} if image_facts else {}
-        self._live: dict[str, HFSandbox] = {}
-        self._lock = threading.Lock()
+        super().__init__(self.config.relay, image_facts)
         self.sdk = _sdk()
         self.api = self.sdk.HfApi()
-
-    def facts(self, ref: str) -> remote.ImageFacts:
-        if ref not in self._facts:
-            self._facts[ref] = remote.local_image_facts(ref)
-        return self._facts[ref]
 
     def image(self, facts: remote.ImageFacts) -> str:
         """The reference to start: the config's, else the published manifest's for this content hash."""
@@ -94,7 +87,7 @@ class HFBackend(SandboxBackend):
     def create(self, request: SandboxRequest) -> HFSandbox:
         facts = self.facts(request.image)
         image = self.image(facts)
-        model_url = self._model_url(request)
+        model_url = self.model_url(request)
         labels = {ROLLOUT_LABEL: request.rollout_id, OWNER_LABEL: f"{socket.gethostname()}-{os.getpid()}"}
 
         def create_once() -> Any:
@@ -117,8 +110,7 @@ class HFBackend(SandboxBackend):
             what=f"a Hugging Face sandbox from {image!r}",
         )
         sandbox = HFSandbox(self, sdk_sandbox, facts, request.rollout_id, model_url)
-        with self._lock:
-            self._live[sandbox.sandbox_id] = sandbox
+        self.track(sandbox)
         try:
             sandbox.home = remote.home_of(sandbox, facts.user)
             made = sandbox.exec(f"umask 077 && mkdir -p {_JOBS_DIR}", user="root", timeout=30)
@@ -129,36 +121,8 @@ class HFBackend(SandboxBackend):
             raise
         return sandbox
 
-    def _model_url(self, request: SandboxRequest) -> str | None:
-        if request.gateway_socket is None:
-            return None
-        if not self.config.gateway_url:
-            raise SandboxError(
-                "HFConfig.gateway_url is not set: with --gateway host the sandbox reaches this machine's gateway "
-                "relay at that URL (see docs/remote.md); or run with --gateway sandbox"
-            )
-        return f"{self.config.gateway_url.rstrip('/')}/r/{request.rollout_id}"
 
-    def forget(self, sandbox: HFSandbox) -> None:
-        with self._lock:
-            self._live.pop(sandbox.sandbox_id, None)
-
-    def live(self) -> list[HFSandbox]:
-        with self._lock:
-            return list(self._live.values())
-
-    def close(self) -> None:
-        errors = []
-        for sandbox in self.live():
-            try:
-                sandbox.kill()
-            except SandboxError as exc:
-                errors.append(str(exc))
-        if errors:
-            raise SandboxError("; ".join(errors))
-
-
-class HFSandbox(SandboxHandle):
+class HFSandbox(remote.RemoteSandbox):
     """One Hugging Face sandbox; commands through `run`, files through `files`."""
 
     def __init__(
@@ -322,13 +286,6 @@ class HFSandbox(SandboxHandle):
             self._sandbox.close()
         self.killed = True
         self._backend.forget(self)
-
-    def kill_quietly(self) -> None:
-        """Kill on a failure path: a failing kill is logged so the original error is the one raised."""
-        try:
-            self.kill()
-        except SandboxError as exc:
-            logger.warning("%s", exc)
 
     def _error(self, action: str, exc: Exception) -> SandboxError:
         gone = " (the sandbox was killed)" if self.killed else ""

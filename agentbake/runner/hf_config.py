@@ -9,6 +9,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentbake.runner.relay import RelayConfig
+
 
 class HFConfig(BaseModel):
     """How the Hugging Face backend creates sandboxes."""
@@ -48,6 +50,6 @@ class HFConfig(BaseModel):
     """Variables removed from the environment of every command that runs as the image's user: the sandbox
     server's credential (its commands inherit its environment) and anything that could reach the Hub."""
 
-    gateway_url: str | None = None
-    """`--gateway host`: base URL at which sandboxes reach this machine's gateway relay; each rollout's
-    model_url is `<gateway_url>/r/<rollout_id>`."""
+    relay: RelayConfig = RelayConfig()
+    """`--gateway host`: where this machine's gateway relay listens and the URL sandboxes reach it at;
+    each rollout's model_url is `<url>/r/<rollout_id>`."""

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from agentbake.errors import SandboxError
-from agentbake.runner.sandbox import BgJob, ExecResult, SandboxHandle
+from agentbake.runner.relay import GatewayRelay, RelayConfig
+from agentbake.runner.sandbox import BgJob, ExecResult, SandboxBackend, SandboxHandle, SandboxRequest
 
 logger = logging.getLogger("agentbake.runner")
 
@@ -197,3 +198,70 @@ class ThreadedJob(BgJob):
             return
         self._killer()
         self._thread.join(10)
+
+
+class RemoteSandbox(SandboxHandle):
+    """What a remote backend's handle shares: its rollout, and being killed only once."""
+
+    rollout_id: str
+    killed: bool = False
+
+    def kill_quietly(self) -> None:
+        """Kill on a failure path: a failing kill is logged so the original error is the one raised."""
+        try:
+            self.kill()
+        except SandboxError as exc:
+            logger.warning("%s", exc)
+
+
+class RemoteBackend(SandboxBackend):
+    """What the E2B and Hugging Face backends share: image facts, the gateway relay, the live sandboxes."""
+
+    def __init__(self, relay: RelayConfig, image_facts: ImageFacts | None) -> None:
+        self._relay_config = relay
+        self._relay: GatewayRelay | None = None
+        self._facts = {image_facts.ref: image_facts} if image_facts else {}
+        self._live: dict[str, RemoteSandbox] = {}
+        self._lock = threading.Lock()
+
+    def facts(self, ref: str) -> ImageFacts:
+        if ref not in self._facts:
+            self._facts[ref] = local_image_facts(ref)
+        return self._facts[ref]
+
+    def model_url(self, request: SandboxRequest) -> str | None:
+        """`--gateway host`: the rollout's gateway socket made reachable through the relay (started once)."""
+        if request.gateway_socket is None:
+            return None
+        with self._lock:
+            if self._relay is None:
+                self._relay = GatewayRelay(self._relay_config)
+        return self._relay.register(request.rollout_id, request.gateway_socket)
+
+    def track(self, sandbox: RemoteSandbox) -> None:
+        with self._lock:
+            self._live[sandbox.sandbox_id] = sandbox
+
+    def forget(self, sandbox: RemoteSandbox) -> None:
+        with self._lock:
+            self._live.pop(sandbox.sandbox_id, None)
+        if self._relay is not None:
+            self._relay.unregister(sandbox.rollout_id)
+
+    def live(self) -> list[RemoteSandbox]:
+        with self._lock:
+            return list(self._live.values())
+
+    def close(self) -> None:
+        """Kill every sandbox still alive, then stop the relay; a failed kill is raised after the rest."""
+        errors = []
+        for sandbox in self.live():
+            try:
+                sandbox.kill()
+            except SandboxError as exc:
+                errors.append(str(exc))
+        if self._relay is not None:
+            self._relay.close()
+            self._relay = None
+        if errors:
+            raise SandboxError("; ".join(errors))

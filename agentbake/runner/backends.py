@@ -1,0 +1,91 @@
+"""`--backend docker|e2b|hf` for `agentbake run` and `agentbake rollout`: the options and the backend they make.
+
+Docker is the default (the Runner makes it itself, with its warm pool). The remote backends start the
+image published for the local image's content hash (the published manifest, `--manifest`), and reach the
+rollout's gateway on this machine through one relay port (`--relay-listen`, `--relay-url`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from agentbake.errors import SandboxError
+from agentbake.runner.relay import RelayConfig
+from agentbake.runner.sandbox import SandboxBackend
+
+BACKENDS = ("docker", "e2b", "hf")
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """What the backend options said; `build()` makes the backend (None: the Runner's own Docker backend)."""
+
+    name: str = "docker"
+    manifest: Path | None = None
+    relay_listen: str = "127.0.0.1:0"
+    relay_url: str | None = None
+
+    def relay(self) -> RelayConfig:
+        host, sep, port = self.relay_listen.rpartition(":")
+        if not sep or not port.isdigit() or not host:
+            raise click.BadParameter(
+                f"{self.relay_listen!r}: expected HOST:PORT, e.g. 0.0.0.0:8900", param_hint="--relay-listen"
+            )
+        return RelayConfig(listen_host=host.strip("[]"), listen_port=int(port), public_url=self.relay_url)
+
+    def build(self, *, warm: int = 0) -> SandboxBackend | None:
+        if self.name == "docker":
+            return None
+        if warm:
+            raise SandboxError(f"--warm keeps Docker sandboxes started; the {self.name} backend has no warm pool")
+        if self.name == "e2b":
+            from agentbake.runner.e2b import E2BBackend
+            from agentbake.runner.e2b_config import E2BConfig
+
+            return E2BBackend(E2BConfig(manifest=self.manifest, relay=self.relay()))
+        from agentbake.runner.hf import HFBackend
+        from agentbake.runner.hf_config import HFConfig
+
+        return HFBackend(HFConfig(manifest=self.manifest, relay=self.relay()))
+
+
+def backend_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add `--backend`, `--manifest`, `--relay-listen`, `--relay-url`; the command receives `backend: BackendChoice`."""
+
+    @functools.wraps(command)
+    def wrapper(
+        *args: Any, backend: str, manifest: Path | None, relay_listen: str, relay_url: str | None, **kwargs: Any
+    ) -> Any:
+        return command(*args, backend=BackendChoice(backend, manifest, relay_listen, relay_url), **kwargs)
+
+    options = [
+        click.option(
+            "--backend",
+            type=click.Choice(BACKENDS),
+            default="docker",
+            show_default=True,
+            help="Where sandboxes run: the local Docker engine, E2B, or Hugging Face (see docs/remote.md).",
+        ),
+        click.option(
+            "--manifest",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Published manifest naming the remote image per content hash (default $AGENTBAKE_PUBLISHED, "
+            "else ./published.json).",
+        ),
+        click.option(
+            "--relay-listen",
+            default="127.0.0.1:0",
+            show_default=True,
+            help="Remote backends: HOST:PORT where the gateway relay listens for the sandboxes.",
+        ),
+        click.option("--relay-url", help="Remote backends: the URL sandboxes reach the relay at (e.g. a tunnel's)."),
+    ]
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper

@@ -1,0 +1,138 @@
+"""`--gateway host` for remote sandboxes: one TCP port on the trainer's machine in front of every rollout's
+gateway (each listens on a unix socket of its own, as on Docker).
+
+A remote sandbox calls `<url>/r/<rollout_id>/v1/...`; the relay reads the request line, finds that
+rollout's gateway socket and from then on copies bytes both ways without parsing them, so streaming and
+keep-alive are the gateway's own. A connection is bound to the rollout its first request names; the
+gateway itself refuses a later request for another rollout (403) and any request without the rollout's
+token (401). The upstream key stays in this process: the sandbox holds only its rollout's token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import threading
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentbake.errors import SandboxError
+
+_REQUEST_LINE = re.compile(rb"^[A-Z]+ /r/([A-Za-z0-9._:-]{1,128})/\S* HTTP/1\.[01]\r\n")
+_MAX_REQUEST_LINE = 8192
+
+
+class RelayConfig(BaseModel):
+    """Where the relay listens and the URL remote sandboxes use to reach it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    listen_host: str = "127.0.0.1"
+    """Interface the relay listens on. Loopback reaches only sandboxes on this machine (tests, the fakes);
+    for cloud sandboxes listen where your tunnel or load balancer forwards from (e.g. `0.0.0.0`)."""
+
+    listen_port: int = Field(default=0, ge=0, le=65535)
+    """Port (0 picks a free one)."""
+
+    public_url: str | None = None
+    """Base URL sandboxes use (an https URL in front of this port, for cloud sandboxes); default: the
+    relay's own `http://listen_host:port`."""
+
+
+class GatewayRelay:
+    """A TCP listener in a thread of its own; `register(rollout_id, socket)` makes a rollout reachable."""
+
+    def __init__(self, config: RelayConfig) -> None:
+        self.config = config
+        self._routes: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._loop = asyncio.new_event_loop()
+        self._server: asyncio.AbstractServer | None = None
+        started = threading.Event()
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(started,), name="agentbake-relay", daemon=True)
+        self._thread.start()
+        started.wait(30)
+        if self._failure is not None or self._server is None:
+            raise SandboxError(
+                f"the gateway relay cannot listen on {config.listen_host}:{config.listen_port}: {self._failure}; "
+                "pick another port"
+            )
+        self.port = self._server.sockets[0].getsockname()[1]
+        self.url = (config.public_url or f"http://{config.listen_host}:{self.port}").rstrip("/")
+
+    def _run(self, started: threading.Event) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._server = self._loop.run_until_complete(
+                asyncio.start_server(self._serve, self.config.listen_host, self.config.listen_port)
+            )
+        except OSError as exc:
+            self._failure = exc
+            started.set()
+            return
+        started.set()
+        self._loop.run_forever()
+
+    def register(self, rollout_id: str, socket_path: str) -> str:
+        """Route `/r/<rollout_id>/` to the gateway on `socket_path`; returns the sandbox's model URL."""
+        if not Path(socket_path).exists():
+            raise SandboxError(f"gateway socket {socket_path} does not exist; start the gateway first")
+        with self._lock:
+            self._routes[rollout_id] = socket_path
+        return f"{self.url}/r/{rollout_id}"
+
+    def unregister(self, rollout_id: str) -> None:
+        with self._lock:
+            self._routes.pop(rollout_id, None)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            try:
+                head = await reader.readuntil(b"\r\n")
+            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+                return
+            match = _REQUEST_LINE.match(head) if len(head) <= _MAX_REQUEST_LINE else None
+            with self._lock:
+                target = self._routes.get(match.group(1).decode()) if match else None
+            if target is None:
+                body = b"no such rollout on this relay\n"
+                writer.write(b"HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Type: text/plain\r\n")
+                writer.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                await writer.drain()
+                return
+            try:
+                up_reader, up_writer = await asyncio.open_unix_connection(target)
+            except OSError:
+                writer.write(b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+                await writer.drain()
+                return
+            up_writer.write(head)
+            await asyncio.gather(_copy(reader, up_writer), _copy(up_reader, writer))
+        finally:
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    def close(self) -> None:
+        def stop() -> None:
+            if self._server is not None:
+                self._server.close()
+            self._loop.stop()
+
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(stop)
+            self._thread.join(10)
+
+
+async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while chunk := await reader.read(65536):
+            writer.write(chunk)
+            await writer.drain()
+    except (ConnectionError, asyncio.CancelledError):
+        pass
+    finally:
+        with contextlib.suppress(Exception):
+            writer.close()
