@@ -9,6 +9,7 @@ and the position: the same request gets the same numbers, different requests dif
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,8 @@ SPECIAL_TEXT = {
     THINK_CLOSE: "</think>",
 }
 _FIRST_ID, _VOCAB = 1000, 150_000  # ordinary pieces land in [1000, 151000), below the special ids
+ARG_FRAGMENT = 7
+"""Characters of tool-call arguments per token."""
 _PIECE = re.compile(r"\S+\s*|\s+")
 # Alternatives offered in top_logprobs (their ids follow from their text like any piece).
 ALTERNATIVES = (" the", "\n", " a", ",", ".", " to", " and", " of", " is", " in", "(", ":")
@@ -69,6 +72,22 @@ def special(token_id: int) -> Token:
     return Token(token_id, SPECIAL_TEXT[token_id], "control")
 
 
+def tool_call_tokens(call: int, name: str, arguments: str) -> list[Token]:
+    """One tool call as a hermes-style model writes it: `<tool_call>`, the JSON `{"name": ..., "arguments":
+    ...}` (the arguments in fragments of a few characters), `</tool_call>`."""
+    head = text_tokens(json.dumps({"name": name}, ensure_ascii=False)[:-1] + ", ", "wrapper", call)
+    head[-1] = Token(head[-1].id, head[-1].text, "name", call)  # the token that completes the name
+    fragments = [arguments[i : i + ARG_FRAGMENT] for i in range(0, len(arguments), ARG_FRAGMENT)]
+    return [
+        special(TOOL_CALL_OPEN),
+        *head,
+        *text_tokens('"arguments": ', "wrapper", call),
+        *(Token(piece_id(f), f, "args", call) for f in fragments),
+        Token(piece_id("}"), "}", "wrapper", call),
+        special(TOOL_CALL_CLOSE),
+    ]
+
+
 def request_seed(request: dict[str, Any]) -> bytes:
     """What makes two requests "the same": everything but how the answer is transported."""
     content = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
@@ -103,7 +122,12 @@ def alternatives(seed: bytes, position: int, sampled: int, count: int) -> list[t
 
 
 def render_prompt(request: dict[str, Any], *, add_generation_prompt: bool = True) -> list[int]:
-    """Prompt ids: a ChatML rendering of the tools and messages, then the assistant's turn opening."""
+    """Prompt ids: a ChatML rendering of the tools and messages, then the assistant's turn opening.
+
+    An assistant message is rendered with the very tokens the model generates for it (reasoning between
+    think markers, text, hermes tool calls), so a conversation that sends the model's answers back
+    unchanged has prompt ids that extend the previous prompt and completion exactly; one that drops the
+    reasoning or re-serializes tool arguments does not, as with a real chat template."""
     ids: list[int] = []
 
     def turn(role: str, text: str) -> None:
@@ -118,12 +142,27 @@ def render_prompt(request: dict[str, Any], *, add_generation_prompt: bool = True
         if not isinstance(message, dict):
             continue
         text = content_text(message.get("content"))
-        for call in message.get("tool_calls") or []:
-            function = call.get("function") or {}
-            text += f"\n<tool_call>{function.get('name')} {function.get('arguments')}</tool_call>"
-        turn(str(message.get("role")), text)
+        if message.get("role") == "assistant":
+            ids.extend([IM_START, *encode("assistant\n"), *_assistant_ids(message, text), IM_END, *encode("\n")])
+        else:
+            turn(str(message.get("role")), text)
     if add_generation_prompt:
         ids.extend([IM_START, *encode("assistant\n")])
+    return ids
+
+
+def _assistant_ids(message: dict[str, Any], text: str) -> list[int]:
+    ids: list[int] = []
+    reasoning = message.get("reasoning") or message.get("reasoning_content")
+    if isinstance(reasoning, str) and reasoning:
+        ids += [THINK_OPEN, *encode(reasoning), THINK_CLOSE]
+    ids += encode(text)
+    for n, call in enumerate(message.get("tool_calls") or []):
+        function = (call.get("function") if isinstance(call, dict) else None) or {}
+        arguments = function.get("arguments")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        ids += [t.id for t in tool_call_tokens(n, str(function.get("name")), arguments)]
     return ids
 
 

@@ -31,7 +31,6 @@ CREATED = 1767225600
 """`created` of every answer (2026-01-01): fixed, so the same request gets the same bytes back."""
 SYSTEM_FINGERPRINT = "vllm-0.34.0-scripted"
 VLLM_MIN_LOGPROB = -9999.0
-_ARG_FRAGMENT = 7  # characters of tool-call arguments per streamed token
 _ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 500: "InternalServerError", 501: "NotImplementedError"}
 
 
@@ -139,21 +138,16 @@ class Completion:
         return [Group(chunk, {key: "".join(t.text for t in chunk)}) for chunk in chunks]
 
     def _call_groups(self, n: int, name: str, arguments: dict[str, Any]) -> list[Group]:
-        groups = [Group([tk.special(tk.TOOL_CALL_OPEN)], None)]
-        head = tk.text_tokens(json.dumps({"name": name}, ensure_ascii=False)[:-1] + ", ", "wrapper", n)
-        groups += [Group([t], None) for t in head[:-1]]
-        named = {"id": self.call_ids[n], "type": "function", "index": n, "function": {"name": name}}
-        groups.append(
-            Group([tk.Token(head[-1].id, head[-1].text, "name", n)], {"content": None, "tool_calls": [named]})
-        )
-        groups += [Group([t], None) for t in tk.text_tokens('"arguments": ', "wrapper", n)]
-        text = arguments_text(arguments)
-        for i in range(0, len(text), _ARG_FRAGMENT):
-            fragment = text[i : i + _ARG_FRAGMENT]
-            delta = {"content": None, "tool_calls": [{"index": n, "function": {"arguments": fragment}}]}
-            groups.append(Group([tk.Token(tk.piece_id(fragment), fragment, "args", n)], delta))
-        groups.append(Group([tk.Token(tk.piece_id("}"), "}", "wrapper", n)], None))
-        groups.append(Group([tk.special(tk.TOOL_CALL_CLOSE)], None))
+        groups = []
+        for token in tk.tool_call_tokens(n, name, arguments_text(arguments)):
+            if token.kind == "name":
+                call = {"id": self.call_ids[n], "type": "function", "index": n, "function": {"name": name}}
+                groups.append(Group([token], {"content": None, "tool_calls": [call]}))
+            elif token.kind == "args":
+                call = {"index": n, "function": {"arguments": token.text}}
+                groups.append(Group([token], {"content": None, "tool_calls": [call]}))
+            else:  # markers and JSON around name and arguments: the parser shows nothing yet
+                groups.append(Group([token], None))
         return groups
 
     # ---------------------------------------------------------------- logprobs

@@ -128,3 +128,22 @@ def test_the_readme_example_runs(capsys, monkeypatch):
     arguments, token_ids = capsys.readouterr().out.splitlines()
     assert json.loads(arguments) == {"command": "(\nprintf 'Hello, agentbake!\\n' > hello.txt\n)"}
     assert token_ids.startswith("[") and token_ids.endswith(", 151645]")
+
+
+@pytest.mark.parametrize("drop_reasoning", [False, True], ids=["sent-back-unchanged", "reasoning-dropped"])
+def test_prompt_ids_extend_the_previous_turn_when_the_answer_is_sent_back_unchanged(scripted, drop_reasoning):
+    """What a trainer concatenating turns needs; a client that drops reasoning breaks it, as with real templates."""
+    reply = Reply(text="Listing.", reasoning="think first", tool_calls=[("bash", {"command": "ls -la"})])
+    scripted.model.script = [reply, Reply(text="done")]
+    first = _chat(scripted.url, **CAPTURE).json()
+    message = first["choices"][0]["message"]
+    sent_back = {"role": "assistant", "content": message["content"], "tool_calls": message["tool_calls"]}
+    if not drop_reasoning:
+        sent_back["reasoning"] = message["reasoning"]
+    tool = {"role": "tool", "tool_call_id": message["tool_calls"][0]["id"], "content": "a.txt"}
+    second = httpx.post(
+        scripted.url + "/v1/chat/completions",
+        json={"model": "m", "messages": [*USER, sent_back, tool], **CAPTURE},
+    ).json()
+    before = first["prompt_token_ids"] + first["choices"][0]["token_ids"]
+    assert (second["prompt_token_ids"][: len(before)] == before) != drop_reasoning
