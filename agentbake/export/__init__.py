@@ -3,9 +3,19 @@
 from agentbake.export import export, export_rollout, write_sequences
 """
 
-from agentbake.export.api import dumps, export, export_rollout, summary, write_sequences
+from agentbake.export.api import dumps, export, export_rollout, summary, write_rollout_sequences, write_sequences
 from agentbake.export.findings import Finding
 from agentbake.export.reader import ALL_ROLLOUTS
 from agentbake.export.trl import to_trl
 
-__all__ = ["ALL_ROLLOUTS", "Finding", "dumps", "export", "export_rollout", "summary", "to_trl", "write_sequences"]
+__all__ = [
+    "ALL_ROLLOUTS",
+    "Finding",
+    "dumps",
+    "export",
+    "export_rollout",
+    "summary",
+    "to_trl",
+    "write_rollout_sequences",
+    "write_sequences",
+]

@@ -9,6 +9,7 @@ from typing import Literal
 
 import orjson
 
+from agentbake.errors import TraceError
 from agentbake.export.findings import Finding
 from agentbake.export.reader import ALL_ROLLOUTS, index_trace, iter_rollouts
 from agentbake.export.sequences import LogprobsMode, build_document
@@ -75,6 +76,25 @@ def write_sequences(
             file.write(dumps(document, format=format))
             summaries.append(summary(document))
     partial.replace(out)
+    return summaries
+
+
+def write_rollout_sequences(
+    trace: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, logprobs: LogprobsMode = "raw"
+) -> list[dict]:
+    """`out_dir/<rollout_id>/sequences.json` for every rollout of a shared trace, in one pass over the file
+    (records without a rollout id go to `out_dir/_/`). Returns each rollout's summary."""
+    summaries = []
+    for document in export(trace, logprobs=logprobs):
+        name = document["rollout_id"] or "_"
+        if name in (".", "..") or "/" in name:
+            raise TraceError(f"{trace}: rollout id {name!r} cannot name a folder under {out_dir}")
+        folder = Path(out_dir) / name
+        folder.mkdir(parents=True, exist_ok=True)
+        partial = folder / "sequences.json.partial"
+        partial.write_bytes(dumps(document))
+        partial.replace(folder / "sequences.json")
+        summaries.append(summary(document))
     return summaries
 
 

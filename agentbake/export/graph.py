@@ -10,12 +10,11 @@ prove, and a template that re-renders history differently always does (a `broken
 
 from __future__ import annotations
 
-from array import array
 from bisect import insort
 from collections.abc import Sequence
 
 from agentbake.export.findings import Finding
-from agentbake.export.reader import Call
+from agentbake.export.reader import Call, parse_ids
 
 
 def link(calls: Sequence[Call]) -> list[Finding]:
@@ -44,19 +43,19 @@ def _broken_prefix(call: Call, candidates: list[Call], parent: Call | None) -> F
     history was re-rendered differently from how it was generated (a chat template stripping reasoning or
     re-formatting tool calls). The sequences stay exact (a new path starts here); the trainer should know."""
     floor = parent.length if parent is not None else 0
-    prompt = call.tokens[: 8 * call.prompt_len]  # type: ignore[operator]
+    prompt = call.prompt
     for earlier in candidates:  # longest first: past the parent's length none can qualify
         if earlier.length <= floor:
             break
-        head = 8 * earlier.prompt_len  # type: ignore[operator]
+        head = earlier.prompt_end
         if earlier is parent or earlier.prompt_len <= floor or len(prompt) <= head:  # type: ignore[operator]
             continue
         if not prompt.startswith(memoryview(earlier.tokens)[:head]):
             continue
-        at = common_prefix(prompt, earlier.tokens) // 8
+        at = common_prefix(prompt, earlier.tokens)
         if at < earlier.length:
             sampled = earlier.ids()[at : at + 4]
-            seen = array_slice(prompt, at, at + 4)
+            seen = parse_ids(prompt)[at : at + 4]
             return Finding(
                 "broken_prefix",
                 f"turn {call.turn}'s prompt repeats turn {earlier.turn}'s prompt but diverges at index {at}, inside"
@@ -69,20 +68,16 @@ def _broken_prefix(call: Call, candidates: list[Call], parent: Call | None) -> F
 
 
 def common_prefix(a: bytes, b: bytes) -> int:
-    """Length in bytes (a multiple of 8) of the common prefix of two packed id strings, by bisection."""
-    low, high = 0, min(len(a), len(b)) // 8
+    """How many ids two id texts share at their start (bisection on bytes, then whole ids only)."""
+    low, high = 0, min(len(a), len(b))
     view = memoryview(b)
     while low < high:
         middle = (low + high + 1) // 2
-        if a.startswith(view[: 8 * middle]):
+        if a.startswith(view[:middle]):
             low = middle
         else:
             high = middle - 1
-    return 8 * low
-
-
-def array_slice(packed: bytes, start: int, end: int) -> list[int]:
-    return array("q", packed[8 * start : 8 * end]).tolist()
+    return a.count(b",", 0, low)
 
 
 def check_retries(calls: Sequence[Call]) -> tuple[set[int], list[Finding]]:
@@ -119,7 +114,7 @@ def check_retries(calls: Sequence[Call]) -> tuple[set[int], list[Finding]]:
                 superseded.add(original.index)
                 findings += _disagreement(call, original)
         if call.prompt_len is not None:
-            key = (call.parent, call.tokens[: 8 * call.prompt_len])
+            key = (call.parent, call.prompt)
             twin = by_prompt.get(key)
             if twin is not None and not twin.children and twin.index not in superseded and call.retry_of != twin.turn:
                 superseded.add(twin.index)
@@ -140,9 +135,9 @@ def check_retries(calls: Sequence[Call]) -> tuple[set[int], list[Finding]]:
 def _disagreement(retry: Call, original: Call) -> list[Finding]:
     findings = []
     if retry.prompt_len is not None and original.prompt_len is not None:
-        mine, theirs = retry.tokens[: 8 * retry.prompt_len], original.tokens[: 8 * original.prompt_len]
+        mine, theirs = retry.prompt, original.prompt
         if mine != theirs:
-            at = common_prefix(mine, theirs) // 8
+            at = common_prefix(mine, theirs)
             findings.append(
                 Finding(
                     "retry_mismatch",

@@ -2,8 +2,11 @@
 
 Pass 1 reads the file line by line and keeps, per rollout, only the byte offset and length of each of its
 lines (a few dozen bytes per record). Pass 2 reads one rollout's lines back by offset and keeps its calls'
-ids packed as int64 bytes (8 bytes a token instead of a Python int's 28). So memory follows the largest
-rollout, never the file: records of many rollouts may interleave in any order (one gateway serving
+ids as their JSON text, each id followed by a comma (`b"1,2,3,"`, about 7 bytes a token instead of a Python
+int's 28): one list of ids is a prefix of another exactly when its text is, so the graph compares them with
+`bytes.startswith` (memcmp) and never builds the ints, except for the sequences it outputs. The prompt ids
+(most of a record) are cut out of the line before it is parsed. So memory follows the largest rollout,
+never the file: records of many rollouts may interleave in any order (one gateway serving
 concurrent rollouts). Lines are kept in file order, which is causal: the gateway writes a call's record
 before its client gets the answer, so a call's parent is always written before the call.
 """
@@ -39,7 +42,9 @@ class Call:
     """Line number in the trace file, from 1 (for messages)."""
     turn: int
     tokens: bytes = b""
-    """Prompt ids then completion ids, packed as native int64 (`array("q")` bytes)."""
+    """Prompt ids then completion ids as id text: each id in decimal followed by a comma."""
+    prompt_end: int = 0
+    """Where the prompt's ids end in `tokens` (bytes)."""
     prompt_len: int | None = None
     """Number of prompt ids; None when the record carries none."""
     completion_len: int = 0
@@ -62,8 +67,21 @@ class Call:
     parent: int | None = None
     children: list[int] = field(default_factory=list)
 
-    def ids(self, end: int | None = None) -> list[int]:
-        return array("q", self.tokens[: None if end is None else 8 * end]).tolist()
+    @property
+    def prompt(self) -> bytes:
+        return self.tokens[: self.prompt_end]
+
+    def ids(self) -> list[int]:
+        return parse_ids(self.tokens)
+
+
+def id_text(ids: list[int]) -> bytes:
+    """The id text of a list of ints (canonical: as orjson writes them, each followed by a comma)."""
+    return orjson.dumps(ids)[1:-1] + b"," if ids else b""
+
+
+def parse_ids(text: bytes) -> list[int]:
+    return orjson.loads(b"[" + text[:-1] + b"]") if text else []
 
 
 @dataclass(slots=True)
@@ -138,7 +156,7 @@ def read_calls(index: TraceIndex, rollout_id: str | None) -> tuple[list[Call], l
     with _open(index.path) as file:
         for number, start, length in index.lines.get(rollout_id, []):
             file.seek(start)
-            raw = _parse(file.read(length))
+            raw, prompt = _parse_record(file.read(length))
             if raw is None:  # a torn write glued to the next record: pass 1 only read its first keys
                 torn.append(
                     Finding(
@@ -149,12 +167,13 @@ def read_calls(index: TraceIndex, rollout_id: str | None) -> tuple[list[Call], l
                 )
                 continue
             check_schema(raw, f"{index.path}:{number}")
-            calls.append(to_call(raw, len(calls), number))
+            calls.append(to_call(raw, len(calls), number, prompt))
     return calls, torn
 
 
-def to_call(raw: dict[str, Any], position: int, line: int) -> Call:
-    """The graph's view of one record; what is malformed becomes a problem of the call."""
+def to_call(raw: dict[str, Any], position: int, line: int, prompt_text: bytes | None = None) -> Call:
+    """The graph's view of one record (its prompt ids given as id text when they were cut out of the line);
+    what is malformed becomes a problem of the call."""
     request = raw.get("request") if isinstance(raw.get("request"), dict) else {}
     retry_of = raw.get("retry_of")
     capture = raw.get("capture")
@@ -173,18 +192,21 @@ def to_call(raw: dict[str, Any], position: int, line: int) -> Call:
         call.capture, call.capture_reason = capture.get("verdict"), capture.get("reason")
     elif isinstance(capture, str):
         call.capture = capture
-    prompt = _ids(raw.get("prompt_token_ids"))
     completion = _ids(raw.get("completion_token_ids"))
     if completion is None:
         call.problems.append(Finding("bad_ids", "`completion_token_ids` is not a list of integers"))
-        completion = array("q")
-    if raw.get("prompt_token_ids") is not None and prompt is None:
-        call.problems.append(Finding("bad_ids", "`prompt_token_ids` is not a list of integers"))
+        completion = []
+    if prompt_text is None:
+        prompt = _ids(raw.get("prompt_token_ids"))
+        if raw.get("prompt_token_ids") is not None and prompt is None:
+            call.problems.append(Finding("bad_ids", "`prompt_token_ids` is not a list of integers"))
+        prompt_text = None if prompt is None else id_text(prompt)
     call.completion_len = len(completion)
-    if prompt is not None:
-        call.prompt_len = len(prompt)
-        call.tokens = prompt.tobytes() + completion.tobytes()
-        call.length = len(prompt) + len(completion)
+    if prompt_text is not None:
+        call.prompt_len = prompt_text.count(b",")
+        call.prompt_end = len(prompt_text)
+        call.tokens = prompt_text + id_text(completion)
+        call.length = call.prompt_len + len(completion)
     call.logprobs = _logprobs(raw.get("per_token_logps"))
     return call
 
@@ -232,18 +254,45 @@ def _parse(line: bytes) -> dict | None:
     return raw if isinstance(raw, dict) else None
 
 
+_PROMPT_KEY = b',"prompt_token_ids":['
+_DIGITS = b"0123456789,"
+
+
+def _parse_record(line: bytes) -> tuple[dict | None, bytes | None]:
+    """A record with its prompt ids cut out as id text (None: the line holds none, or not as the gateway
+    writes them; then they are in the parsed record)."""
+    start = line.rfind(_PROMPT_KEY)  # the last one: the top-level key (a JSON string cannot hold a bare `"`)
+    if start >= 0:
+        begin = start + len(_PROMPT_KEY)
+        end = line.find(b"]", begin)
+        if end >= 0 and _is_id_text(line[begin:end]):
+            raw = _parse(line[:start] + b',"prompt_token_ids":null' + line[end + 1 :])
+            return raw, (line[begin:end] + b"," if end > begin else b"")
+    return _parse(line), None
+
+
+def _is_id_text(text: bytes) -> bool:
+    """Non-negative decimal ids separated by single commas (or nothing), checked at C speed."""
+    return (
+        not text.translate(None, _DIGITS)
+        and b",," not in text
+        and not text.startswith(b",")
+        and not text.endswith(b",")
+    )
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _ids(value: Any) -> array | None:
+def _ids(value: Any) -> list[int] | None:
     if not isinstance(value, list):
         return None
     try:
-        packed = array("q", value)
+        array("q", value)  # every item an int (in C; a bool would pass, no writer sends one)
     except (TypeError, OverflowError):
         return None
-    return packed
+    return value
 
 
 def _logprobs(values: Any) -> list[float | None]:

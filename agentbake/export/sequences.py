@@ -125,7 +125,7 @@ def _quality(call: Call) -> list[Finding]:
             add("missing_logprobs", "no logprobs were captured (the gateway ran with --no-logprobs?)")
         elif len(call.logprobs) != call.completion_len:
             add("logprob_misalignment", f"{len(call.logprobs)} logprobs for {call.completion_len} completion ids")
-        unknown = sum(value is None for value in call.logprobs)
+        unknown = call.logprobs.count(None)
         if unknown:
             add("null_logprob", f"{unknown} sampled token(s) have an unknown (null/NaN) logprob")
     return found

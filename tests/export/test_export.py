@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -11,7 +12,7 @@ from click.testing import CliRunner
 
 from agentbake.cli import main
 from agentbake.errors import TraceError
-from agentbake.export import export, export_rollout, write_sequences
+from agentbake.export import export, export_rollout, write_rollout_sequences, write_sequences
 from tests.export.traces import record, write
 
 CHAIN = [record(0, [1, 2], [3, 4]), record(1, [1, 2, 3, 4, 5], [6])]
@@ -54,6 +55,9 @@ def test_odd_rollout_ids_and_key_orders_index_like_the_full_parse(tmp_path):
     documents = list(export(trace))
     assert [d["rollout_id"] for d in documents] == [odd, None]
     assert [s["turns"] for s in documents[0]["sequences"]] == [[0, 1]]
+    spaced = tmp_path / "spaced.jsonl"  # written by another JSON writer: no shortcut applies, same export
+    spaced.write_text("".join(json.dumps(r) + "\n" for r in CHAIN))
+    assert export_rollout(spaced, "r") == export_rollout(write(tmp_path / "c.jsonl", CHAIN), "r")
 
 
 def test_an_unknown_schema_version_is_a_clear_error(tmp_path):
@@ -159,3 +163,18 @@ def test_the_gateway_never_imports_the_export():
         "from agentbake.gateway import export; from agentbake.export import export as same; assert export is same"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_every_rollout_gets_its_own_sequences_file(tmp_path):
+    trace = write(
+        tmp_path / "t.jsonl", [*CHAIN, record(0, [9], [8], rollout_id="b"), record(0, [7], [6], rollout_id=None)]
+    )
+    summaries = write_rollout_sequences(trace, tmp_path / "out")
+    assert [s["rollout_id"] for s in summaries] == ["r", "b", None]
+    for name, rollout in (("r", "r"), ("b", "b"), ("_", None)):
+        document = orjson.loads((tmp_path / "out" / name / "sequences.json").read_bytes())
+        assert document == export_rollout(trace, rollout) | {"validation": document["validation"]}
+        assert document["rollout_id"] == rollout
+    bad = write(tmp_path / "bad.jsonl", [record(0, [1], [2], rollout_id="..")])
+    with pytest.raises(TraceError, match="cannot name a folder"):
+        write_rollout_sequences(bad, tmp_path / "out")
