@@ -189,7 +189,9 @@ def to_call(raw: dict[str, Any], position: int, line: int, prompt_text: bytes | 
         logprobs_mode=raw.get("logprobs_mode") if isinstance(raw.get("logprobs_mode"), str) else None,
     )
     if isinstance(capture, dict):
-        call.capture, call.capture_reason = capture.get("verdict"), capture.get("reason")
+        reasons = capture.get("reasons")
+        reason = "; ".join(map(str, reasons)) if isinstance(reasons, list) and reasons else capture.get("reason")
+        call.capture, call.capture_reason = capture.get("verdict"), reason
     elif isinstance(capture, str):
         call.capture = capture
     completion = _ids(raw.get("completion_token_ids"))

@@ -14,7 +14,7 @@ import math
 import orjson
 
 from agentbake.gateway.asgi import Receive, Scope, Send, carries_token, parse_json, read_body, respond
-from agentbake.gateway.calls import Calls, error_message
+from agentbake.gateway.calls import Calls, StreamEnd, error_message
 from agentbake.gateway.capture import strip_injected
 from agentbake.gateway.config import ROLLOUT_ID, GatewayConfig
 from agentbake.gateway.errors import (
@@ -152,10 +152,10 @@ class Gateway:
 
         translator = StreamTranslator(model=client_model, stop_sequences=stops, taken_ids=taken_ids)
 
-        def tail(fatal: str | None) -> bytes:
-            if fatal:
+        def tail(end: StreamEnd) -> bytes:
+            if end.fatal:
                 # The status is already sent; an SSE error event makes Claude Code re-send the request.
-                return sse_event("error", UpstreamError(fatal).anthropic_body())
+                return sse_event("error", UpstreamError(end.fatal).anthropic_body())
             return sse_events(translator.finish())
 
         await self.calls.relay(
@@ -165,6 +165,7 @@ class Gateway:
             head=sse_events(translator.start()),
             render=lambda chunk: sse_events(translator.feed(chunk)),
             tail=tail,
+            keep_alive=sse_event("ping", {"type": "ping"}),
         )
 
     async def _count_tokens(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -238,13 +239,15 @@ class Gateway:
                 chunk.pop("usage", None)
             return sse_data(chunk)
 
-        def tail(fatal: str | None) -> bytes:
-            if fatal:
+        def tail(end: StreamEnd) -> bytes:
+            if end.upstream_error is not None:  # vLLM's own error event, as it sent it, then [DONE] as it does
+                return sse_data(end.upstream_error) + b"data: [DONE]\n\n"
+            if end.fatal:
                 # An `error` payload makes the OpenAI SDKs raise instead of returning a truncated answer.
-                return sse_data(UpstreamError(fatal, status=502).openai_body())
+                return sse_data(UpstreamError(end.fatal, status=502).openai_body()) + b"data: [DONE]\n\n"
             return b"data: [DONE]\n\n"
 
-        await self.calls.relay(call, response, send, head=b"", render=render, tail=tail)
+        await self.calls.relay(call, response, send, head=b"", render=render, tail=tail, keep_alive=b": keep-alive\n\n")
 
     async def _models(self, send: Send) -> None:
         response = await self.calls.client.request("GET", "/models")

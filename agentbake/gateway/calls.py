@@ -21,7 +21,7 @@ from agentbake.gateway.rewrite import rewrite_request
 from agentbake.gateway.sse import SSEDecoder
 from agentbake.gateway.stream import ChunkAssembler, completion_as_chunk
 from agentbake.gateway.trace import TraceRecord, TraceWriter
-from agentbake.gateway.turns import TurnBook
+from agentbake.gateway.turns import Answered, PrefixBook, TurnBook, prefix_check
 from agentbake.gateway.upstream import UpstreamClient, UpstreamResponse
 
 logger = logging.getLogger("agentbake.gateway")
@@ -43,6 +43,20 @@ class Call:
     started: float = field(default_factory=time.perf_counter)
     timestamp: float = field(default_factory=time.time)
     capture: Capture = field(default_factory=Capture)
+    previous: Answered | None = None
+    """The call this one should continue (multi-turn consistency), fixed when it arrives."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnd:
+    """How an upstream stream ended."""
+
+    fatal: str | None = None
+    """Why it broke off; None for a clean end, with or without `[DONE]` or a finish_reason."""
+    note: str | None = None
+    """Skipped malformed events, which clients tolerate too, so they do not end the answer."""
+    upstream_error: dict | None = None
+    """The upstream's own error event (vLLM's envelope mid-stream), relayed as is to OpenAI clients."""
 
 
 def error_message(content: bytes) -> str:
@@ -67,6 +81,7 @@ class Calls:
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
         self.turns = TurnBook()
+        self.prefixes = PrefixBook()
         self.writer = TraceWriter(config.trace) if config.trace else None
         key = config.read_api_key()
         self._upstream_headers = {"content-type": "application/json", "accept": "application/json"}
@@ -101,6 +116,8 @@ class Calls:
         injected = rewrite_request(body, self.config, self._refused)
         call = Call(dialect=dialect, rollout_id=rollout_id, body=body, injected=injected)
         call.turn, call.retry_of = self.turns.begin(rollout_id, body)
+        if self.writer is not None:
+            call.previous = self.prefixes.previous(rollout_id, call.retry_of)
         return call
 
     def record(
@@ -116,8 +133,12 @@ class Calls:
             return
         if response is not None:
             strip_injected(response, _ALL_CAPTURE)
-        ids = call.capture.completion_token_ids
+        capture = call.capture
+        ids = capture.completion_token_ids
         usage = (response or {}).get("usage") or {}
+        prompt = capture.prompt_token_ids
+        if status == 200 and ids and isinstance(prompt, list):
+            self.prefixes.answered(call.rollout_id, call.turn, prompt, ids)
         self.writer.write(
             TraceRecord(
                 turn=call.turn,
@@ -136,6 +157,8 @@ class Calls:
                 upstream_status=status,
                 upstream_error=error,
                 retry_of=call.retry_of,
+                capture=capture.verdict(error if error is not None or status == 200 else f"status {status}"),
+                prefix=prefix_check(call.previous, prompt),
             )
         )
 
@@ -194,13 +217,14 @@ class Calls:
         await respond(send, 200, payload)
 
     async def events(
-        self, call: Call, response: UpstreamResponse, out: Callable[[dict], Awaitable[None]]
-    ) -> tuple[str | None, str | None]:
-        """Feed each decoded chunk of an upstream stream to `out` as it arrives.
-
-        Returns (fatal, note): `fatal` says why the stream broke off (None for a clean end, with or
-        without `[DONE]` or a finish_reason); `note` reports skipped malformed events, which clients
-        tolerate too, so they do not end the answer."""
+        self,
+        call: Call,
+        response: UpstreamResponse,
+        out: Callable[[dict], Awaitable[None]],
+        keep_alive: Callable[[], Awaitable[None]],
+    ) -> StreamEnd:
+        """Feed each decoded chunk of an upstream stream to `out` as it arrives, and call `keep_alive` for
+        the upstream's keep-alive comments."""
         decoder = SSEDecoder()
         malformed = 0
         try:
@@ -209,13 +233,17 @@ class Calls:
                 try:
                     completion = orjson.loads(await response.read())
                 except orjson.JSONDecodeError:
-                    return "upstream answered a stream request with a body that is not JSON", None
+                    return StreamEnd("upstream answered a stream request with a body that is not JSON")
                 chunk = completion_as_chunk(completion if isinstance(completion, dict) else {})
                 call.capture.add(chunk)
                 await out(chunk)
-                return None, None
+                return StreamEnd()
             async for raw in response.iter_raw():
-                for data in decoder.feed(raw):
+                events = decoder.feed(raw)
+                if decoder.comments:
+                    decoder.comments = 0
+                    await keep_alive()
+                for data in events:
                     if data == b"[DONE]":
                         continue
                     try:
@@ -227,21 +255,21 @@ class Calls:
                         malformed += 1
                         continue
                     if "error" in chunk and not chunk.get("choices"):
-                        # vLLM reports failures after the 200 as an error payload inside the stream.
-                        return f"upstream error in stream: {error_message(data)}", None
+                        # vLLM reports failures after the 200 as one error event (then [DONE]).
+                        return StreamEnd(f"upstream error in stream: {error_message(data)}", upstream_error=chunk)
                     call.capture.add(chunk)
                     await out(chunk)
         except UpstreamError as error:
-            return f"upstream stream cut mid-way: {error.message}", None
+            return StreamEnd(f"upstream stream cut mid-way: {error.message}")
         except Exception as exc:
             # A gateway bug must still end the client's stream with an error and leave a record.
             logger.exception("failed while relaying an upstream stream")
-            return f"gateway error while relaying the stream: {exc!r}", None
+            return StreamEnd(f"gateway error while relaying the stream: {exc!r}")
         finally:
             response.close()
         for data in decoder.close():
             malformed += data != b"[DONE]"
-        return None, (f"skipped {malformed} malformed SSE event(s)" if malformed else None)
+        return StreamEnd(note=f"skipped {malformed} malformed SSE event(s)" if malformed else None)
 
     async def relay(
         self,
@@ -251,10 +279,12 @@ class Calls:
         *,
         head: bytes,
         render: Callable[[dict], bytes],
-        tail: Callable[[str | None], bytes],
+        tail: Callable[[StreamEnd], bytes],
+        keep_alive: bytes,
     ) -> None:
         """Stream an upstream answer to the client as it arrives: SSE headers and `head` at once, each
-        chunk as `render` turns it into client bytes, then the record, then `tail(fatal)`."""
+        chunk as `render` turns it into client bytes, `keep_alive` for each upstream keep-alive, then the
+        record, then `tail(end)`."""
         assembler = ChunkAssembler()
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         if head:
@@ -266,12 +296,17 @@ class Calls:
             if data:
                 await send({"type": "http.response.body", "body": data, "more_body": True})
 
-        fatal, note = await self.events(call, response, forward)
-        self.record(
-            call,
-            response=assembler.completion(),
-            status=200,
-            error=fatal or note,
-            finish_reason=assembler.finish_reason,
-        )
-        await send({"type": "http.response.body", "body": tail(fatal), "more_body": False})
+        async def ping() -> None:
+            await send({"type": "http.response.body", "body": keep_alive, "more_body": True})
+
+        end = await self.events(call, response, forward, ping)
+        try:
+            self.record(
+                call,
+                response=assembler.completion(),
+                status=200,
+                error=end.fatal or end.note,
+                finish_reason=assembler.finish_reason,
+            )
+        finally:  # whatever happens, the client's stream is ended properly
+            await send({"type": "http.response.body", "body": tail(end), "more_body": False})

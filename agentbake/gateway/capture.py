@@ -5,6 +5,11 @@ Ids are read, never re-derived from text: re-tokenizing gives different ids than
 `--return-tokens-as-token-ids` / `return_tokens_as_token_ids` inside the token string as
 `"token_id:<int>"`. With `return_token_ids` it also lists them per choice (`token_ids`) and for the
 prompt (`prompt_token_ids`).
+
+Logprobs are kept as sent: vLLM clamps `-inf` to -9999.0 (kept), writes NaN as `null` in streams, and its
+streamed fallback entry (the sampled id missing from the engine's candidates) has no `logprob` key at all.
+A null or absent value is recorded as null, never 0.0 (which would claim probability 1), and makes the
+record's capture verdict partial.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ def token_id_of(entry: Any) -> int | None:
     if not isinstance(entry, dict):
         return None
     value = entry.get("token_id")
-    if isinstance(value, int) and not isinstance(value, bool):
+    if _is_int(value):
         return value
     token = entry.get("token")
     if isinstance(token, str) and token.startswith(_PREFIX):
@@ -62,17 +67,70 @@ class Capture:
             if isinstance(ids, list):
                 self.choice_token_ids.extend(ids)
 
+    def _entry_ids(self) -> list[int | None]:
+        return [token_id_of(entry) for entry in self.logprobs]
+
     @property
     def completion_token_ids(self) -> list[int]:
         """Ids from the logprob entries when every entry has one, else the choice's `token_ids`."""
-        ids = [token_id_of(entry) for entry in self.logprobs]
+        ids = self._entry_ids()
         if ids and all(i is not None for i in ids):
             return ids  # type: ignore[return-value]
-        return list(self.choice_token_ids)
+        return [i for i in self.choice_token_ids if _is_int(i)]
 
     @property
-    def per_token_logps(self) -> list[float]:
-        return [float(e.get("logprob", 0.0)) for e in self.logprobs if isinstance(e, dict)]
+    def per_token_logps(self) -> list[float | None]:
+        """One slot per completion id, in order: the entry's logprob, or None where none was sent (NaN as
+        `null`, a fallback entry without `logprob`, fewer entries than ids). Empty when no logprobs came."""
+        if not self.logprobs:
+            return []
+        values = [logprob_of(entry) for entry in self.logprobs]
+        count = len(self.completion_token_ids)
+        return values[:count] + [None] * (count - len(values))
+
+    def verdict(self, upstream_error: str | None) -> dict[str, Any]:
+        """`{"verdict": "complete" | "partial" | "none", "reasons": [...]}` for the record of this call."""
+        reasons: list[str] = []
+        if upstream_error is not None:
+            reasons.append("upstream error")
+        entry_ids = self._entry_ids()
+        given = [i for i in entry_ids if i is not None]
+        choice_ids = self.choice_token_ids
+        ids = self.completion_token_ids
+        if not ids:
+            reasons.append("ids missing")
+        elif not self.logprobs:
+            reasons.append("no logprobs")
+        if given and len(given) < len(entry_ids):
+            reasons.append(
+                f"ids missing: {len(entry_ids) - len(given)} of {len(entry_ids)} logprob entries carry no id"
+            )
+        if given and choice_ids:
+            if len(entry_ids) != len(choice_ids):
+                reasons.append(f"lengths differ: {len(entry_ids)} logprob entries, {len(choice_ids)} token_ids")
+            else:
+                at = next((n for n, (a, b) in enumerate(zip(entry_ids, choice_ids, strict=True)) if a != b), None)
+                if at is not None:
+                    reasons.append(f"ids disagree at {at}: logprob entry {entry_ids[at]}, token_ids {choice_ids[at]}")
+        elif self.logprobs and choice_ids and len(self.logprobs) != len(choice_ids):
+            reasons.append(f"lengths differ: {len(self.logprobs)} logprob entries, {len(choice_ids)} token_ids")
+        unknown = sum(value is None for value in self.per_token_logps)
+        if unknown:
+            reasons.append(f"null logprobs: {unknown} of {len(ids)}")
+        verdict = "none" if not ids else ("partial" if reasons else "complete")
+        return {"verdict": verdict, "reasons": reasons}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def logprob_of(entry: Any) -> float | None:
+    """The logprob of one entry as sent (-9999.0 included); None when it is null, absent or not a number."""
+    value = entry.get("logprob") if isinstance(entry, dict) else None
+    if _is_int(value) or isinstance(value, float):
+        return float(value) if value == value else None  # NaN (from a lenient JSON parser) is unknown
+    return None
 
 
 @dataclass(frozen=True, slots=True)

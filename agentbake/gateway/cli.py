@@ -149,3 +149,5 @@ def trace_summary(path: Path, as_json: bool) -> None:
     click.echo(f"retries: {summary.retries}")
     for dialect, count in sorted(summary.by_dialect.items()):
         click.echo(f"dialect {dialect}: {count}")
+    for verdict, count in sorted(summary.by_capture.items()):
+        click.echo(f"capture {verdict}: {count}")

@@ -9,11 +9,13 @@ import orjson
 
 class SSEDecoder:
     """Incremental SSE decoder yielding the `data` of each event (fields other than data carry nothing
-    chat completions need). Tolerates CRLF line ends and events split across reads."""
+    chat completions need). Tolerates CRLF line ends and events split across reads. Comment lines (vLLM's
+    `: keep-alive`) carry no data; `comments` counts them so the relay can keep its own client alive."""
 
     def __init__(self) -> None:
         self._buffer = b""
         self._data: list[bytes] = []
+        self.comments = 0
 
     def feed(self, chunk: bytes) -> list[bytes]:
         self._buffer += chunk
@@ -40,6 +42,8 @@ class SSEDecoder:
         elif line.startswith(b"data:"):
             value = line[5:]
             self._data.append(value[1:] if value.startswith(b" ") else value)
+        elif line.startswith(b":"):
+            self.comments += 1
 
 
 def sse_event(name: str, data: dict) -> bytes:

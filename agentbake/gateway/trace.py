@@ -18,7 +18,9 @@ import orjson
 
 from agentbake.errors import TraceError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2 added `capture` and `prefix`, and writes an unknown logprob as null (1 wrote 0.0 or failed); records of
+version 1 still read, with both fields None."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -38,8 +40,9 @@ class TraceRecord:
     """Completion tokens: the number of captured ids, or the upstream's usage count when none were."""
     completion_token_ids: list[int] = field(default_factory=list)
     """Completion token ids exactly as the upstream reported them."""
-    per_token_logps: list[float] = field(default_factory=list)
-    """Logprob of each completion token, aligned with `completion_token_ids`."""
+    per_token_logps: list[float | None] = field(default_factory=list)
+    """Logprob of each completion token, one slot per id of `completion_token_ids`, as sent (vLLM's -9999.0
+    for `-inf` kept); null where the upstream sent none (NaN, a fallback entry). Empty without logprobs."""
     finish_reason: str | None = None
     """The upstream's finish_reason (None if the stream ended without one or the call failed)."""
     latency_s: float = 0.0
@@ -60,6 +63,12 @@ class TraceRecord:
     retry_of: int | None = None
     """Turn of an earlier call with identical content that this call repeats (a client retry); a
     trainer keeps the last call of such a chain."""
+    capture: dict[str, Any] | None = None
+    """`{"verdict": "complete" | "partial" | "none", "reasons": [...]}`: whether ids and logprobs are whole
+    (see "Capture verdict" in README.md); None in records before schema 2."""
+    prefix: dict[str, Any] | None = None
+    """Multi-turn token consistency: whether `prompt_token_ids` start with the previous call's prompt +
+    completion ids (see "Multi-turn token consistency" in README.md); None when there is nothing to compare."""
 
     @property
     def ok(self) -> bool:
@@ -133,6 +142,8 @@ class TraceSummary:
     errors: int = 0
     retries: int = 0
     by_dialect: dict[str, int] = field(default_factory=dict)
+    by_capture: dict[str, int] = field(default_factory=dict)
+    """Records per capture verdict ("complete", "partial", "none"; "unknown" for records before schema 2)."""
 
 
 def summarize(records: list[TraceRecord]) -> TraceSummary:
@@ -144,4 +155,6 @@ def summarize(records: list[TraceRecord]) -> TraceSummary:
         summary.retries += record.retry_of is not None
         summary.calls_without_ids += record.ok and not record.completion_token_ids
         summary.by_dialect[record.dialect] = summary.by_dialect.get(record.dialect, 0) + 1
+        verdict = str((record.capture or {}).get("verdict", "unknown"))
+        summary.by_capture[verdict] = summary.by_capture.get(verdict, 0) + 1
     return summary

@@ -12,11 +12,17 @@ import orjson
 
 from agentbake.gateway.capture import choices_of
 
+# vLLM's finish reasons -> Anthropic stop reasons (README.md "Finish reasons"). `abort` (the engine stopped
+# the request: an admin abort, a KV-cache failure) cut the answer before the model ended it, as a length
+# limit does, so the client resumes or gives up as for max_tokens instead of taking a cut answer as final.
+# `repetition` is a stop criterion the server was configured with (like a stop token id): the turn is over.
 _STOP_REASONS = {
     "stop": "end_turn",
     "length": "max_tokens",
     "tool_calls": "tool_use",
     "function_call": "tool_use",
+    "abort": "max_tokens",
+    "repetition": "end_turn",
 }
 
 

@@ -178,7 +178,9 @@ class ScriptedModel:
             self.emitted.append(completion.token_ids)
         if request.get("stream") and not step.ignore_stream:
             await _stream(send, completion)
-        elif completion.has_nan():  # starlette's json.dumps(allow_nan=False) refuses it; vLLM answers 400
+        elif (
+            completion.has_nan() and step.nan_unary == "error"
+        ):  # starlette's json.dumps(allow_nan=False) refuses it; vLLM answers 400
             message = "Out of range float values are not JSON compliant"
             await _json(send, 400, error_body(message, 400))
         else:

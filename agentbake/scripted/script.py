@@ -50,6 +50,9 @@ class Reply(BaseModel):
     logprob_values: dict[int, float] = Field(default_factory=dict)
     """Logprob of the completion token at this position. `-inf` is sent as -9999.0 (vLLM clamps it); NaN is
     `null` in a stream and makes a unary answer an HTTP 400, as vLLM's serializers do."""
+    nan_unary: Literal["error", "null"] = "error"
+    """Unary answers holding a NaN logprob: vLLM's HTTP 400 ("error"), or written as `null` ("null"), as a
+    server serializing with pydantic's or orjson's JSON mode does."""
     fallback_entries: list[int] = Field(default_factory=list)
     """Positions whose logprob entry is vLLM's fallback (the sampled id was missing from the engine's
     candidates): logprob -9999.0 and no alternatives (in a stream only `token` and `bytes`)."""

@@ -64,3 +64,51 @@ def test_strip_injected_only_removes_what_was_injected():
     untouched = payload()
     strip_injected(untouched, Injected())
     assert untouched == payload()
+
+
+def _capture(entries: list | None, token_ids: list | None) -> Capture:
+    capture = Capture()
+    choice: dict = {"index": 0}
+    if entries is not None:
+        choice["logprobs"] = {"content": entries}
+    if token_ids is not None:
+        choice["token_ids"] = token_ids
+    capture.add({"choices": [choice]})
+    return capture
+
+
+def _entry(token_id: int, logprob: object = -0.5) -> dict:
+    return {"token": f"token_id:{token_id}", "logprob": logprob}
+
+
+@pytest.mark.parametrize(
+    ("entries", "token_ids", "error", "verdict", "reason"),
+    [
+        ([_entry(5), _entry(6, -9999.0)], [5, 6], None, "complete", None),
+        ([_entry(5), _entry(6, None)], [5, 6], None, "partial", "null logprobs: 1 of 2"),
+        ([_entry(5), {"token": "token_id:6"}], [5, 6], None, "partial", "null logprobs: 1 of 2"),
+        ([_entry(5), _entry(6)], [5, 7], None, "partial", "ids disagree at 1: logprob entry 6, token_ids 7"),
+        ([_entry(5), _entry(6)], [5], None, "partial", "lengths differ: 2 logprob entries, 1 token_ids"),
+        ([_entry(5), {"token": "x", "logprob": -1}], None, None, "none", "ids missing: 1 of 2"),
+        (None, [5, 6], None, "partial", "no logprobs"),
+        (None, None, None, "none", "ids missing"),
+        ([_entry(5)], [5], "upstream stream cut mid-way", "partial", "upstream error"),
+        (None, None, "upstream returned 500", "none", "upstream error"),
+    ],
+)
+def test_capture_verdict_names_what_is_wrong(entries, token_ids, error, verdict, reason):
+    result = _capture(entries, token_ids).verdict(error)
+    assert result["verdict"] == verdict
+    if reason is None:
+        assert result["reasons"] == []
+    else:
+        assert any(r.startswith(reason) for r in result["reasons"]), result["reasons"]
+
+
+def test_logprob_slots_follow_the_ids_and_unknown_is_null_never_zero():
+    capture = _capture([_entry(5, -9999.0), _entry(6, None), {"token": "token_id:7"}], [5, 6, 7])
+    assert capture.completion_token_ids == [5, 6, 7]
+    assert capture.per_token_logps == [-9999.0, None, None]
+    short = _capture([{"token": "a", "logprob": -0.1}], [5, 6])  # text tokens: ids from token_ids
+    assert short.completion_token_ids == [5, 6] and short.per_token_logps == [-0.1, None]
+    assert _capture(None, [5]).per_token_logps == []

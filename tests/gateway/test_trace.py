@@ -29,7 +29,7 @@ def test_each_record_is_on_disk_as_soon_as_it_is_written(tmp_path):
     again.write(record(2))
     again.close()
     assert [r.turn for r in read_trace(path)] == [0, 1, 2]
-    assert read_trace(path)[1].retry_of == 0 and read_trace(path)[0].schema_version == 1
+    assert read_trace(path)[1].retry_of == 0 and read_trace(path)[0].schema_version == 2
 
 
 def test_reader_skips_a_torn_last_line_but_not_a_broken_middle_one(tmp_path):
@@ -55,6 +55,17 @@ def test_reader_skips_a_torn_last_line_but_not_a_broken_middle_one(tmp_path):
         read_trace(tmp_path / "missing.jsonl")
 
 
+def test_schema_1_records_still_read_without_verdict_or_prefix(tmp_path):
+    path = tmp_path / "trace.jsonl"
+    path.write_text(
+        '{"turn": 0, "request": {}, "response": {"choices": []}, "schema_version": 1, "upstream_status": 200,'
+        ' "completion_token_ids": [5], "per_token_logps": [-0.5]}\n'
+    )
+    (old,) = read_trace(path)
+    assert old.schema_version == 1 and old.capture is None and old.prefix is None and old.per_token_logps == [-0.5]
+    assert summarize([old]).by_capture == {"unknown": 1}
+
+
 def test_reader_ignores_fields_from_newer_writers(tmp_path):
     path = tmp_path / "trace.jsonl"
     path.write_text('{"turn": 3, "request": {}, "response": null, "added_later": 1}\n')
@@ -68,7 +79,7 @@ def test_summary_counts_tokens_errors_and_retries(tmp_path):
     writer.write(record(0, completion_token_ids=[1, 2, 3], rollout_id="a", dialect="anthropic"))
     writer.write(record(1, response=None, upstream_status=500, upstream_error="boom", rollout_id="a"))
     writer.write(record(2, completion_token_ids=[4], retry_of=1, rollout_id="b"))
-    writer.write(record(3, rollout_id="b"))  # ok but no ids: capture silently failed
+    writer.write(record(3, rollout_id="b", capture={"verdict": "none", "reasons": ["ids missing"]}))
     writer.close()
     summary = summarize(read_trace(path))
     assert (summary.turns, summary.rollouts, summary.tokens) == (4, 2, 4)
@@ -82,6 +93,8 @@ def test_summary_counts_tokens_errors_and_retries(tmp_path):
     as_json = CliRunner().invoke(main, ["trace", "summary", "--json", str(path)])
     assert as_json.exit_code == 0 and json.loads(as_json.output) == dataclasses.asdict(summary)
     assert json.loads(as_json.output)["by_dialect"] == {"anthropic": 1, "openai": 3}
+    assert json.loads(as_json.output)["by_capture"] == {"none": 1, "unknown": 3}
+    assert "capture none: 1" in result.output
 
 
 def test_summary_of_a_corrupt_trace_is_a_clean_cli_error(tmp_path):
