@@ -14,24 +14,27 @@ never given to the sandbox.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import os
 import re
 import secrets
 import shutil
 import tempfile
 import threading
+import urllib.request
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentbake.errors import AgentbakeError, SandboxError, TaskError
+from agentbake.errors import AgentbakeError, ConfigError, SandboxError, TaskError
 from agentbake.gateway.trace import TraceRecord, read_trace
 from agentbake.runner.agents import AgentImage, AgentLaunch, ModelAccess, agent_for_labels
 from agentbake.runner.harness import Harness, HarnessOutcome, oracle_launch
 from agentbake.runner.result import RolloutResult, Status, Timings
-from agentbake.runner.rollout_config import SCRIPTED, RunnerConfig
+from agentbake.runner.rollout_config import SCRIPTED, SCRIPTED_MODEL_NAME, RunnerConfig
 from agentbake.runner.sandbox import SandboxBackend, SandboxHandle, SandboxRequest
 from agentbake.runner.task import Task
 
@@ -83,6 +86,10 @@ class Runner:
         self._agent = None if config.oracle else agent_for_labels(self._labels)
         self._model = None  # the scripted model's server, started by start_scripted
         self._upstream = config.upstream_url
+        # Without --model-name, the model the upstream serves: what the agent asks for must exist there.
+        self._model_name = config.model_name or (
+            served_model(self._upstream, config.api_key_env) if self._upstream else None
+        )
         self._live: dict[str, _Live] = {}
         self._lock = threading.Lock()
         self._aborted = threading.Event()
@@ -206,7 +213,9 @@ class Runner:
             return oracle_launch(task, image, handle.paths["task"])
         if handle.model_url is None:
             raise SandboxError(f"sandbox {handle.sandbox_id} has no model_url: the backend did not expose the gateway")
-        access = ModelAccess(model_url=handle.model_url, token=token, model_name=self.config.agent_model_name)
+        access = ModelAccess(
+            model_url=handle.model_url, token=token, model_name=self._model_name or SCRIPTED_MODEL_NAME
+        )
         return self._agent.launch(image, access, task.instruction)
 
     def _start_gateway(self, rollout_id: str, token: str, trace: Path) -> tuple[Path, Any]:
@@ -225,7 +234,7 @@ class Runner:
                 rollout_id=rollout_id,
                 client_token=token,
                 trace=trace,
-                model_override=self.config.model_name,
+                model_override=self._model_name,
                 api_key_env=self.config.api_key_env,
             )
             return runtime_dir, serve_in_thread(create_app(config), uds=uds)
@@ -287,6 +296,23 @@ def run_rollout(task: Task, config: RunnerConfig, *, backend: SandboxBackend | N
         if config.model == SCRIPTED and not config.oracle:
             runner.start_scripted([task])
         return runner.run(task)
+
+
+def served_model(upstream: str, api_key_env: str) -> str:
+    """The first model id an OpenAI-compatible server lists at `<upstream>/models` (vLLM serves one)."""
+    request = urllib.request.Request(f"{upstream}/models")
+    key = os.environ.get(api_key_env)
+    if key:
+        request.add_header("Authorization", f"Bearer {key}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            models = json.load(answer).get("data") or []
+        return str(models[0]["id"])
+    except (OSError, ValueError, LookupError, TypeError, AttributeError) as exc:
+        raise ConfigError(
+            f"model {upstream}: could not read the served model's name from {upstream}/models ({exc}); "
+            "pass --model-name (RunnerConfig.model_name)"
+        ) from None
 
 
 def _notify(callback: Callable[[BatchProgress], None] | None, progress: BatchProgress) -> None:

@@ -25,7 +25,7 @@ class RunnerConfig(BaseModel):
 
     model_name: str | None = None
     """Model name sent upstream on every call (the gateway's model override) and configured in the agent.
-    None keeps what the agent asks for upstream; with `scripted` it is `scripted`."""
+    None takes the first model the upstream lists at `/models` (`scripted` with the scripted model)."""
 
     api_key_env: str = "AGENTBAKE_UPSTREAM_API_KEY"
     """Variable of THIS process's environment holding the upstream API key; the gateway on the host reads
@@ -62,8 +62,3 @@ class RunnerConfig(BaseModel):
     def upstream_url(self) -> str | None:
         """The upstream base URL, or None for `scripted` (served later) and the oracle."""
         return None if self.model in (None, SCRIPTED) else self.model.rstrip("/")
-
-    @property
-    def agent_model_name(self) -> str:
-        """The model name the agent is configured with (the gateway overrides it upstream anyway)."""
-        return self.model_name or (SCRIPTED_MODEL_NAME if self.model == SCRIPTED else "default")

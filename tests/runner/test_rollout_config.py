@@ -1,0 +1,60 @@
+"""RunnerConfig's checks and the served model's name, without a sandbox."""
+
+from __future__ import annotations
+
+import re
+import socket
+
+import pytest
+from pydantic import ValidationError
+
+from agentbake.errors import ConfigError
+from agentbake.runner.rollout import new_rollout_id, served_model
+from agentbake.runner.rollout_config import RunnerConfig
+from agentbake.runner.task import load_task
+from agentbake.scripted import ScriptedModel
+from agentbake.serve import serve_in_thread
+from tests.runner.rollouts import EXAMPLES
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({}, "no model: pass model='scripted' or an OpenAI-compatible URL"),
+        ({"model": "scripted", "oracle": True}, "oracle runs the reference solution with no model"),
+        ({"model": "localhost:8000/v1"}, "expected 'scripted' or an http(s):// URL ending in /v1"),
+        ({"model": "scripted", "memory_mb": 8}, "greater than or equal to 16"),
+    ],
+)
+def test_bad_settings_say_what_to_pass(fields: dict, message: str) -> None:
+    with pytest.raises(ValidationError, match=re.escape(message)):
+        RunnerConfig(image="agentbake/claude-code:0", **fields)
+
+
+def test_the_upstream_url_drops_its_trailing_slash() -> None:
+    config = RunnerConfig(image="x:1", model="http://127.0.0.1:8000/v1/")
+    assert config.upstream_url == "http://127.0.0.1:8000/v1"
+    assert RunnerConfig(image="x:1", model="scripted").upstream_url is None
+
+
+def test_without_a_model_name_the_served_model_is_asked_with_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTBAKE_TEST_SERVED_KEY", "k-123")
+    model = ScriptedModel(model_name="served-model-7")
+    with serve_in_thread(model) as upstream:
+        assert served_model(f"{upstream.url}/v1", "AGENTBAKE_TEST_SERVED_KEY") == "served-model-7"
+    assert model.headers[-1]["authorization"] == "Bearer k-123"
+
+
+def test_an_unreachable_upstream_names_the_url_and_the_fix() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed once the block ends: nothing listens there
+    url = f"http://127.0.0.1:{port}/v1"
+    with pytest.raises(ConfigError, match=rf"could not read the served model's name from {url}/models .*--model-name"):
+        served_model(url, "AGENTBAKE_TEST_UNSET_KEY")
+
+
+def test_rollout_ids_are_readable_unique_and_safe_as_labels(tmp_path) -> None:
+    task = load_task(EXAMPLES / "write-file")
+    ids = {new_rollout_id(task) for _ in range(50)}
+    assert len(ids) == 50 and all(i.startswith("write-file-") and len(i) == len("write-file-") + 8 for i in ids)
