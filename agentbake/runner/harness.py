@@ -291,7 +291,7 @@ class Harness:
         for source, dest in sources:
             try:
                 self._download(source, dest)
-            except (SandboxError, tarfile.TarError) as exc:
+            except (SandboxError, OSError, tarfile.TarError) as exc:  # e.g. a backend that lost the file
                 logger.warning("sandbox %s: could not collect %s: %s", self.handle.sandbox_id, source, exc)
 
     # -- helpers ----------------------------------------------------------------------------------
