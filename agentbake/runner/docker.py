@@ -88,6 +88,7 @@ class DockerBackend(SandboxBackend):
         self._images: dict[str, ImageInfo] = {}
         self._ids: dict[tuple[str, str], tuple[int, int]] = {}
         self._live: dict[str, DockerSandbox] = {}
+        self._closed = False
         self._lock = threading.Lock()
         self._engine_cpus: int | None = None
         from agentbake.runner.warm_pool import WarmPool
@@ -186,7 +187,12 @@ class DockerBackend(SandboxBackend):
             self, container_id, name, image, image.user, request.envs, model_url, request.rollout_id
         )
         with self._lock:
-            self._live[container_id] = sandbox
+            closed = self._closed
+            if not closed:
+                self._live[container_id] = sandbox
+        if closed:  # closed while this create ran (a batch's teardown): nothing may outlive close()
+            self.discard(name)
+            raise SandboxError(f"the Docker backend was closed while sandbox {name} started; it was removed")
         return sandbox
 
     def warm_up(self, request: SandboxRequest) -> None:
@@ -288,7 +294,10 @@ class DockerBackend(SandboxBackend):
             return list(self._live.values())
 
     def close(self) -> None:
-        """Remove every sandbox this backend created that is still alive, and the warm pool's."""
+        """Remove every sandbox this backend created that is still alive, and the warm pool's; a `create`
+        still running when this is called removes its sandbox and fails."""
+        with self._lock:
+            self._closed = True
         self.pool.close()
         errors = []
         for sandbox in self.live():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Iterator
 
@@ -15,6 +16,8 @@ from agentbake.runner.docker import DockerBackend
 from agentbake.runner.docker_config import DockerConfig
 from agentbake.runner.docker_sandbox import DockerSandbox
 from agentbake.runner.sandbox import SandboxRequest
+
+RUN = secrets.token_hex(3)  # rollout ids unique per session: other sessions share the engine
 
 
 @pytest.fixture(scope="module")
@@ -107,8 +110,8 @@ def test_file_errors(sandbox: DockerSandbox) -> None:
 def test_kill_removes_the_container_and_is_idempotent(
     backend: DockerBackend, image: str, engine: docker.DockerClient
 ) -> None:
-    sandbox = backend.create(SandboxRequest(image=image, rollout_id="test-docker-kill"))
-    found = engine.containers.list(filters={"label": f"{labels.ROLLOUT}=test-docker-kill"})
+    sandbox = backend.create(SandboxRequest(image=image, rollout_id=f"test-docker-kill-{RUN}"))
+    found = engine.containers.list(filters={"label": f"{labels.ROLLOUT}=test-docker-kill-{RUN}"})
     assert [c.id for c in found] == [sandbox.sandbox_id]
     assert found[0].labels[labels.OWNER] == labels.this_process()
     assert int(found[0].labels[labels.EXPIRES]) > time.time()
@@ -116,7 +119,7 @@ def test_kill_removes_the_container_and_is_idempotent(
     assert host_dir.is_dir()
     sandbox.kill()
     sandbox.kill()
-    assert engine.containers.list(all=True, filters={"label": f"{labels.ROLLOUT}=test-docker-kill"}) == []
+    assert engine.containers.list(all=True, filters={"label": f"{labels.ROLLOUT}=test-docker-kill-{RUN}"}) == []
     assert not host_dir.exists()
     with pytest.raises(SandboxError, match="was killed"):
         sandbox.exec("true")
@@ -124,10 +127,18 @@ def test_kill_removes_the_container_and_is_idempotent(
 
 def test_create_refuses_a_missing_image_and_leaves_nothing(backend: DockerBackend, engine: docker.DockerClient) -> None:
     with pytest.raises(SandboxError, match="agentbake build"):
-        backend.create(SandboxRequest(image="agentbake/absent:000000000000", rollout_id="test-docker-absent"))
-    assert engine.containers.list(all=True, filters={"label": f"{labels.ROLLOUT}=test-docker-absent"}) == []
+        backend.create(SandboxRequest(image="agentbake/absent:000000000000", rollout_id=f"test-docker-absent-{RUN}"))
+    assert engine.containers.list(all=True, filters={"label": f"{labels.ROLLOUT}=test-docker-absent-{RUN}"}) == []
 
 
 def test_create_refuses_to_run_the_agent_as_root(image: str) -> None:
     with pytest.raises(SandboxError, match="non-root user"):
         DockerBackend(DockerConfig(user="root")).create(SandboxRequest(image=image, rollout_id="test-docker-root"))
+
+
+def test_a_closed_backend_creates_nothing(image: str, engine: docker.DockerClient) -> None:
+    backend = DockerBackend(DockerConfig(memory_mb=256))
+    backend.close()
+    with pytest.raises(SandboxError, match="closed"):
+        backend.create(SandboxRequest(image=image, rollout_id=f"test-docker-closed-{RUN}"))
+    assert engine.containers.list(all=True, filters={"label": f"{labels.ROLLOUT}=test-docker-closed-{RUN}"}) == []

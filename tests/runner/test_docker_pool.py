@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from agentbake.runner.docker_config import DockerConfig
 from agentbake.runner.sandbox import SandboxRequest
 from agentbake.serve import serve_in_thread
 from tests.runner.test_isolation import echo_app, wait_for_model
+
+RUN = secrets.token_hex(3)  # rollout ids unique per session: other sessions share the engine
 
 
 @pytest.fixture(scope="module")
@@ -58,13 +61,15 @@ def test_create_takes_a_started_sandbox_and_the_pool_refills(
                 break
             time.sleep(0.1)
         assert len(warm_ids(engine, owner) - {sandbox.sandbox_id}) == 2
-        other = backend.create(SandboxRequest(image=image, rollout_id="test-pool-2", memory_mb=256))
+        other = backend.create(SandboxRequest(image=image, rollout_id=f"test-pool-2-{RUN}", memory_mb=256))
         # other limits: another pool key, none ready yet, so one is started on demand for this rollout
-        assert engine.api.inspect_container(other.sandbox_id)["Config"]["Labels"][labels.ROLLOUT] == "test-pool-2"
+        assert (
+            engine.api.inspect_container(other.sandbox_id)["Config"]["Labels"][labels.ROLLOUT] == f"test-pool-2-{RUN}"
+        )
 
         assert backend.pool.errors == []
     finally:
         backend.close()
     assert warm_ids(engine, owner) == set()
-    assert engine.containers.list(all=True, filters={"label": f"{labels.ROLLOUT}=test-pool-2"}) == []
+    assert engine.containers.list(all=True, filters={"label": f"{labels.ROLLOUT}=test-pool-2-{RUN}"}) == []
     assert list((tmp_path / "sandboxes").iterdir()) == []

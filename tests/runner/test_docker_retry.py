@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 
 import docker
@@ -18,6 +19,8 @@ from tests.runner.faulty_engine import FaultyEngine
 
 # The engine has made the container by then: a failed try must remove it.
 START = r"^POST /v[\d.]+/containers/[^/]+/start$"
+
+RUN = secrets.token_hex(3)  # rollout ids unique per session: other sessions share the engine
 
 
 @pytest.fixture(scope="module")
@@ -52,14 +55,14 @@ def test_transient_failures_are_retried_and_the_failed_tries_removed(
     with faulty(tmp_path, engine_socket, failures=2) as proxy:
         backend = DockerBackend(config, base_url=proxy.url)
         try:
-            sandbox = backend.create(SandboxRequest(image=image, rollout_id="test-retry-ok"))
+            sandbox = backend.create(SandboxRequest(image=image, rollout_id=f"test-retry-ok-{RUN}"))
             assert proxy.matched == 3
-            assert labelled(engine, "test-retry-ok") == [sandbox.sandbox_id]
+            assert labelled(engine, f"test-retry-ok-{RUN}") == [sandbox.sandbox_id]
             assert sandbox.exec("echo ok").stdout == "ok\n"
             assert sorted(p.name for p in config.runtime_dir.iterdir()) == [sandbox.name]
         finally:
             backend.close()
-    assert labelled(engine, "test-retry-ok") == []
+    assert labelled(engine, f"test-retry-ok-{RUN}") == []
 
 
 @pytest.mark.parametrize(("failures", "status", "tries"), [(5, 500, 3), (1, 409, 1)])
@@ -76,9 +79,9 @@ def test_giving_up_leaves_nothing_behind(
     with faulty(tmp_path, engine_socket, failures, status) as proxy:
         backend = DockerBackend(config, base_url=proxy.url)
         with pytest.raises(SandboxError, match="injected by the test") as raised:
-            backend.create(SandboxRequest(image=image, rollout_id="test-retry-fail"))
+            backend.create(SandboxRequest(image=image, rollout_id=f"test-retry-fail-{RUN}"))
         backend.close()
     assert proxy.matched == tries  # 5xx: every try; 409: not transient, no second try
     assert ("after 3 tries" in str(raised.value)) == (tries == 3)
-    assert labelled(engine, "test-retry-fail") == []
+    assert labelled(engine, f"test-retry-fail-{RUN}") == []
     assert list(config.runtime_dir.iterdir()) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -38,6 +39,8 @@ with teardown_on_signals(backend):
     print(sandbox.sandbox_id, sandbox.name, flush=True)
     time.sleep(120)
 """
+
+RUN = secrets.token_hex(3)  # rollout ids unique per session: other sessions share the engine
 
 
 @pytest.fixture(scope="module")
@@ -74,21 +77,21 @@ def ours(engine: docker.DockerClient, rollout_id: str) -> list[str]:
 def test_gc_after_kill_9_removes_the_dead_runners_sandbox_only(
     image: str, runtime_dir: Path, backend: DockerBackend, engine: docker.DockerClient
 ) -> None:
-    alive = backend.create(SandboxRequest(image=image, rollout_id="test-gc-alive"))
-    runner, container_id, name = start_runner(image, "test-gc-killed", runtime_dir)
+    alive = backend.create(SandboxRequest(image=image, rollout_id=f"test-gc-alive-{RUN}"))
+    runner, container_id, name = start_runner(image, f"test-gc-killed-{RUN}", runtime_dir)
     runner.kill()
     runner.wait()
-    assert ours(engine, "test-gc-killed") == [container_id]  # SIGKILL: nothing could clean up
+    assert ours(engine, f"test-gc-killed-{RUN}") == [container_id]  # SIGKILL: nothing could clean up
 
-    listed = [x for x in collect(engine.api, dry_run=True, runtime_dir=runtime_dir) if x.rollout.startswith("test-gc")]
+    listed = [x for x in collect(engine.api, dry_run=True, runtime_dir=runtime_dir) if x.rollout.endswith(RUN)]
     assert [(x.kind, x.name, x.reason, x.removed) for x in listed] == [("container", name, "owner gone", False)]
-    assert ours(engine, "test-gc-killed") == [container_id]
+    assert ours(engine, f"test-gc-killed-{RUN}") == [container_id]
 
-    removed = [x for x in collect(engine.api, runtime_dir=runtime_dir) if x.rollout.startswith("test-gc")]
+    removed = [x for x in collect(engine.api, runtime_dir=runtime_dir) if x.rollout.endswith(RUN)]
     assert [(x.kind, x.name, x.removed) for x in removed] == [("container", name, True)]
-    assert ours(engine, "test-gc-killed") == []
+    assert ours(engine, f"test-gc-killed-{RUN}") == []
     assert not (runtime_dir / name).exists()
-    assert ours(engine, "test-gc-alive") == [alive.sandbox_id]  # its owner (this process) lives
+    assert ours(engine, f"test-gc-alive-{RUN}") == [alive.sandbox_id]  # its owner (this process) lives
     assert (runtime_dir / alive.name).is_dir()
 
 
@@ -96,7 +99,7 @@ def test_gc_removes_expired_sandboxes_and_orphan_folders(
     image: str, runtime_dir: Path, engine: docker.DockerClient
 ) -> None:
     backend = DockerBackend(DockerConfig(runtime_dir=runtime_dir, ttl_s=0.001, memory_mb=256, cpus=0.5))
-    expired = backend.create(SandboxRequest(image=image, rollout_id="test-gc-expired"))
+    expired = backend.create(SandboxRequest(image=image, rollout_id=f"test-gc-expired-{RUN}"))
     orphan = runtime_dir / "agentbake-test-gc-orphan-0000"
     orphan.mkdir()
     os.utime(orphan, (time.time() - 3600, time.time() - 3600))
@@ -105,14 +108,18 @@ def test_gc_removes_expired_sandboxes_and_orphan_folders(
     assert cli.exit_code == 0, cli.output
     report = json.loads(cli.stdout)
     assert report["dry_run"] is True
-    mine = {(x["kind"], x["name"], x["reason"]) for x in report["leftovers"] if "test-gc" in x["name"]}
+    mine = {
+        (x["kind"], x["name"], x["reason"])
+        for x in report["leftovers"]
+        if RUN in x["name"] or "test-gc-orphan" in x["name"]
+    }
     assert mine == {("container", expired.name, "expired"), ("folder", str(orphan), "no container")}
-    assert ours(engine, "test-gc-expired") == [expired.sandbox_id]
+    assert ours(engine, f"test-gc-expired-{RUN}") == [expired.sandbox_id]
 
     cli = CliRunner().invoke(main, ["gc", "--runtime-dir", str(runtime_dir)])
     assert cli.exit_code == 0, cli.output
     assert f"removed container {expired.name}" in cli.stderr
-    assert ours(engine, "test-gc-expired") == [] and not orphan.exists()
+    assert ours(engine, f"test-gc-expired-{RUN}") == [] and not orphan.exists()
     expired.kill()  # already gone: a no-op
 
 
@@ -120,7 +127,7 @@ def test_gc_removes_expired_sandboxes_and_orphan_folders(
 def test_sigterm_and_ctrl_c_tear_the_batch_down(
     image: str, runtime_dir: Path, engine: docker.DockerClient, signum: signal.Signals
 ) -> None:
-    rollout_id = f"test-gc-{signum.name.lower()}"
+    rollout_id = f"test-gc-{signum.name.lower()}-{RUN}"
     runner, container_id, name = start_runner(image, rollout_id, runtime_dir)
     assert ours(engine, rollout_id) == [container_id]
     runner.send_signal(signum)
