@@ -221,10 +221,10 @@ class Calls:
         call: Call,
         response: UpstreamResponse,
         out: Callable[[dict], Awaitable[None]],
-        keep_alive: Callable[[], Awaitable[None]],
+        keep_alive: Callable[[], Awaitable[None]] | None = None,
     ) -> StreamEnd:
-        """Feed each decoded chunk of an upstream stream to `out` as it arrives, and call `keep_alive` for
-        the upstream's keep-alive comments."""
+        """Feed each decoded chunk of an upstream stream to `out` as it arrives, and call `keep_alive` (if
+        given) for the upstream's keep-alive comments."""
         decoder = SSEDecoder()
         malformed = 0
         try:
@@ -242,7 +242,8 @@ class Calls:
                 events = decoder.feed(raw)
                 if decoder.comments:
                     decoder.comments = 0
-                    await keep_alive()
+                    if keep_alive is not None:
+                        await keep_alive()
                 for data in events:
                     if data == b"[DONE]":
                         continue

@@ -316,8 +316,7 @@ async def _read_stream(probe: Probe, calls: Calls, call: Call, response: Upstrea
             if choice.get("index", 0) == 0 and isinstance(delta, dict):
                 probe.tool_calls += _tool_names(delta.get("tool_calls"))
 
-    fatal, _ = await calls.events(call, response, take)
-    probe.error = fatal
+    probe.error = (await calls.events(call, response, take)).fatal
 
 
 async def _model_name(calls: Calls) -> str:
