@@ -29,8 +29,8 @@ def export(
     index = index_trace(trace)
     chosen = ALL_ROLLOUTS if rollout_ids is None else list(rollout_ids)
     for rollout_id, calls, extra in iter_rollouts(index, chosen):
-        others = [r for r in index.lines if r != rollout_id]
-        if rollout_ids is not None and others:
+        others = [r for r in index.lines if r != rollout_id] if rollout_ids is not None else []
+        if others:
             count = sum(len(index.lines[r]) for r in others)
             extra.append(
                 Finding(
