@@ -16,7 +16,7 @@ import orjson
 from agentbake.gateway.asgi import SSE_HEADERS, Send, respond
 from agentbake.gateway.capture import Capture, Injected, strip_injected
 from agentbake.gateway.config import GatewayConfig
-from agentbake.gateway.errors import UpstreamError
+from agentbake.gateway.errors import GatewayError, UpstreamError
 from agentbake.gateway.rewrite import rewrite_request
 from agentbake.gateway.sse import SSEDecoder
 from agentbake.gateway.stream import ChunkAssembler, completion_as_chunk
@@ -213,6 +213,12 @@ class Calls:
             error = UpstreamError(f"upstream answer has an unexpected shape: {exc!r}", status=502)
             self.record(call, response=data, status=200, error=error.message)
             raise error from exc
+        except Exception as exc:
+            # A gateway bug: the client gets a 500 and the record still keeps what the upstream sent.
+            logger.exception("failed while answering an upstream completion")
+            failure = GatewayError(f"gateway error: {exc!r}")
+            self.record(call, response=data, status=200, error=failure.message)
+            raise failure from exc
         self.record(call, response=data, status=200, finish_reason=finish)
         await respond(send, 200, payload)
 

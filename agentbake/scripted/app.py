@@ -56,6 +56,8 @@ class ScriptedModel:
         self.requests: list[dict] = []
         self.emitted: list[list[int]] = []
         """The completion token ids of each answered call, in order."""
+        self.emitted_logprobs: list[list[float | None]] = []
+        """The logprob of each of those tokens as the answer stated it (None for NaN, sent as `null`)."""
         self.paths: list[str] = []
         self.headers: list[dict[str, str]] = []
         self.tokenized: list[dict] = []
@@ -176,6 +178,7 @@ class ScriptedModel:
         )
         if self.keep_log:
             self.emitted.append(completion.token_ids)
+            self.emitted_logprobs.append(completion.sent_logprobs)
         if request.get("stream") and not step.ignore_stream:
             await _stream(send, completion)
         elif (

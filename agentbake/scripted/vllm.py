@@ -182,6 +182,15 @@ class Completion:
         entry = {"token": name, "logprob": value, "bytes": list(token.text.encode()), "top_logprobs": top_entries}
         return {"token": name, "token_id": token.id, **entry} if key_form else entry
 
+    @property
+    def sent_logprobs(self) -> list[float | None]:
+        """The logprob of each completion token as the answer states it: -9999.0 for a fallback entry and
+        for a clamped `-inf`, None for NaN (sent as `null`). The same list whether or not logprobs were asked."""
+        values = [
+            VLLM_MIN_LOGPROB if p in self.reply.fallback_entries else self._value(p) for p in range(len(self.tokens))
+        ]
+        return [None if math.isnan(v) else v for v in values]
+
     def _logprobs(self, start: int, tokens: list[tk.Token], *, stream: bool) -> dict | None:
         if not self.request.get("logprobs") or self.hidden:
             return None

@@ -57,7 +57,10 @@ def test_openai_unary_strips_capture_fields_and_records_ids(gateway, upstream):
     (record,) = gateway.records()
     assert record.dialect == "openai" and record.turn == 0 and record.rollout_id is None
     assert record.completion_token_ids == upstream.fake.emitted[0] and record.completion_tokens == 3  # with EOS
-    assert record.per_token_logps == [e["logprob"] for e in record.logprobs]
+    # The values the upstream sent, not the record's own entries re-read: distinct per token, so an
+    # off-by-one or a value lost in the copy shows.
+    assert record.per_token_logps == upstream.fake.emitted_logprobs[0]
+    assert len(set(record.per_token_logps)) == 3 and all(-10 < v < 0 for v in record.per_token_logps)
     assert record.prompt_token_ids == render_prompt(sent)
     assert record.finish_reason == "stop" and record.upstream_status == 200 and record.ok
     assert "logprobs" not in record.response["choices"][0]
@@ -78,6 +81,8 @@ def test_openai_stream_strips_capture_fields(gateway, upstream):
 
     (record,) = gateway.records()
     assert record.completion_token_ids == upstream.fake.emitted[0]
+    assert record.per_token_logps == upstream.fake.emitted_logprobs[0]  # every chunk's values, in order
+    assert len(record.per_token_logps) > 10 and len(set(record.per_token_logps)) > 1
     assert record.finish_reason == "tool_calls"
     assert record.response["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] == '{"command": "ls"}'
 
@@ -88,7 +93,9 @@ def test_openai_client_asking_for_logprobs_keeps_text_tokens(gateway, upstream):
     tokens = [e.token for e in completion.choices[0].logprobs.content]
     assert tokens[0] == "Hello " and not any(t.startswith("token_id:") for t in tokens)
     assert "return_tokens_as_token_ids" not in upstream.fake.requests[0]
+    assert [e.logprob for e in completion.choices[0].logprobs.content] == upstream.fake.emitted_logprobs[0]
     assert gateway.records()[0].completion_token_ids == upstream.fake.emitted[0]
+    assert gateway.records()[0].per_token_logps == upstream.fake.emitted_logprobs[0]
 
 
 def test_openai_stream_with_client_usage_keeps_usage(gateway, upstream):
@@ -105,6 +112,7 @@ def test_token_id_key_form_is_captured(gateway, upstream):
     record = gateway.records()[0]
     assert record.logprobs[0]["token_id"] == upstream.fake.emitted[0][0]
     assert record.completion_token_ids == upstream.fake.emitted[0]
+    assert record.per_token_logps == upstream.fake.emitted_logprobs[0]
 
 
 def test_openai_errors_pass_through_status_body_and_retry_after(gateway, upstream):
@@ -154,6 +162,7 @@ def test_anthropic_unary_text_and_usage(gateway, upstream):
     assert upstream.fake.requests[0]["max_tokens"] == 8192
     (record,) = gateway.records()
     assert record.dialect == "anthropic" and record.completion_token_ids == upstream.fake.emitted[0]
+    assert record.per_token_logps == upstream.fake.emitted_logprobs[0]  # `<think>` and reasoning tokens too
 
 
 def test_anthropic_unary_tool_use_and_tool_result_round_trip(gateway, upstream):
@@ -212,6 +221,7 @@ def test_anthropic_stream_text_and_several_tool_calls(gateway, upstream):
     assert any(e.type == "content_block_delta" and e.delta.type == "input_json_delta" for e in events)
     (record,) = gateway.records()
     assert record.completion_token_ids == upstream.fake.emitted[0] and record.finish_reason == "tool_calls"
+    assert record.per_token_logps == upstream.fake.emitted_logprobs[0]
 
 
 def test_anthropic_stream_sends_message_start_before_the_first_token(gateway, upstream):

@@ -144,14 +144,15 @@ def test_claude_code_runs_a_task_through_the_gateway(claude_bin, make_gateway, u
     records = gw.records()
     assert len(records) == len(upstream.fake.requests) == 3
     assert [r.turn for r in records] == [0, 1, 2]
-    for record, emitted in zip(records, upstream.fake.emitted, strict=True):
+    sent = zip(upstream.fake.emitted, upstream.fake.emitted_logprobs, strict=True)
+    for record, (emitted, logprobs) in zip(records, sent, strict=True):
         assert record.rollout_id == "cc-e2e"
         assert record.dialect == "anthropic"
         assert record.upstream_error is None
         assert record.retry_of is None
         assert record.request["stream"] is True  # Claude Code streamed and never fell back
         assert record.completion_token_ids and record.completion_token_ids == emitted
-        assert len(record.per_token_logps) == len(emitted)
+        assert record.per_token_logps == logprobs  # the values the upstream sent, token by token
         assert record.request["model"] == "fake-model"
         assert record.request["max_tokens"] <= 8192
     # Claude Code's billing system block never reaches the model.

@@ -69,6 +69,7 @@ def test_baked_claude_code_runs_a_task_through_the_gateway(
 
     records = gw.records()
     assert len(records) == len(upstream.fake.requests) == 2
-    for record, emitted in zip(records, upstream.fake.emitted, strict=True):
+    sent = zip(upstream.fake.emitted, upstream.fake.emitted_logprobs, strict=True)
+    for record, (emitted, logprobs) in zip(records, sent, strict=True):
         assert record.rollout_id == "image-e2e" and record.dialect == "anthropic"
-        assert record.completion_token_ids == emitted and len(record.per_token_logps) == len(emitted)
+        assert record.completion_token_ids == emitted and record.per_token_logps == logprobs
