@@ -103,6 +103,8 @@ class Harness:
         self.outcome = HarnessOutcome()
         self.private = ""  # root-only scratch dir, made by _prepare
         self.root_env: dict[str, str] = {}
+        self.agent_uid = ""  # read by _snapshot, with the OOM-kill count before the agent starts
+        self.oom_before = 0
 
     def run(self) -> HarnessOutcome:
         with self.timings.phase("upload"):
@@ -174,16 +176,19 @@ class Harness:
         return self.outcome.status is Status.OK
 
     def _snapshot(self) -> bool:
-        """Commit the workdir as the agent will find it into a root-only git dir, for the diff afterwards."""
-        self._root(
+        """Commit the workdir as the agent will find it into a root-only git dir, for the diff afterwards;
+        the same call reads the agent's uid and the OOM-kill count so far (one round trip fewer each)."""
+        made = self._root(
             f"{self._git} init -q && {self._git} add --all --force . && "
-            f"{self._git} -c user.name=agentbake -c user.email=agentbake@localhost commit -q --allow-empty -m start",
+            f"{self._git} -c user.name=agentbake -c user.email=agentbake@localhost commit -q --allow-empty -m start"
+            f" && id -u {shlex.quote(self.handle.user)} && {_OOM_KILLS}",
             what="snapshot the workdir",
         )
+        self.agent_uid, *oom_counts = made.stdout.split()
+        self.oom_before = sum(int(n) for n in oom_counts if n.isdigit())
         return True
 
     def _run_agent(self) -> None:
-        oom_before = self._oom_kills()
         job = self.handle.start_bg(self.launch.argv, envs=dict(self.launch.env), cwd=self.workdir)
         self.timings.mark("ready")
         try:
@@ -193,7 +198,7 @@ class Harness:
             self.outcome.fail(Status.AGENT_TIMEOUT, f"the agent ran past {self.task.agent_timeout_sec:g} s")
             return
         self.outcome.exit_code = result.exit_code
-        if self._oom_kills() > oom_before:
+        if self._oom_kills() > self.oom_before:
             self.outcome.fail(Status.OOM, f"the sandbox ran out of memory (agent exit {result.exit_code})")
         elif result.exit_code != 0:
             detail = _tail(result.stderr or result.stdout)
@@ -206,8 +211,7 @@ class Harness:
 
     def _stop_agent_user(self) -> None:
         """Kill every process of the agent's user (what it left in the background too), then check."""
-        user = self.handle.user
-        uid = self._root(f"id -u {shlex.quote(user)}", what=f"look up the uid of {user}").stdout.strip()
+        user, uid = self.handle.user, self.agent_uid
         alive = ""
         for _ in range(STOP_ROUNDS):
             # kill(-1) as that user reaches exactly its processes (and spares the calling shell).
