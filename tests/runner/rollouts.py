@@ -51,7 +51,7 @@ def leftovers(engine: docker.DockerClient, prefix: str) -> list[str]:
     """Containers and gateway socket folders of rollouts whose id starts with `prefix`."""
     found = [
         c.name
-        for c in engine.containers.list(all=True, filters={"label": labels.ROLLOUT})
+        for c in engine.containers.list(all=True, filters={"label": labels.ROLLOUT}, ignore_removed=True)
         if c.labels.get(labels.ROLLOUT, "").startswith(prefix)
     ]
     found += [str(p) for p in Path(tempfile.gettempdir()).glob(f"agentbake-gw-{prefix}*")]

@@ -96,6 +96,6 @@ def test_a_signal_to_a_batch_removes_its_sandboxes_and_gateways(
 def _containers(engine: docker.DockerClient, prefix: str) -> list[str]:
     return [
         c.name
-        for c in engine.containers.list(filters={"label": labels.ROLLOUT})
+        for c in engine.containers.list(filters={"label": labels.ROLLOUT}, ignore_removed=True)
         if c.labels[labels.ROLLOUT].startswith(prefix)
     ]

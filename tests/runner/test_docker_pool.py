@@ -28,7 +28,7 @@ def image(built_images: dict[str, BuildResult]) -> str:
 
 def warm_ids(engine: docker.DockerClient, owner: str) -> set[str]:
     found = engine.containers.list(
-        filters={"label": [f"{labels.ROLLOUT}={labels.WARM_ROLLOUT}", f"{labels.OWNER}={owner}"]}
+        filters={"label": [f"{labels.ROLLOUT}={labels.WARM_ROLLOUT}", f"{labels.OWNER}={owner}"]}, ignore_removed=True
     )
     return {c.id for c in found}
 

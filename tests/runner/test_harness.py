@@ -158,7 +158,7 @@ def test_a_sandbox_lost_mid_rollout_is_a_sandbox_error_and_leaves_nothing(
 
     def remove_it() -> None:  # the engine loses the container while the agent runs
         while not stop.is_set():
-            for container in engine.containers.list(filters={"label": labels.ROLLOUT}):
+            for container in engine.containers.list(filters={"label": labels.ROLLOUT}, ignore_removed=True):
                 if container.labels[labels.ROLLOUT].startswith("lost-sandbox-"):
                     time.sleep(1)
                     container.remove(force=True)
