@@ -154,6 +154,10 @@ def test_cli_writes_json_and_trl(tmp_path):
     assert trl["prompt_ids"] == [[1, 2], [1, 2, 3, 4, 5]] and trl["completion_ids"] == [[3, 4], [6]]
     assert trl["logprobs"] == [[-0.03, -0.04], [-0.06]] and trl["trainable"] is True
     assert list(export(trace)) == [document]
+    trl_file = tmp_path / "trl.jsonl"
+    result = CliRunner().invoke(main, ["trace", "export", str(trace), "--format", "trl", "--out", str(trl_file)])
+    assert result.exit_code == 0 and "r: 2 calls, 1 agent; trainable (0 errors, 1 warnings)" in result.stderr
+    assert orjson.loads(trl_file.read_bytes()) == trl
 
 
 def test_the_gateway_never_imports_the_export():
