@@ -32,7 +32,7 @@ def machines(engine: docker.DockerClient) -> Iterator[LocalMachines]:
     local = LocalMachines()
     yield local
     local.remove_all()
-    assert remove_leftovers() == 0, "a fake E2B sandbox outlived its test"
+    assert remove_leftovers(local) == 0, "a fake E2B sandbox outlived its test"
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ def machines(engine: docker.DockerClient) -> Iterator[LocalMachines]:
     local = LocalMachines(network_mode="host")
     yield local
     local.remove_all()
-    assert remove_leftovers() == 0
+    assert remove_leftovers(local) == 0
 
 
 @pytest.fixture(scope="module")

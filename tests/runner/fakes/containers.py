@@ -19,7 +19,8 @@ import docker.errors
 from agentbake.runner.remote import ImageFacts
 
 FAKE_LABEL = "dev.agentbake.test.fake-remote"
-"""Marks the containers a fake started, so a test session can remove what a failed test left."""
+"""Marks the containers a fake started with its `LocalMachines`' own value, so a test removes exactly what
+it left (other test runs on the same engine keep theirs)."""
 # Prints the command's pid (its process group: every exec leads its own session) before becoming it.
 _PID_THEN_EXEC = 'echo "$$"; exec "$@"'
 
@@ -49,6 +50,7 @@ class LocalMachines:
         self.api = docker.APIClient(timeout=120)
         self.stream_api = docker.APIClient(timeout=None, version=self.api.api_version)
         self.network_mode = network_mode
+        self.label = secrets.token_hex(8)
         self._lock = threading.Lock()
         self.machines: dict[str, Machine] = {}
 
@@ -59,7 +61,7 @@ class LocalMachines:
             command=["sleep", "infinity"],
             user="root",
             name=f"agentbake-fake-remote-{secrets.token_hex(5)}",
-            labels={FAKE_LABEL: "1"},
+            labels={FAKE_LABEL: self.label},
             host_config=host_config,
             environment=dict(envs or {}),
         )
@@ -176,10 +178,11 @@ def _prepend(
     yield from stream
 
 
-def remove_leftovers() -> int:
-    """Remove every container a fake started (a test that failed may have left some); returns how many."""
+def remove_leftovers(machines: LocalMachines) -> int:
+    """Remove every container `machines` started that is still there (a failed test may have left some);
+    returns how many."""
     client = docker.APIClient(timeout=60)
-    found = client.containers(all=True, filters={"label": FAKE_LABEL})
+    found = client.containers(all=True, filters={"label": f"{FAKE_LABEL}={machines.label}"})
     for container in found:
         client.remove_container(container["Id"], force=True, v=True)
     return len(found)
