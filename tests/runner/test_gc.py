@@ -134,3 +134,30 @@ def test_sigterm_and_ctrl_c_tear_the_batch_down(
     assert runner.wait(30) == (143 if signum == signal.SIGTERM else -signal.SIGINT)  # SystemExit / KeyboardInterrupt
     assert ours(engine, rollout_id) == []
     assert not (runtime_dir / name).exists()
+
+
+def test_an_owner_is_its_process_not_just_its_pid() -> None:
+    host, pid, start = labels.this_process().split(":")
+    assert labels.owner_alive(labels.this_process()) is True
+    assert labels.owner_alive(f"{host}:{pid}:{int(start) + 1}") is False  # same pid, later process: not us
+    assert labels.owner_alive(f"{host}:999999999:1") is False
+    assert labels.owner_alive(f"other-{host}:{pid}:{start}") is None  # another host: only expiry counts
+    assert labels.owner_alive("garbage") is False
+
+
+def test_gc_removes_a_labelled_network_whose_owner_is_gone(engine: docker.DockerClient, runtime_dir: Path) -> None:
+    host, pid, start = labels.this_process().split(":")
+    network = engine.networks.create(
+        f"agentbake-test-gc-{RUN}",
+        internal=True,
+        labels={labels.ROLLOUT: f"test-gc-net-{RUN}", labels.OWNER: f"{host}:{pid}:{int(start) + 1}"},
+    )
+    try:
+        removed = [x for x in collect(engine.api, runtime_dir=runtime_dir) if x.rollout.endswith(RUN)]
+        assert [(x.kind, x.name, x.reason, x.removed) for x in removed] == [
+            ("network", network.name, "owner gone", True)
+        ]
+        assert engine.networks.list(names=[network.name]) == []
+    finally:
+        if engine.networks.list(names=[network.name]):
+            network.remove()
