@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import tarfile
 import time
@@ -21,6 +22,7 @@ from agentbake.buildkit.digest import content_hash, image_tag
 from agentbake.buildkit.engine import ensure_base, find_image
 from agentbake.buildkit.render import Rendered, render
 from agentbake.buildkit.spec import ImageSpec
+from agentbake.errors import BuildError
 
 
 @dataclass(frozen=True)
@@ -75,15 +77,18 @@ def build(
     image = None if no_cache else find_image(client, build_plan.tag)
     cached = image is not None
     if image is None:
-        built_id = run_build(
-            client,
-            context_tar(build_plan.rendered.context_files()),
-            build_plan.tag,
-            builder=builder,
-            no_cache=no_cache,
-            labels=provenance_labels(spec.source_dir),
-            progress=progress,
-        )
+        try:
+            built_id = run_build(
+                client,
+                context_tar(build_plan.rendered.context_files()),
+                build_plan.tag,
+                builder=builder,
+                no_cache=no_cache,
+                labels=provenance_labels(spec.source_dir),
+                progress=progress,
+            )
+        except BuildError as error:
+            raise integrity_error(error, build_plan.rendered) or error from None
         image = client.images.get(built_id)
     image.tag(f"agentbake/{spec.name}", "latest")
     return BuildResult(
@@ -94,6 +99,44 @@ def build(
         cached=cached,
         seconds=round(time.monotonic() - started, 3),
     )
+
+
+# Where the templates download each sha512-checked artifact, and the lock entry it comes from.
+_CHECKED_DOWNLOADS = {"/tmp/npm.tgz": "npm", "/tmp/agent.tgz": "native"}
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the legacy builder colours a step's stderr
+# pip's report of a wheel whose sha256 is not the locked one: `    name==version from URL ...:`.
+_PIP_MISMATCH = re.compile(r"^\s+([A-Za-z0-9_.\-\[\]]+)==(\S+) from (\S+?)(?: \(|:$)")
+
+
+def integrity_error(error: BuildError, rendered: Rendered) -> BuildError | None:
+    """A clearer BuildError when the step failed because a download is not what the lock pinned (its sha512
+    or a wheel's sha256 differs), naming the package; None for any other failure."""
+    tail = [_ANSI.sub("", line).strip() for line in error.output_tail]
+    lock_file = rendered.spec.lock_path
+    fix = (
+        f"if the registry really re-published it, re-lock with `agentbake lock {rendered.spec.name}`; otherwise "
+        "the mirror or proxy in between serves other bytes"
+    )
+    packages: list[str] = []
+    for path, key in _CHECKED_DOWNLOADS.items():
+        artifact = rendered.lock.get(key)
+        if artifact and f"{path}: FAILED" in tail:
+            packages.append(
+                f"{artifact['package']}@{artifact['version']} ({artifact['tarball']}) does not match "
+                f"its sha512 in {lock_file} ({key}.sha512)"
+            )
+    if any("DO NOT MATCH THE HASHES" in line for line in tail):
+        for line in error.output_tail:
+            match = _PIP_MISMATCH.match(_ANSI.sub("", line))
+            if match:
+                packages.append(
+                    f"the wheel of {match[1]}=={match[2]} ({match[3]}) does not match its sha256 in "
+                    f"{lock_file} (python.packages)"
+                )
+    if not packages:
+        return None
+    message = f"building {rendered.spec.name}: {'; '.join(packages)}; {fix}"
+    return BuildError(message, step=error.step, output_tail=error.output_tail)
 
 
 def context_tar(files: dict[str, bytes]) -> bytes:
