@@ -142,8 +142,10 @@ class ScriptedModel:
             return
         if self.keep_log:
             self.tokenized.append(request)
-        if "messages" in request:
-            ids = tk.render_prompt(request, add_generation_prompt=request.get("add_generation_prompt", True))
+        if "messages" in request and request.get("add_generation_prompt", True):
+            ids = self.render_prompt(request)  # what a chat call's prompt_token_ids would be
+        elif "messages" in request:
+            ids = tk.render_prompt(request, add_generation_prompt=False)
         else:
             ids = tk.encode(str(request["prompt"]))
         strs = None

@@ -147,3 +147,10 @@ def test_prompt_ids_extend_the_previous_turn_when_the_answer_is_sent_back_unchan
     ).json()
     before = first["prompt_token_ids"] + first["choices"][0]["token_ids"]
     assert (second["prompt_token_ids"][: len(before)] == before) != drop_reasoning
+
+
+def test_tokenize_counts_with_the_model_s_prompt_renderer(scripted):
+    scripted.model.render_prompt = lambda request: [7] * (3 * len(request["messages"]))
+    counted = httpx.post(scripted.url + "/tokenize", json={"model": "m", "messages": USER}).json()
+    answered = _chat(scripted.url, return_token_ids=True).json()
+    assert counted["tokens"] == answered["prompt_token_ids"] == [7, 7, 7] and counted["count"] == 3
