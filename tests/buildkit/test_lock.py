@@ -59,15 +59,27 @@ def test_requirements_require_hashes(catalog: Catalog) -> None:
 
 
 def test_lock_resolves_a_range_to_exact_hashed_artifacts(user_catalog: Path, catalog: Catalog) -> None:
-    """A real resolution against the npm registry and PyPI, for a range instead of a pinned version."""
-    text = (catalog.load("claude-code").source_dir / "image.toml").read_text()
-    write_spec(user_catalog, "claude-range", text.replace('version = "2.1.332"', 'version = "~2.1.332"'))
+    """A real resolution against the npm registry and PyPI, for a range instead of a pinned version.
+
+    The range ends at the committed lock's version, so it resolves to that exact artifact whatever the
+    registry published since: the test never depends on the newest release of the day."""
+    original = catalog.load("claude-code")
+    locked = read_lock(original)
+    pinned = locked["agent"]["version"]
+    major, minor, _ = pinned.split(".")
+    text = (original.source_dir / "image.toml").read_text()
+    assert f'version = "{pinned}"' in text
+    write_spec(
+        user_catalog,
+        "claude-range",
+        text.replace(f'version = "{pinned}"', f'version = ">={major}.{minor}.0 <={pinned}"'),
+    )
     spec = Catalog.discover(user_catalog).load("claude-range")
     lock = write_lock(spec)
     assert read_lock(spec) == lock == json.loads(spec.lock_path.read_text())
+    assert lock["agent"] == locked["agent"]  # the highest version in the range, exactly
     native = lock["native"]
-    assert native["package"] == "@anthropic-ai/claude-code-linux-x64"
-    assert native["version"] == lock["agent"]["version"] and native["version"].startswith("2.1.")
+    assert native == locked["native"]  # the registry's sha512 for it is the one the catalog committed
     digest = base64.b64decode(native["integrity"].removeprefix("sha512-"))
     assert digest.hex() == native["sha512"] and len(digest) == hashlib.sha512().digest_size
 
