@@ -22,6 +22,7 @@ from agentbake.runner.rollout import Runner
 from agentbake.runner.rollout_config import RunnerConfig
 from agentbake.runner.task import load_task
 from agentbake.scripted import ScriptedModel
+from agentbake.scripted.tokens import request_seed, sampled_logprob
 from agentbake.serve import serve_in_thread
 from tests.runner.rollouts import EXAMPLES, leftovers, write_task
 
@@ -58,7 +59,10 @@ def test_each_agent_solves_a_task_with_the_scripted_model_and_every_call_has_tok
     assert {r.rollout_id for r in records} == {result.rollout_id}
     for record in records:
         assert record.ok and record.completion_token_ids, f"turn {record.turn} captured no token ids"
-        assert len(record.per_token_logps) == len(record.completion_token_ids)
+        # The scripted model's logprobs are a function of the request it got (the record's, as sent): the
+        # values it emitted, compared token by token, not just counted.
+        seed = request_seed(record.request)
+        assert record.per_token_logps == [sampled_logprob(seed, n) for n in range(len(record.completion_token_ids))]
     assert result.trace == records and result.calls_without_token_ids == 0
     assert result.tokens == sum(len(r.completion_token_ids) for r in records)
     assert (result.out_dir / "agent" / f"{agent}.log").stat().st_size > 0
