@@ -20,8 +20,10 @@ import os
 import re
 import secrets
 import shutil
+import socket
 import tempfile
 import threading
+import time
 import urllib.request
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -41,6 +43,9 @@ from agentbake.runner.task import Task
 logger = logging.getLogger("agentbake.runner")
 
 TRACE_FILE = "trace.jsonl"
+GATEWAY_DIR_PREFIX = "agentbake-gw-"
+GATEWAY_SOCKET = "gateway.sock"
+_STALE_AFTER_S = 60  # a folder younger than this may belong to a gateway still starting
 _UNSAFE_ID = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -87,6 +92,7 @@ class Runner:
         self._model = None  # the scripted model's server, started by start_scripted
         self._upstream = config.upstream_url
         # Without --model-name, the model the upstream serves: what the agent asks for must exist there.
+        remove_stale_gateways()
         self._model_name = config.model_name or (
             served_model(self._upstream, config.api_key_env) if self._upstream else None
         )
@@ -225,9 +231,9 @@ class Runner:
         if self._upstream is None:
             raise SandboxError("model 'scripted' needs Runner.start_scripted(tasks) before a rollout")
         # A folder of its own for each socket; the backend exposes only the socket to the sandbox.
-        runtime_dir = Path(tempfile.mkdtemp(prefix=f"agentbake-gw-{rollout_id[:40]}-"))
+        runtime_dir = Path(tempfile.mkdtemp(prefix=f"{GATEWAY_DIR_PREFIX}{rollout_id[:40]}-"))
         try:
-            uds = runtime_dir / "gateway.sock"
+            uds = runtime_dir / GATEWAY_SOCKET
             config = GatewayConfig(
                 upstream=self._upstream,
                 uds=uds,
@@ -313,6 +319,28 @@ def served_model(upstream: str, api_key_env: str) -> str:
             f"model {upstream}: could not read the served model's name from {upstream}/models ({exc}); "
             "pass --model-name (RunnerConfig.model_name)"
         ) from None
+
+
+def remove_stale_gateways() -> list[Path]:
+    """Remove gateway folders a killed runner left (kill -9 skips every cleanup): those whose socket no
+    server answers on any more. Returns what was removed."""
+    removed = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{GATEWAY_DIR_PREFIX}*"):
+        try:
+            info = folder.stat()
+        except OSError:
+            continue
+        if not folder.is_dir() or info.st_uid != os.getuid() or time.time() - info.st_mtime < _STALE_AFTER_S:
+            continue
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(str(folder / GATEWAY_SOCKET))
+                continue  # a live gateway
+            except OSError:
+                pass
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
 
 
 def _notify(callback: Callable[[BatchProgress], None] | None, progress: BatchProgress) -> None:

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import re
 import socket
+import tempfile
+import time
 
 import pytest
 from pydantic import ValidationError
 
 from agentbake.errors import ConfigError
-from agentbake.runner.rollout import new_rollout_id, served_model
+from agentbake.runner.rollout import (
+    GATEWAY_DIR_PREFIX,
+    GATEWAY_SOCKET,
+    new_rollout_id,
+    remove_stale_gateways,
+    served_model,
+)
 from agentbake.runner.rollout_config import RunnerConfig
 from agentbake.runner.task import load_task
 from agentbake.scripted import ScriptedModel
@@ -58,3 +67,19 @@ def test_rollout_ids_are_readable_unique_and_safe_as_labels(tmp_path) -> None:
     task = load_task(EXAMPLES / "write-file")
     ids = {new_rollout_id(task) for _ in range(50)}
     assert len(ids) == 50 and all(i.startswith("write-file-") and len(i) == len("write-file-") + 8 for i in ids)
+
+
+def test_gateway_folders_left_by_a_killed_runner_are_removed_live_ones_kept(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead, live, young = (tmp_path / f"{GATEWAY_DIR_PREFIX}{name}" for name in ("dead", "live", "young"))
+    for folder in (dead, live, young):
+        folder.mkdir()
+    for folder in (dead, young):  # a socket file nobody listens on, as after kill -9
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(str(folder / GATEWAY_SOCKET))
+    with serve_in_thread(ScriptedModel(), uds=live / GATEWAY_SOCKET):
+        old = time.time() - 3600
+        for folder in (dead, live):
+            os.utime(folder, (old, old))
+        assert remove_stale_gateways() == [dead]
+    assert not dead.exists() and live.exists() and young.exists()
