@@ -151,3 +151,39 @@ def trace_summary(path: Path, as_json: bool) -> None:
         click.echo(f"dialect {dialect}: {count}")
     for verdict, count in sorted(summary.by_capture.items()):
         click.echo(f"capture {verdict}: {count}")
+
+
+@trace.command("check")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@json_option
+def trace_check(path: Path, as_json: bool) -> None:
+    """Per rollout, whether each call's prompt ids extend the previous call's prompt + completion ids.
+
+    Exits 1 when a prompt re-renders what an earlier call sampled (a chat template that reformats tool calls
+    or strips reasoning): concatenated turns would not be what the model generated."""
+    import dataclasses
+
+    from agentbake.errors import TraceError
+    from agentbake.gateway.trace import check, read_trace
+
+    try:
+        results = check(read_trace(path))
+    except TraceError as exc:
+        raise click.ClickException(str(exc)) from exc
+    for result in results:
+        if as_json:
+            print_json({**dataclasses.asdict(result), "consistent": result.consistent})
+            continue
+        captures = ", ".join(f"{verdict} {count}" for verdict, count in sorted(result.by_capture.items()))
+        click.echo(
+            f"rollout {result.rollout_id}: {result.calls} calls, {result.checked} checked: {result.extends} extend,"
+            f" {result.restarts} restart, {result.rerendered} re-rendered; capture {captures}"
+        )
+        for item in result.breaks:
+            click.echo(
+                f"  turn {item['turn']} vs turn {item['previous_turn']}: diverges at {item['diverged_at']} (in the"
+                f" previous {item['diverged_in']}); from index {item['around']} expected {item['expected']},"
+                f" found {item['found']}"
+            )
+    if not all(result.consistent for result in results):
+        raise SystemExit(1)

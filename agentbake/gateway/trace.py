@@ -158,3 +158,50 @@ def summarize(records: list[TraceRecord]) -> TraceSummary:
         verdict = str((record.capture or {}).get("verdict", "unknown"))
         summary.by_capture[verdict] = summary.by_capture.get(verdict, 0) + 1
     return summary
+
+
+@dataclass(slots=True)
+class RolloutCheck:
+    """Multi-turn token consistency of one rollout, as printed by `agentbake trace check`."""
+
+    rollout_id: str | None
+    calls: int = 0
+    checked: int = 0
+    """Records compared with a previous call (see `TraceRecord.prefix`)."""
+    extends: int = 0
+    """Prompts that start with the previous call's prompt + completion ids."""
+    restarts: int = 0
+    """Prompts that diverge inside the previous prompt: another conversation (side call, subagent, compaction)."""
+    rerendered: int = 0
+    """Prompts that repeat the previous prompt but diverge inside what it sampled: the history was re-rendered
+    differently from how it was generated (what corrupts concatenated training sequences)."""
+    breaks: list[dict[str, Any]] = field(default_factory=list)
+    """Every record that does not extend its previous call: its turn and its `prefix`."""
+    by_capture: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def consistent(self) -> bool:
+        return self.rerendered == 0
+
+
+def check(records: list[TraceRecord]) -> list[RolloutCheck]:
+    """Per rollout (in order of first record), how its calls' prompt ids chain."""
+    rollouts: dict[str | None, RolloutCheck] = {}
+    for record in records:
+        result = rollouts.setdefault(record.rollout_id, RolloutCheck(record.rollout_id))
+        result.calls += 1
+        verdict = str((record.capture or {}).get("verdict", "unknown"))
+        result.by_capture[verdict] = result.by_capture.get(verdict, 0) + 1
+        prefix = record.prefix
+        if not isinstance(prefix, dict) or "extends" not in prefix:
+            continue
+        result.checked += 1
+        if prefix["extends"]:
+            result.extends += 1
+            continue
+        if prefix.get("diverged_in") == "completion":
+            result.rerendered += 1
+        else:
+            result.restarts += 1
+        result.breaks.append({"turn": record.turn, **prefix})
+    return list(rollouts.values())
