@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -149,16 +148,7 @@ def check_logprobs(probes: Probes) -> Check:
         return Check(
             "logprobs", "partial", "logprob entries do not cover every completion token (" + "; ".join(short) + ")"
         )
-    unknown = sum(
-        1
-        for p in probes.answered
-        for entry in p.capture.logprobs
-        if not isinstance(entry.get("logprob"), (int, float)) or math.isnan(entry["logprob"])
-    )
-    detail = "one entry per completion token, unary and streaming"
-    if unknown:
-        detail += f" ({unknown} unknown (null) values, recorded as null)"
-    return Check("logprobs", "ok", detail)
+    return Check("logprobs", "ok", "one entry per completion token, unary and streaming")
 
 
 def check_token_ids(probes: Probes) -> Check:
@@ -166,7 +156,6 @@ def check_token_ids(probes: Probes) -> Check:
         return Check("token_ids", "missing", "no answer to read token ids from")
     forms: set[str] = set()
     without: list[Probe] = []
-    disagree: list[str] = []
     for probe in probes.answered:
         from_entries = probe.entry_ids
         whole = bool(from_entries) and all(i is not None for i in from_entries)
@@ -175,8 +164,6 @@ def check_token_ids(probes: Probes) -> Check:
             forms.add("`token_id` keys" if keyed else "`token_id:<n>` tokens")
         if probe.capture.choice_token_ids:
             forms.add("`token_ids`")
-            if whole and from_entries != probe.capture.choice_token_ids:
-                disagree.append(probe.mode)
         if not whole and not probe.capture.choice_token_ids:
             without.append(probe)
     if without:
@@ -187,13 +174,20 @@ def check_token_ids(probes: Probes) -> Check:
             "`token_id` keys in the logprobs nor `token_ids` (vLLM's `return_tokens_as_token_ids` / "
             "`return_token_ids`); re-tokenized text does not give the ids the model sampled",
         )
-    if disagree:
-        return Check(
-            "token_ids",
-            "partial",
-            f"the logprob entries' ids and `token_ids` disagree in the {' and '.join(disagree)} answer",
-        )
     return Check("token_ids", "ok", "as " + " and ".join(sorted(forms)))
+
+
+def check_records(probes: Probes) -> Check:
+    """The capture verdict the gateway's record of each call would carry (ids agreeing, null logprobs, ...)."""
+    if not probes.answered:
+        return Check("records", "missing", "no answer to record")
+    verdicts = {probe.mode: probe.capture.verdict(None) for probe in probes.answered}
+    flawed = {mode: v for mode, v in verdicts.items() if v["verdict"] != "complete"}
+    if not flawed:
+        return Check("records", "ok", "the gateway's records of both calls would be complete")
+    status: Status = "missing" if any(v["verdict"] == "none" for v in flawed.values()) else "partial"
+    detail = "; ".join(f"{mode}: {v['verdict']} ({', '.join(v['reasons'])})" for mode, v in flawed.items())
+    return Check("records", status, f"the gateway's records would be {detail}")
 
 
 def check_prompt_ids(probes: Probes) -> Check:
@@ -231,6 +225,7 @@ CHECKS: list[Callable[[Probes], Check]] = [
     check_answers,
     check_logprobs,
     check_token_ids,
+    check_records,
     check_prompt_ids,
     check_tool_calls,
     check_rejected_fields,

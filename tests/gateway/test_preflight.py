@@ -4,6 +4,7 @@ vLLM-only fields, no prompt ids, an https upstream; the CLI and the gateway's `-
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -124,12 +125,27 @@ def test_a_server_rejecting_return_token_ids_is_partial_and_named(serve_model):
         "answers": "ok",
         "logprobs": "ok",
         "token_ids": "ok",  # from the `token_id:<n>` strings
+        "records": "ok",
         "prompt_ids": "partial",
         "tool_calls": "ok",
         "rejected_fields": "warn",
     }
     # The first call was refused with a 400 and sent again without the field, as the gateway does.
     assert ["return_token_ids" in r for r in model.requests] == [True, False, False]
+
+
+def test_a_null_logprob_makes_the_records_partial(serve_model):
+    """vLLM streams a NaN logprob as `null` (and answers a unary one with a 400): the record says so."""
+    model, url = serve_model()
+    model.responder = lambda request: (
+        Reply(text="a b c", logprob_values={1: math.nan}) if request["stream"] else CALLS_PING
+    )
+    report = run_preflight(GatewayConfig(upstream=url))
+    assert report.verdict == "partial", report.summary()
+    records = next(c for c in report.checks if c.name == "records")
+    assert records.status == "partial"
+    tokens = len(model.emitted[-1])  # the streamed call's
+    assert records.detail == f"the gateway's records would be stream: partial (null logprobs: 1 of {tokens})"
 
 
 def test_a_server_rejecting_both_vllm_fields_has_no_ids(serve_model):
