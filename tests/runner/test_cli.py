@@ -50,6 +50,18 @@ def test_run_oracle_json_prints_one_result_object(built_images: dict[str, BuildR
     assert json.loads((Path(result["out_dir"]) / "result.json").read_text())["status"] == "ok"
 
 
+def test_rollout_json_prints_each_result_then_the_summary(built_images: dict, tmp_path: Path) -> None:
+    args = ["rollout", "claude-code", "--tasks", str(EXAMPLES), "--oracle", "--concurrency", "3", "--json"]
+    done = agentbake(*args, "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    *results, summary = [json.loads(line) for line in done.stdout.splitlines()]
+    assert sorted(r["task"] for r in results) == ["fix-failing-test", "multi-step-report", "write-file"]
+    summary = summary["summary"]
+    assert (summary["rollouts"], summary["reward_mean"], summary["statuses"]) == (3, 1.0, {"ok": 3})
+    assert set(summary["phases"]) >= {"create", "agent", "verifier", "ready", "total"}
+    assert all(p["p50"] <= p["p95"] for p in summary["phases"].values())
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -6,6 +6,7 @@ Each group of tasks runs as one batch (concurrently), so the module costs a few 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from agentbake.runner.result import Status
 from agentbake.runner.rollout import Runner
 from agentbake.runner.rollout_config import RunnerConfig
 from agentbake.runner.task import discover_tasks, load_task
+from tests.runner.faulty_engine import FaultyEngine
 from tests.runner.rollouts import EXAMPLE_TASKS, EXAMPLES, copy_example, leftovers, write_task
 
 pytestmark = pytest.mark.docker
@@ -183,3 +185,26 @@ def test_oracle_without_a_solution_is_refused_before_any_sandbox(runner: Runner,
     (path / "solution" / "solve.sh").unlink()
     with pytest.raises(TaskError, match=f"{path}: no solution/solve.sh; --oracle runs"):
         runner.run(load_task(path))
+
+
+def test_when_teardown_fails_too_the_original_error_is_the_one_reported(
+    built_images: dict[str, BuildResult], engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """The engine fails the harness's first command, then the removal of the sandbox."""
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if not host.startswith("unix://"):
+        pytest.skip(f"the fault-injecting relay needs a unix-socket engine, DOCKER_HOST is {host}")
+    first_command_then_removal = r"^(POST /v[\d.]+/exec/[^/]+/start|DELETE /v[\d.]+/containers/)"
+    with FaultyEngine(tmp_path / "engine.sock", host.removeprefix("unix://"), first_command_then_removal, 2) as proxy:
+        backend = DockerBackend(DockerConfig(memory_mb=256), base_url=proxy.url)
+        config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path / "out")
+        with Runner(config, backend) as runner:
+            result = runner.run(load_task(EXAMPLES / "write-file"))
+    left = engine.containers.list(all=True, filters={"label": f"{labels.ROLLOUT}={result.rollout_id}"})
+    for container in left:  # the engine answers again: what the failed teardown left goes now
+        container.remove(force=True)
+    assert proxy.matched >= 2 and proxy.failures == 0
+    assert result.status is Status.SANDBOX_ERROR
+    assert "cannot run a command in" in result.error and "injected by the test" in result.error
+    assert "remove" not in result.error, "the teardown's failure replaced the original error"
+    assert len(left) == 1, "the removal did fail (else this test shows nothing)"
