@@ -27,6 +27,7 @@ class BackendChoice:
     """What the backend options said; `build()` makes the backend (None: the Runner's own Docker backend)."""
 
     name: str = "docker"
+    gateway: str = "host"
     manifest: Path | None = None
     relay_listen: str = "127.0.0.1:0"
     relay_url: str | None = None
@@ -41,6 +42,11 @@ class BackendChoice:
 
     def build(self, *, warm: int = 0) -> SandboxBackend | None:
         if self.name == "docker":
+            if self.gateway == "sandbox":
+                raise SandboxError(
+                    "--gateway sandbox is for remote backends: a Docker sandbox has no network but its gateway's "
+                    "socket; use --backend e2b or hf, or --gateway host"
+                )
             return None
         if warm:
             raise SandboxError(f"--warm keeps Docker sandboxes started; the {self.name} backend has no warm pool")
@@ -56,13 +62,21 @@ class BackendChoice:
 
 
 def backend_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Add `--backend`, `--manifest`, `--relay-listen`, `--relay-url`; the command receives `backend: BackendChoice`."""
+    """Add `--backend`, `--gateway`, `--manifest`, `--relay-listen`, `--relay-url`; the command receives them
+    as `backend: BackendChoice`."""
 
     @functools.wraps(command)
     def wrapper(
-        *args: Any, backend: str, manifest: Path | None, relay_listen: str, relay_url: str | None, **kwargs: Any
+        *args: Any,
+        backend: str,
+        gateway: str,
+        manifest: Path | None,
+        relay_listen: str,
+        relay_url: str | None,
+        **kwargs: Any,
     ) -> Any:
-        return command(*args, backend=BackendChoice(backend, manifest, relay_listen, relay_url), **kwargs)
+        choice = BackendChoice(backend, gateway, manifest, relay_listen, relay_url)
+        return command(*args, backend=choice, **kwargs)
 
     options = [
         click.option(
@@ -71,6 +85,14 @@ def backend_options(command: Callable[..., Any]) -> Callable[..., Any]:
             default="docker",
             show_default=True,
             help="Where sandboxes run: the local Docker engine, E2B, or Hugging Face (see docs/remote.md).",
+        ),
+        click.option(
+            "--gateway",
+            type=click.Choice(["host", "sandbox"]),
+            default="host",
+            show_default=True,
+            help="host: the gateway runs here, the sandbox holds a per-rollout token; sandbox: it runs in the "
+            "(remote) sandbox and calls --model itself with the key from --api-key-env.",
         ),
         click.option(
             "--manifest",

@@ -121,7 +121,7 @@ def run_command(
 
     task = load_task(task_dir)
     _warn(task.warnings)
-    config = _config(image, model, model_name, api_key_env, oracle, out_dir)
+    config = _config(image, model, model_name, api_key_env, oracle, out_dir, gateway=backend.gateway)
     runner = Runner(config, sandboxes := backend.build())
     with teardown_on_signals(runner), _closing(sandboxes):
         if config.model == SCRIPTED:
@@ -174,7 +174,7 @@ def rollout_command(
     tasks = discover_tasks(task_dirs)
     for task in tasks:
         _warn(task.warnings)
-    config = _config(image, model, model_name, api_key_env, oracle, out_dir, warm=warm)
+    config = _config(image, model, model_name, api_key_env, oracle, out_dir, warm=warm, gateway=backend.gateway)
     display = _BatchDisplay(len(tasks) * repeats)
     runner = Runner(config, sandboxes := backend.build(warm=warm))
     with teardown_on_signals(runner), _closing(sandboxes):

@@ -215,13 +215,12 @@ class E2BSandbox(remote.RemoteSandbox):
     def kill(self) -> None:
         if self.killed:
             return
-        try:
-            self._sandbox.kill()  # False when E2B no longer has it: gone is what we want
-        except Exception as exc:
-            raise SandboxError(
-                f"cannot kill E2B sandbox {self.sandbox_id}: {exc}; it ends by itself after "
-                f"{self._backend.config.sandbox_timeout_s} s"
-            ) from None
+        self.run_before_kill()
+        remote.kill_with_retries(
+            self._sandbox.kill,  # False when E2B no longer has it: gone is what we want
+            what=f"E2B sandbox {self.sandbox_id}",
+            backstop=f"it ends by itself after {self._backend.config.sandbox_timeout_s} s",
+        )
         self.killed = True
         self._backend.forget(self)
 

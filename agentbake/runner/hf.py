@@ -271,17 +271,22 @@ class HFSandbox(remote.RemoteSandbox):
         """`kill()` (never only `close()`), then make sure the job ended: the SDK logs a failed kill and returns."""
         if self.killed:
             return
-        api = self._backend.api
-        try:
+        self.run_before_kill()
+        api, namespace = self._backend.api, self._backend.config.namespace
+
+        def kill_and_check() -> None:
             self._sandbox.kill()
-            job = api.inspect_job(job_id=self.sandbox_id, namespace=self._backend.config.namespace)
+            job = api.inspect_job(job_id=self.sandbox_id, namespace=namespace)
             if job.status is None or job.status.stage not in ENDED_STAGES:
-                api.cancel_job(job_id=self.sandbox_id, namespace=self._backend.config.namespace)
-        except Exception as exc:
-            raise SandboxError(
-                f"cannot kill HF sandbox {self.sandbox_id}: {exc}; it ends itself after "
-                f"{self._backend.config.idle_timeout_s} s idle, or cancel it with `hf jobs cancel {self.sandbox_id}`"
-            ) from None
+                api.cancel_job(job_id=self.sandbox_id, namespace=namespace)
+
+        try:
+            remote.kill_with_retries(
+                kill_and_check,
+                what=f"HF sandbox {self.sandbox_id}",
+                backstop=f"it ends itself after {self._backend.config.idle_timeout_s} s idle, or cancel it with "
+                f"`hf jobs cancel {self.sandbox_id}`",
+            )
         finally:
             self._sandbox.close()
         self.killed = True

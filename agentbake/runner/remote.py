@@ -126,6 +126,22 @@ def with_create_retries(
     raise AssertionError("unreachable")
 
 
+KILL_ATTEMPTS = 3
+"""Tries of a sandbox kill: a dropped connection must not leave a billed sandbox running."""
+
+
+def kill_with_retries(kill: Callable[[], object], *, what: str, backstop: str) -> None:
+    """Call `kill` until it succeeds, at most KILL_ATTEMPTS times; SandboxError naming the backstop otherwise."""
+    for attempt in range(1, KILL_ATTEMPTS + 1):
+        try:
+            kill()
+            return
+        except Exception as exc:
+            if attempt == KILL_ATTEMPTS:
+                raise SandboxError(f"cannot kill {what} after {attempt} tries: {exc}; {backstop}") from None
+            time.sleep(0.2 * 2 ** (attempt - 1))
+
+
 def shell_command(cmd: str | list[str]) -> str:
     """The command as one shell string (both clouds take a string and run it under a shell)."""
     return cmd if isinstance(cmd, str) else shlex.join(cmd)
@@ -205,6 +221,18 @@ class RemoteSandbox(SandboxHandle):
 
     rollout_id: str
     killed: bool = False
+
+    def before_kill(self, step: Callable[[], None]) -> None:
+        """Run `step` before the sandbox is killed (e.g. a last fetch of its trace); failures are logged."""
+        self.__dict__.setdefault("_before_kill", []).append(step)
+
+    def run_before_kill(self) -> None:
+        steps, self.__dict__["_before_kill"] = self.__dict__.get("_before_kill", []), []
+        for step in steps:
+            try:
+                step()
+            except Exception as exc:
+                logger.warning("sandbox %s: before kill: %s", self.sandbox_id, exc)
 
     def kill_quietly(self) -> None:
         """Kill on a failure path: a failing kill is logged so the original error is the one raised."""

@@ -182,7 +182,8 @@ class Runner:
             raise SandboxError("the batch was aborted before this rollout started")
         token = secrets.token_urlsafe(32)
         try:
-            if not self.config.oracle:
+            in_sandbox = self.config.gateway == "sandbox" and not self.config.oracle
+            if not self.config.oracle and not in_sandbox:
                 live.runtime_dir, live.gateway = self._start_gateway(rollout_id, token, out_dir / TRACE_FILE)
             with timings.phase("create"):
                 live.handle = self.backend.create(
@@ -196,6 +197,8 @@ class Runner:
                 )
             if self._aborted.is_set():
                 raise SandboxError("the batch was aborted")
+            if in_sandbox:
+                self._start_sandbox_gateway(live.handle, rollout_id, out_dir / TRACE_FILE)
             harness = Harness(
                 live.handle,
                 task,
@@ -223,6 +226,21 @@ class Runner:
             model_url=handle.model_url, token=token, model_name=self._model_name or SCRIPTED_MODEL_NAME
         )
         return self._agent.launch(image, access, task.instruction)
+
+    def _start_sandbox_gateway(self, handle: SandboxHandle, rollout_id: str, trace: Path) -> None:
+        from agentbake.runner.sandbox_gateway import SandboxGateway, start_sandbox_gateway
+
+        if self._upstream is None:
+            raise SandboxError("model 'scripted' needs Runner.start_scripted(tasks) before a rollout")
+        spec = SandboxGateway(
+            upstream=self._upstream,
+            rollout_id=rollout_id,
+            trace=trace,
+            api_key_env=self.config.api_key_env,
+            api_key=os.environ.get(self.config.api_key_env),
+            model_override=self._model_name,
+        )
+        start_sandbox_gateway(handle, self._labels, spec)
 
     def _start_gateway(self, rollout_id: str, token: str, trace: Path) -> tuple[Path, Any]:
         from agentbake.gateway import GatewayConfig, create_app

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -45,6 +46,11 @@ class RunnerConfig(BaseModel):
 
     warm: int = Field(default=0, ge=0)
     """Sandboxes the Docker backend keeps started ahead of need (a warm pool); 0 starts each on demand."""
+
+    gateway: Literal["host", "sandbox"] = "host"
+    """`host`: each rollout's gateway runs in this process and the sandbox holds only a per-rollout token.
+    `sandbox` (remote backends): it runs inside the sandbox from the image's baked venv, calling `model`
+    directly with the key from `api_key_env` (docs/remote.md)."""
 
     @model_validator(mode="after")
     def _model_or_oracle(self) -> RunnerConfig:

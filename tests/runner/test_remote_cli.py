@@ -9,6 +9,7 @@ the host's network, the way a cloud sandbox reaches the trainer's gateway relay 
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,10 +20,21 @@ from click.testing import CliRunner
 from agentbake.buildkit.build import BuildResult
 from agentbake.cli import main
 from agentbake.publish.manifest import Published, save_manifest
+from agentbake.runner.e2b import E2BBackend
+from agentbake.runner.e2b_config import E2BConfig
+from agentbake.runner.hf import HFBackend
+from agentbake.runner.hf_config import HFConfig
 from agentbake.runner.remote import ImageFacts
+from agentbake.runner.result import Status
+from agentbake.runner.rollout import Runner
+from agentbake.runner.rollout_config import RunnerConfig
+from agentbake.runner.task import load_task
+from agentbake.scripted import ScriptedModel
+from agentbake.serve import serve_in_thread
 from tests.runner.fakes.containers import LocalMachines, remove_leftovers
 from tests.runner.fakes.servers import fake_e2b, fake_hub
-from tests.runner.rollouts import EXAMPLES
+from tests.runner.rollouts import EXAMPLES, write_task
+from tests.runner.test_rollout import KEY_PREFIX, PROBE
 
 pytestmark = pytest.mark.docker
 
@@ -74,3 +86,45 @@ def test_run_on_a_remote_backend_solves_the_task_and_leaves_nothing(
         assert len(records) == result["turns"] and {r["rollout_id"] for r in records} == {result["rollout_id"]}
         assert (out / "workdir.diff").read_text()
         assert (fake.created, fake.killed, fake.alive) == (1, 1, 0)
+
+
+@pytest.mark.parametrize("backend", ["e2b", "hf"])
+def test_gateway_in_the_sandbox_calls_upstream_with_a_key_the_agent_cannot_see(
+    backend: str,
+    monkeypatch: pytest.MonkeyPatch,
+    machines: LocalMachines,
+    built_images: dict[str, BuildResult],
+    published: tuple[Path, str],
+    tmp_path: Path,
+) -> None:
+    """`--gateway sandbox`: the agent's own probe of every environment, command line and file it can read
+    finds no key, the upstream receives it, and the trace of the in-sandbox gateway reaches out/."""
+    key = KEY_PREFIX + secrets.token_hex(16)
+    monkeypatch.setenv("AGENTBAKE_TEST_PROBE_KEY", key)
+    task = load_task(write_task(tmp_path, "key-probe", solve=PROBE, test="grep -q probed probe.txt\n"))
+    model = ScriptedModel(tasks=[task])
+    tag, (_, template) = built_images["claude-code"].tag, published
+    config = RunnerConfig(
+        image=tag, model="http://127.0.0.1:9/v1", api_key_env="AGENTBAKE_TEST_PROBE_KEY", out_dir=tmp_path / "out"
+    )
+    with serve_in_thread(model) as upstream:
+        config = config.model_copy(update={"model": f"{upstream.url}/v1", "gateway": "sandbox"})
+        if backend == "e2b":
+            cloud, sandboxes = (
+                fake_e2b(monkeypatch, machines, {template: (tag, "agent")}),
+                E2BBackend(E2BConfig(template=template)),
+            )
+        else:
+            cloud, sandboxes = fake_hub(monkeypatch, machines), None
+        with cloud as fake:
+            sandboxes = sandboxes or HFBackend(HFConfig(image=tag))
+            with Runner(config, sandboxes) as runner:
+                result = runner.run(task)
+            sandboxes.close()
+            assert (fake.created, fake.alive) == (1, 0)
+    assert (result.status, result.reward) == (Status.OK, 1.0), result.error
+    assert model.headers and all(h.get("authorization") == f"Bearer {key}" for h in model.headers)
+    assert result.turns == len(model.requests) and result.tokens > 0  # every call's record was fetched
+    found = [line[1:] for line in (result.out_dir / "workdir.diff").read_text().splitlines() if line.startswith("+")]
+    assert "probed" in found and KEY_PREFIX in found, "the probe did not run or saw no process"
+    assert not any(key in line for line in found), "the upstream key is readable by the agent"
