@@ -38,7 +38,8 @@ class Status(enum.StrEnum):
     """The sandbox could not be created or stopped answering."""
 
 
-# Phases in the order they run; `ready` is the span create -> agent running (the setup cost of a rollout).
+# Phases in the order they run (`create` includes starting the rollout's gateway); `ready` is the span
+# create -> agent running, the setup cost of a rollout.
 PHASES = ("create", "upload", "setup", "agent", "stop", "verifier", "collect", "teardown")
 
 

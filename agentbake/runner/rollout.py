@@ -183,9 +183,9 @@ class Runner:
         token = secrets.token_urlsafe(32)
         try:
             in_sandbox = self.config.gateway == "sandbox" and not self.config.oracle
-            if not self.config.oracle and not in_sandbox:
-                live.runtime_dir, live.gateway = self._start_gateway(rollout_id, token, out_dir / TRACE_FILE)
-            with timings.phase("create"):
+            with timings.phase("create"):  # the gateway is part of what a rollout needs before it starts
+                if not self.config.oracle and not in_sandbox:
+                    live.runtime_dir, live.gateway = self._start_gateway(rollout_id, token, out_dir / TRACE_FILE)
                 live.handle = self.backend.create(
                     SandboxRequest(
                         image=self.config.image,
