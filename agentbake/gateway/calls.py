@@ -134,7 +134,8 @@ class Calls:
         if response is not None:
             strip_injected(response, _ALL_CAPTURE)
         capture = call.capture
-        ids = capture.completion_token_ids
+        captured = capture.result(error if error is not None or status == 200 else f"status {status}")
+        ids = captured.completion_token_ids
         usage = (response or {}).get("usage") or {}
         prompt = capture.prompt_token_ids
         if status == 200 and ids and isinstance(prompt, list):
@@ -144,20 +145,20 @@ class Calls:
                 turn=call.turn,
                 request=call.body,
                 response=response,
-                logprobs=call.capture.logprobs,
+                logprobs=capture.logprobs,
                 completion_tokens=len(ids) or int(usage.get("completion_tokens") or 0),
                 completion_token_ids=ids,
-                per_token_logps=call.capture.per_token_logps,
+                per_token_logps=captured.per_token_logps,
                 finish_reason=finish_reason,
                 latency_s=round(time.perf_counter() - call.started, 6),
                 timestamp=call.timestamp,
                 rollout_id=call.rollout_id,
                 dialect=call.dialect,
-                prompt_token_ids=call.capture.prompt_token_ids,
+                prompt_token_ids=prompt,
                 upstream_status=status,
                 upstream_error=error,
                 retry_of=call.retry_of,
-                capture=capture.verdict(error if error is not None or status == 200 else f"status {status}"),
+                capture=captured.verdict,
                 prefix=prefix_check(call.previous, prompt),
             )
         )

@@ -15,7 +15,7 @@ record's capture verdict partial.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 _PREFIX = "token_id:"
 
@@ -67,58 +67,62 @@ class Capture:
             if isinstance(ids, list):
                 self.choice_token_ids.extend(ids)
 
-    def _entry_ids(self) -> list[int | None]:
-        return [token_id_of(entry) for entry in self.logprobs]
-
     @property
     def completion_token_ids(self) -> list[int]:
         """Ids from the logprob entries when every entry has one, else the choice's `token_ids`."""
-        ids = self._entry_ids()
-        if ids and all(i is not None for i in ids):
-            return ids  # type: ignore[return-value]
-        return [i for i in self.choice_token_ids if _is_int(i)]
+        return self.result(None).completion_token_ids
 
     @property
     def per_token_logps(self) -> list[float | None]:
         """One slot per completion id, in order: the entry's logprob, or None where none was sent (NaN as
         `null`, a fallback entry without `logprob`, fewer entries than ids). Empty when no logprobs came."""
-        if not self.logprobs:
-            return []
-        values = [logprob_of(entry) for entry in self.logprobs]
-        count = len(self.completion_token_ids)
-        return values[:count] + [None] * (count - len(values))
+        return self.result(None).per_token_logps
 
-    def verdict(self, upstream_error: str | None) -> dict[str, Any]:
-        """`{"verdict": "complete" | "partial" | "none", "reasons": [...]}` for the record of this call."""
+    def result(self, upstream_error: str | None) -> Captured:
+        """Ids, logprob slots and verdict of the call, in one pass (this runs on every call's record)."""
+        entries = self.logprobs
+        entry_ids = [token_id_of(entry) for entry in entries]
+        missing = entry_ids.count(None)
+        choice_ids = self.choice_token_ids
+        if entry_ids and not missing:
+            ids: list[int] = entry_ids  # type: ignore[assignment]
+        else:
+            ids = [i for i in choice_ids if _is_int(i)]
+        logps: list[float | None] = []
+        if entries:
+            logps = [logprob_of(entry) for entry in entries[: len(ids)]]
+            logps += [None] * (len(ids) - len(logps))
         reasons: list[str] = []
         if upstream_error is not None:
             reasons.append("upstream error")
-        entry_ids = self._entry_ids()
-        given = [i for i in entry_ids if i is not None]
-        choice_ids = self.choice_token_ids
-        ids = self.completion_token_ids
         if not ids:
             reasons.append("ids missing")
-        elif not self.logprobs:
+        elif not entries:
             reasons.append("no logprobs")
-        if given and len(given) < len(entry_ids):
-            reasons.append(
-                f"ids missing: {len(entry_ids) - len(given)} of {len(entry_ids)} logprob entries carry no id"
-            )
-        if given and choice_ids:
-            if len(entry_ids) != len(choice_ids):
-                reasons.append(f"lengths differ: {len(entry_ids)} logprob entries, {len(choice_ids)} token_ids")
-            else:
-                at = next((n for n, (a, b) in enumerate(zip(entry_ids, choice_ids, strict=True)) if a != b), None)
-                if at is not None:
+        if missing and missing < len(entry_ids):
+            reasons.append(f"ids missing: {missing} of {len(entry_ids)} logprob entries carry no id")
+        if entries and choice_ids:
+            if len(entries) != len(choice_ids):
+                reasons.append(f"lengths differ: {len(entries)} logprob entries, {len(choice_ids)} token_ids")
+            elif missing < len(entry_ids) and entry_ids != choice_ids:
+                at = next(n for n, (a, b) in enumerate(zip(entry_ids, choice_ids, strict=True)) if a != b)
+                if entry_ids[at] is not None:
                     reasons.append(f"ids disagree at {at}: logprob entry {entry_ids[at]}, token_ids {choice_ids[at]}")
-        elif self.logprobs and choice_ids and len(self.logprobs) != len(choice_ids):
-            reasons.append(f"lengths differ: {len(self.logprobs)} logprob entries, {len(choice_ids)} token_ids")
-        unknown = sum(value is None for value in self.per_token_logps)
+        unknown = logps.count(None)
         if unknown:
             reasons.append(f"null logprobs: {unknown} of {len(ids)}")
         verdict = "none" if not ids else ("partial" if reasons else "complete")
-        return {"verdict": verdict, "reasons": reasons}
+        return Captured(ids, logps, {"verdict": verdict, "reasons": reasons})
+
+    def verdict(self, upstream_error: str | None) -> dict[str, Any]:
+        """`{"verdict": "complete" | "partial" | "none", "reasons": [...]}` for the record of this call."""
+        return self.result(upstream_error).verdict
+
+
+class Captured(NamedTuple):
+    completion_token_ids: list[int]
+    per_token_logps: list[float | None]
+    verdict: dict[str, Any]
 
 
 def _is_int(value: Any) -> bool:

@@ -14,10 +14,9 @@ with.
 from __future__ import annotations
 
 import hashlib
-from array import array
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -64,19 +63,19 @@ class TurnBook:
         return turn, retry_of
 
 
-# Ids are held for the most recently active rollouts only (8 bytes a token of their latest calls).
-_ID_ROLLOUTS = 256
+# Ids are held for the most recently active rollouts only: the lists the answers were parsed into are kept
+# (no copy; about 36 bytes a token) for the latest few answered calls of each.
+_ID_ROLLOUTS = 64
 _ANSWERED = 3  # enough for a retry chain to fall back on the call before it
 _AROUND = 2  # ids shown on each side of a divergence
 
 
-@dataclass(frozen=True, slots=True)
-class Answered:
-    """A call a later one may continue: its turn and its prompt + completion ids (packed int64)."""
+class Answered(NamedTuple):
+    """A call a later one may continue: its turn, prompt ids and completion ids."""
 
     turn: int
-    prompt_len: int
-    ids: array
+    prompt: list[int]
+    completion: list[int]
 
 
 @dataclass(slots=True)
@@ -113,26 +112,13 @@ class PrefixBook:
 
     def answered(self, rollout_id: str | None, turn: int, prompt_ids: list[int], completion_ids: list[int]) -> None:
         answers = self._of(rollout_id)
-        if turn in answers.superseded:
-            return
-        try:
-            ids = array("q", prompt_ids)
-            ids.extend(completion_ids)
-        except (TypeError, OverflowError):
-            return  # not ids at all; nothing can be checked against them
-        answers.answered.append(Answered(turn, len(prompt_ids), ids))
+        if turn not in answers.superseded:
+            answers.answered.append(Answered(turn, prompt_ids, completion_ids))
 
 
-def common_prefix(a: array, b: array) -> int:
-    """Length of the common prefix of two id arrays, by bisection over C-level slice comparisons."""
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
+def first_difference(a: list, b: list) -> int:
+    """The first index where two id lists differ (the shorter one's length when one is a prefix of the other)."""
+    return next((n for n, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 def prefix_check(previous: Answered | None, prompt_ids: Any) -> dict[str, Any] | None:
@@ -145,21 +131,23 @@ def prefix_check(previous: Answered | None, prompt_ids: Any) -> dict[str, Any] |
     """
     if previous is None or not isinstance(prompt_ids, list):
         return None
-    try:
-        prompt = array("q", prompt_ids)
-    except (TypeError, OverflowError):
-        return None
-    expected = previous.ids
-    if len(prompt) >= len(expected) and prompt[: len(expected)] == expected:
+    head, tail = len(previous.prompt), len(previous.prompt) + len(previous.completion)
+    # Slice comparisons run in C; this is on every call's path, with prompts of tens of thousands of ids.
+    if (
+        prompt_ids[:head] == previous.prompt
+        and prompt_ids[head:tail] == previous.completion
+        and len(prompt_ids) >= tail
+    ):
         return {"previous_turn": previous.turn, "extends": True}
-    at = common_prefix(prompt, expected)
+    expected = previous.prompt + previous.completion
+    at = first_difference(prompt_ids, expected)
     start = max(0, at - _AROUND)
     return {
         "previous_turn": previous.turn,
         "extends": False,
         "diverged_at": at,
-        "diverged_in": "prompt" if at < previous.prompt_len else "completion",
+        "diverged_in": "prompt" if at < head else "completion",
         "around": start,
-        "expected": expected[start : at + _AROUND + 1].tolist(),
-        "found": prompt[start : at + _AROUND + 1].tolist(),
+        "expected": expected[start : at + _AROUND + 1],
+        "found": prompt_ids[start : at + _AROUND + 1],
     }
