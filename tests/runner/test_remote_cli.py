@@ -128,3 +128,43 @@ def test_gateway_in_the_sandbox_calls_upstream_with_a_key_the_agent_cannot_see(
     found = [line[1:] for line in (result.out_dir / "workdir.diff").read_text().splitlines() if line.startswith("+")]
     assert "probed" in found and KEY_PREFIX in found, "the probe did not run or saw no process"
     assert not any(key in line for line in found), "the upstream key is readable by the agent"
+
+
+def test_a_batch_spans_sandboxes_concurrently_with_bounded_create_retries(
+    monkeypatch: pytest.MonkeyPatch,
+    machines: LocalMachines,
+    built_images: dict[str, BuildResult],
+    published: tuple[Path, str],
+    tmp_path: Path,
+) -> None:
+    manifest, template = published
+    with fake_e2b(monkeypatch, machines, {template: (built_images["claude-code"].tag, "agent")}) as fake:
+        fake.fail_creates = [503, 429]  # two creates are refused once each, then go through
+        args = ["rollout", "claude-code", "--tasks", str(EXAMPLES), "-n", "2", "--concurrency", "6", "--oracle"]
+        args += ["--backend", "e2b", "--manifest", str(manifest), "--out", str(tmp_path), "--json"]
+        done = CliRunner().invoke(main, args, catch_exceptions=False)
+        assert done.exit_code == 0, done.output
+        lines = [json.loads(line) for line in done.stdout.strip().splitlines()]
+        results = [line for line in lines if "rollout_id" in line]
+        assert len(results) == 6 and {(r["status"], r["reward"]) for r in results} == {("ok", 1.0)}
+        assert (fake.created, fake.killed, fake.alive, len(fake.create_bodies)) == (6, 6, 0, 8)
+
+
+def test_an_image_not_published_at_its_hash_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+    machines: LocalMachines,
+    built_images: dict[str, BuildResult],
+    tmp_path: Path,
+) -> None:
+    tag = built_images["claude-code"].tag
+    manifest = Published()
+    manifest.record("claude-code", "0" * 64, "agentbake/claude-code:000000000000").e2b_template = "claude-code:x1"
+    path = tmp_path / "published.json"
+    save_manifest(path, manifest)
+    with fake_e2b(monkeypatch, machines, {"claude-code:x1": (tag, "agent")}) as fake:
+        args = ["run", "claude-code", "--task", str(EXAMPLES / "write-file"), "--oracle", "--backend", "e2b"]
+        done = CliRunner().invoke(main, [*args, "--manifest", str(path), "--out", str(tmp_path / "out"), "--json"])
+        assert done.exit_code == 1
+        error = json.loads(done.stdout.strip().splitlines()[-1])["error"]
+        assert "no single published content hash matches" in error and "000000000000" in error
+        assert fake.created == 0  # the template of another build is never started
