@@ -14,27 +14,23 @@ never given to the sandbox.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
 import secrets
 import shutil
-import socket
-import tempfile
 import threading
-import time
-import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentbake.errors import AgentbakeError, ConfigError, SandboxError, TaskError
+from agentbake.errors import AgentbakeError, SandboxError, TaskError
 from agentbake.gateway.trace import TraceRecord, read_trace
 from agentbake.runner.agents import AgentImage, AgentLaunch, ModelAccess, agent_for_labels
 from agentbake.runner.harness import Harness, HarnessOutcome, oracle_launch
+from agentbake.runner.host_gateway import remove_stale_gateways, served_model, start_host_gateway
 from agentbake.runner.result import RolloutResult, Status, Timings
 from agentbake.runner.rollout_config import SCRIPTED, SCRIPTED_MODEL_NAME, RunnerConfig
 from agentbake.runner.sandbox import SandboxBackend, SandboxHandle, SandboxRequest
@@ -43,9 +39,6 @@ from agentbake.runner.task import Task
 logger = logging.getLogger("agentbake.runner")
 
 TRACE_FILE = "trace.jsonl"
-GATEWAY_DIR_PREFIX = "agentbake-gw-"
-GATEWAY_SOCKET = "gateway.sock"
-_STALE_AFTER_S = 60  # a folder younger than this may belong to a gateway still starting
 _UNSAFE_ID = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -243,28 +236,16 @@ class Runner:
         start_sandbox_gateway(handle, self._labels, spec)
 
     def _start_gateway(self, rollout_id: str, token: str, trace: Path) -> tuple[Path, Any]:
-        from agentbake.gateway import GatewayConfig, create_app
-        from agentbake.serve import serve_in_thread
-
         if self._upstream is None:
             raise SandboxError("model 'scripted' needs Runner.start_scripted(tasks) before a rollout")
-        # A folder of its own for each socket; the backend exposes only the socket to the sandbox.
-        runtime_dir = Path(tempfile.mkdtemp(prefix=f"{GATEWAY_DIR_PREFIX}{rollout_id[:40]}-"))
-        try:
-            uds = runtime_dir / GATEWAY_SOCKET
-            config = GatewayConfig(
-                upstream=self._upstream,
-                uds=uds,
-                rollout_id=rollout_id,
-                client_token=token,
-                trace=trace,
-                model_override=self._model_name,
-                api_key_env=self.config.api_key_env,
-            )
-            return runtime_dir, serve_in_thread(create_app(config), uds=uds)
-        except BaseException:
-            shutil.rmtree(runtime_dir, ignore_errors=True)
-            raise
+        return start_host_gateway(
+            upstream=self._upstream,
+            rollout_id=rollout_id,
+            token=token,
+            trace=trace,
+            model_name=self._model_name,
+            api_key_env=self.config.api_key_env,
+        )
 
     # -- batches ----------------------------------------------------------------------------------
 
@@ -278,13 +259,34 @@ class Runner:
     ) -> list[RolloutResult]:
         """Every task `repeats` times, `concurrency` at once; results in the order of the jobs.
 
-        On KeyboardInterrupt (Ctrl-C, or SIGTERM turned into it by the CLI) every live sandbox and gateway
-        is removed before the interrupt propagates."""
+        On Ctrl-C (KeyboardInterrupt) or any exception, and on SIGTERM under the CLI (SystemExit), every
+        live sandbox and gateway is removed before it propagates."""
         jobs = [task for _ in range(repeats) for task in tasks]
+        results: list[RolloutResult | None] = [None] * len(jobs)
+        for index, result in self._run_jobs(jobs, concurrency, on_progress):
+            results[index] = result
+        return [r for r in results if r is not None]
+
+    def iter_batch(
+        self,
+        tasks: Iterable[Task],
+        *,
+        repeats: int = 1,
+        concurrency: int = 4,
+        on_progress: Callable[[BatchProgress], None] | None = None,
+    ) -> Iterator[RolloutResult]:
+        """As `run_batch`, yielding each result as its rollout ends (a trainer can start on it at once).
+        Leaving the loop early cancels the rollouts not yet started and waits for the running ones."""
+        jobs = [task for _ in range(repeats) for task in tasks]
+        for _, result in self._run_jobs(jobs, concurrency, on_progress):
+            yield result
+
+    def _run_jobs(
+        self, jobs: list[Task], concurrency: int, on_progress: Callable[[BatchProgress], None] | None
+    ) -> Iterator[tuple[int, RolloutResult]]:
         for task in jobs:
             self._check(task)  # refuse the batch up front, not rollout by rollout
         progress = BatchProgress(total=len(jobs))
-        results: list[RolloutResult | None] = [None] * len(jobs)
 
         def job(index: int) -> RolloutResult:
             with self._lock:
@@ -299,7 +301,7 @@ class Runner:
                     finished, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
                     for future in finished:
                         index = pending.pop(future)
-                        result = results[index] = future.result()
+                        result = future.result()
                         with self._lock:
                             progress.running -= 1
                             progress.done += 1
@@ -307,11 +309,14 @@ class Runner:
                             progress.reward_sum += result.reward
                             progress.results.append(result)
                         _notify(on_progress, progress)
+                        yield index, result
+            except GeneratorExit:  # the caller stopped iterating: no new rollouts, the running ones finish
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
             except BaseException:
                 pool.shutdown(wait=False, cancel_futures=True)
                 self.abort()
                 raise
-        return [r for r in results if r is not None]
 
 
 def run_rollout(task: Task, config: RunnerConfig, *, backend: SandboxBackend | None = None) -> RolloutResult:
@@ -320,45 +325,6 @@ def run_rollout(task: Task, config: RunnerConfig, *, backend: SandboxBackend | N
         if config.model == SCRIPTED and not config.oracle:
             runner.start_scripted([task])
         return runner.run(task)
-
-
-def served_model(upstream: str, api_key_env: str) -> str:
-    """The first model id an OpenAI-compatible server lists at `<upstream>/models` (vLLM serves one)."""
-    request = urllib.request.Request(f"{upstream}/models")
-    key = os.environ.get(api_key_env)
-    if key:
-        request.add_header("Authorization", f"Bearer {key}")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            models = json.load(answer).get("data") or []
-        return str(models[0]["id"])
-    except (OSError, ValueError, LookupError, TypeError, AttributeError) as exc:
-        raise ConfigError(
-            f"model {upstream}: could not read the served model's name from {upstream}/models ({exc}); "
-            "pass --model-name (RunnerConfig.model_name)"
-        ) from None
-
-
-def remove_stale_gateways() -> list[Path]:
-    """Remove gateway folders a killed runner left (kill -9 skips every cleanup): those whose socket no
-    server answers on any more. Returns what was removed."""
-    removed = []
-    for folder in Path(tempfile.gettempdir()).glob(f"{GATEWAY_DIR_PREFIX}*"):
-        try:
-            info = folder.stat()
-        except OSError:
-            continue
-        if not folder.is_dir() or info.st_uid != os.getuid() or time.time() - info.st_mtime < _STALE_AFTER_S:
-            continue
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-            try:
-                probe.connect(str(folder / GATEWAY_SOCKET))
-                continue  # a live gateway
-            except OSError:
-                pass
-        shutil.rmtree(folder, ignore_errors=True)
-        removed.append(folder)
-    return removed
 
 
 def _notify(callback: Callable[[BatchProgress], None] | None, progress: BatchProgress) -> None:

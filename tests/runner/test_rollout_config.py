@@ -12,13 +12,8 @@ import pytest
 from pydantic import ValidationError
 
 from agentbake.errors import ConfigError
-from agentbake.runner.rollout import (
-    GATEWAY_DIR_PREFIX,
-    GATEWAY_SOCKET,
-    new_rollout_id,
-    remove_stale_gateways,
-    served_model,
-)
+from agentbake.runner.host_gateway import GATEWAY_DIR_PREFIX, GATEWAY_SOCKET, remove_stale_gateways, served_model
+from agentbake.runner.rollout import new_rollout_id
 from agentbake.runner.rollout_config import RunnerConfig
 from agentbake.runner.task import load_task
 from agentbake.scripted import ScriptedModel

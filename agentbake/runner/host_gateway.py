@@ -1,0 +1,89 @@
+"""The rollout's gateway on the host: a unix socket in a folder of its own, bound to one rollout.
+
+Each rollout gets a gateway that tags every record with its id and refuses other ids, accepts only the
+rollout's random client token, and writes the rollout's own trace. The upstream key is read here, on the
+host, from the variable the runner names; the sandbox reaches the socket only (see the backend).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from agentbake.errors import ConfigError
+
+GATEWAY_DIR_PREFIX = "agentbake-gw-"
+GATEWAY_SOCKET = "gateway.sock"
+_STALE_AFTER_S = 60  # a folder younger than this may belong to a gateway still starting
+
+
+def start_host_gateway(
+    *, upstream: str, rollout_id: str, token: str, trace: Path, model_name: str | None, api_key_env: str
+) -> tuple[Path, Any]:
+    """Serve a gateway for one rollout on `<temp>/agentbake-gw-<rollout>-*/gateway.sock` (on the temp
+    dir's filesystem, where the Docker backend hard-links it); returns the folder and the served app."""
+    from agentbake.gateway import GatewayConfig, create_app
+    from agentbake.serve import serve_in_thread
+
+    runtime_dir = Path(tempfile.mkdtemp(prefix=f"{GATEWAY_DIR_PREFIX}{rollout_id[:40]}-"))
+    try:
+        uds = runtime_dir / GATEWAY_SOCKET
+        config = GatewayConfig(
+            upstream=upstream,
+            uds=uds,
+            rollout_id=rollout_id,
+            client_token=token,
+            trace=trace,
+            model_override=model_name,
+            api_key_env=api_key_env,
+        )
+        return runtime_dir, serve_in_thread(create_app(config), uds=uds)
+    except BaseException:
+        shutil.rmtree(runtime_dir, ignore_errors=True)
+        raise
+
+
+def remove_stale_gateways() -> list[Path]:
+    """Remove gateway folders a killed runner left (kill -9 skips every cleanup): those whose socket no
+    server answers on any more. Returns what was removed."""
+    removed = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{GATEWAY_DIR_PREFIX}*"):
+        try:
+            info = folder.stat()
+        except OSError:
+            continue
+        if not folder.is_dir() or info.st_uid != os.getuid() or time.time() - info.st_mtime < _STALE_AFTER_S:
+            continue
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(str(folder / GATEWAY_SOCKET))
+                continue  # a live gateway
+            except OSError:
+                pass
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def served_model(upstream: str, api_key_env: str) -> str:
+    """The first model id an OpenAI-compatible server lists at `<upstream>/models` (vLLM serves one)."""
+    request = urllib.request.Request(f"{upstream}/models")
+    key = os.environ.get(api_key_env)
+    if key:
+        request.add_header("Authorization", f"Bearer {key}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            models = json.load(answer).get("data") or []
+        return str(models[0]["id"])
+    except (OSError, ValueError, LookupError, TypeError, AttributeError) as exc:
+        raise ConfigError(
+            f"model {upstream}: could not read the served model's name from {upstream}/models ({exc}); "
+            "pass --model-name (RunnerConfig.model_name)"
+        ) from None
