@@ -21,7 +21,7 @@ from agentbake.runner.result import Status
 from agentbake.runner.rollout import Runner
 from agentbake.runner.rollout_config import RunnerConfig
 from agentbake.runner.task import load_task
-from agentbake.scripted import ScriptedModel
+from agentbake.scripted import Fault, ScriptedModel
 from agentbake.scripted.tokens import request_seed, sampled_logprob
 from agentbake.serve import serve_in_thread
 from tests.runner.rollouts import EXAMPLES, leftovers, write_task
@@ -124,3 +124,20 @@ def test_a_batch_shares_one_runner_and_keeps_traces_apart(
     for result in results:
         assert {r.rollout_id for r in read_trace(result.out_dir / "trace.jsonl")} == {result.rollout_id}
     assert progress_seen[-1] == (3, 0) and max(running for _, running in progress_seen) >= 2
+
+
+def test_a_real_agent_whose_model_refuses_every_call_is_an_agent_error_and_still_judged(
+    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+) -> None:
+    model = ScriptedModel()
+    model.responder = lambda request: Fault(status=400, message="refused by the test")
+    task = load_task(EXAMPLES / "write-file")
+    with serve_in_thread(model) as upstream:
+        config = RunnerConfig(
+            image=built_images["claude-code"].tag, model=f"{upstream.url}/v1", model_name="m", out_dir=tmp_path
+        )
+        with Runner(config, backend) as runner:
+            result = runner.run(task)
+    assert (result.status, result.reward) == (Status.AGENT_ERROR, 0.0), result.error
+    assert result.exit_code not in (0, None) and result.turns >= 1
+    assert "hello.txt is missing" in (result.out_dir / "verifier" / "stdout.txt").read_text()
