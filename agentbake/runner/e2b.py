@@ -44,11 +44,11 @@ def _sdk() -> Any:
 
 
 def transient(exc: Exception) -> bool:
-    """E2B answers worth another try: rate limits, busy or failing service, broken connections."""
+    """E2B answers worth another try: rate limits, a busy or failing service, broken connections."""
+    import httpx  # the SDK's control-plane client
+
     e2b = _sdk()
-    if isinstance(exc, e2b.RateLimitException | ConnectionError | TimeoutError):
-        return True
-    if type(exc).__name__ in ("ServiceBusyException", "ConnectError", "ConnectTimeout", "ReadError"):
+    if isinstance(exc, e2b.RateLimitException | e2b.ServiceBusyException | httpx.TransportError | OSError):
         return True
     status = getattr(exc, "status_code", None)
     return isinstance(status, int) and status >= 500

@@ -47,11 +47,13 @@ def _sdk() -> Any:
 
 def transient(exc: Exception) -> bool:
     """Hub answers worth another try: rate limits, 5xx, broken connections."""
+    import httpx2  # huggingface_hub's HTTP client
+
     response = getattr(exc, "response", None)
     status = getattr(exc, "status_code", None) or getattr(response, "status_code", None)
     if isinstance(status, int):
         return status == 429 or status >= 500
-    return isinstance(exc, ConnectionError | TimeoutError) or type(exc).__name__ in ("ConnectError", "ReadError")
+    return isinstance(exc, httpx2.TransportError | OSError)
 
 
 class HFBackend(remote.RemoteBackend):
