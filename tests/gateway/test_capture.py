@@ -112,3 +112,34 @@ def test_logprob_slots_follow_the_ids_and_unknown_is_null_never_zero():
     short = _capture([{"token": "a", "logprob": -0.1}], [5, 6])  # text tokens: ids from token_ids
     assert short.completion_token_ids == [5, 6] and short.per_token_logps == [-0.1, None]
     assert _capture(None, [5]).per_token_logps == []
+
+
+def _answer(entry_ids: list[int], token_ids: list[int]) -> dict:
+    """A 200 chat completion whose two id sources are given separately (a server bug the record must flag)."""
+    entries = [{"token": f"token_id:{i}", "logprob": -0.5, "bytes": None, "top_logprobs": []} for i in entry_ids]
+    choice = {
+        "index": 0,
+        "message": {"role": "assistant", "content": "x"},
+        "logprobs": {"content": entries},
+        "finish_reason": "stop",
+        "token_ids": token_ids,
+    }
+    return {"id": "c", "object": "chat.completion", "model": "m", "choices": [choice], "prompt_token_ids": [1]}
+
+
+@pytest.mark.parametrize(
+    ("entry_ids", "token_ids", "reason"),
+    [([5, 6], [5, 7], "ids disagree at 1"), ([5, 6], [5], "lengths differ"), ([5], [5, 6], "lengths differ")],
+)
+def test_a_record_whose_id_sources_disagree_is_partial_end_to_end(gateway, upstream, entry_ids, token_ids, reason):
+    import openai
+
+    from agentbake.scripted import Fault
+
+    upstream.fake.script = [Fault(status=200, body=_answer(entry_ids, token_ids))]
+    client = openai.OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0)
+    assert client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}]).choices
+    (record,) = gateway.records()
+    assert record.capture["verdict"] == "partial"
+    assert any(r.startswith(reason) for r in record.capture["reasons"]), record.capture
+    assert record.completion_token_ids == entry_ids and record.per_token_logps == [-0.5] * len(entry_ids)

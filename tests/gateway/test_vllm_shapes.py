@@ -299,3 +299,31 @@ def test_vllm_shape_passes_through_intact(shapes_gateway, upstream, shape: Shape
         assert wire.comments > 0
     if isinstance(script, Reply) and script.error_after is not None and stream:
         assert "scripted engine failure" in record.upstream_error
+
+
+@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+def test_keep_alive_comments_keep_the_client_alive_too(shapes_gateway, upstream, dialect: str):
+    url, _ = shapes_gateway
+    upstream.fake.script = [Reply(text="a b c", keep_alive=True)]
+    if dialect == "openai":
+        target, body = f"{url}/v1/chat/completions", {"model": "m", "messages": USER, "stream": True}
+    else:
+        target, body = f"{url}/v1/messages", {"model": "m", "max_tokens": 50, "messages": USER, "stream": True}
+    with httpx.stream("POST", target, json=body, timeout=10) as response:
+        lines = [line for line in response.iter_lines() if line]
+    if dialect == "openai":
+        assert lines.count(": keep-alive") >= 4 and lines[-1] == "data: [DONE]"
+    else:  # the initial ping, then one per upstream keep-alive
+        assert lines.count("event: ping") >= 5 and lines[-2] == "event: message_stop"
+
+
+def test_the_upstream_error_event_reaches_openai_clients_as_sent_then_done(shapes_gateway, upstream):
+    url, _ = shapes_gateway
+    upstream.fake.script = [Reply(text="a b c d", error_after=2)]
+    body = {"model": "m", "messages": USER, "stream": True}
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=10) as response:
+        lines = [line for line in response.iter_lines() if line]
+    envelope = {
+        "error": {"message": "scripted engine failure", "type": "InternalServerError", "param": None, "code": 500}
+    }
+    assert orjson.loads(lines[-2].removeprefix("data: ")) == envelope and lines[-1] == "data: [DONE]"
