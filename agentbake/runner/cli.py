@@ -115,7 +115,9 @@ def run_command(
     task_dir: Path,
     backend: BackendChoice,
 ) -> None:
-    """Run one rollout of IMAGE (a catalog name, built when missing, or a tag) on one task."""
+    """Run one rollout of IMAGE (a catalog name, built when missing, or a tag) on one task.
+
+    Exits 1 when the status is not `ok` (the reward alone never fails the command)."""
     from agentbake.runner.rollout import Runner
     from agentbake.runner.task import load_task
 
