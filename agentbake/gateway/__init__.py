@@ -7,7 +7,7 @@ from agentbake.errors import ConfigError, TraceError
 from agentbake.gateway.app import Gateway, create_app
 from agentbake.gateway.config import GatewayConfig
 from agentbake.gateway.errors import GatewayError, InvalidRequest, RequestTooLarge, UpstreamError
-from agentbake.gateway.trace import TraceRecord, TraceSummary, iter_trace, read_trace, summarize
+from agentbake.gateway.trace import RolloutCheck, TraceRecord, TraceSummary, check, iter_trace, read_trace, summarize
 
 
 def __getattr__(name: str) -> object:
@@ -26,10 +26,12 @@ __all__ = [
     "GatewayError",
     "InvalidRequest",
     "RequestTooLarge",
+    "RolloutCheck",
     "TraceError",
     "TraceRecord",
     "TraceSummary",
     "UpstreamError",
+    "check",
     "create_app",
     "export",
     "iter_trace",
