@@ -45,9 +45,9 @@ def _sdk() -> Any:
 
 def transient(exc: Exception) -> bool:
     """E2B answers worth another try: rate limits, a busy or failing service, broken connections."""
-    import httpx  # the SDK's control-plane client
+    import e2b
+    import httpx  # the SDK's control-plane client, installed with it
 
-    e2b = _sdk()
     if isinstance(exc, e2b.RateLimitException | e2b.ServiceBusyException | httpx.TransportError | OSError):
         return True
     status = getattr(exc, "status_code", None)

@@ -47,9 +47,10 @@ def _sdk() -> Any:
 
 def transient(exc: Exception) -> bool:
     """Hub answers worth another try: rate limits, 5xx, broken connections."""
-    import httpx2  # huggingface_hub's HTTP client
+    import httpx2  # huggingface_hub's HTTP client, installed with it
+    from huggingface_hub.errors import HfHubHTTPError
 
-    response = getattr(exc, "response", None)
+    response = exc.response if isinstance(exc, HfHubHTTPError) else None
     status = getattr(exc, "status_code", None) or getattr(response, "status_code", None)
     if isinstance(status, int):
         return status == 429 or status >= 500
