@@ -31,8 +31,8 @@ from agentbake.runner.sandbox import ExecResult, SandboxRequest
 
 logger = logging.getLogger("agentbake.runner")
 
-ROLLOUT_LABEL = "dev.agentbake.rollout"
-OWNER_LABEL = "dev.agentbake.owner"
+ROLLOUT_LABEL = "agentbake-rollout"  # dash-separated, as the SDK's own job labels
+OWNER_LABEL = "agentbake-owner"
 ENDED_STAGES = ("COMPLETED", "ERROR", "DELETED", "CANCELED")
 _JOBS_DIR = "/run/agentbake-jobs"
 
@@ -115,10 +115,8 @@ class HFBackend(remote.RemoteBackend):
         sandbox = HFSandbox(self, sdk_sandbox, facts, request.rollout_id, model_url)
         self.track(sandbox)
         try:
-            sandbox.home = remote.home_of(sandbox, facts.user)
-            made = sandbox.exec(f"umask 077 && mkdir -p {_JOBS_DIR}", user="root", timeout=30)
-            if made.exit_code != 0:
-                raise SandboxError(f"sandbox {sandbox.sandbox_id}: cannot create {_JOBS_DIR}: {made.stderr.strip()}")
+            # The root-only folder background jobs report into, made in the same round trip.
+            sandbox.home = remote.home_of(sandbox, facts.user, first=f"umask 077 && mkdir -p {_JOBS_DIR}")
         except BaseException:
             sandbox.kill_quietly()
             raise
