@@ -95,10 +95,13 @@ class RolloutResult:
     """Completion token ids captured over all calls."""
     calls_without_token_ids: int = 0
     """Successful model calls whose completion token ids were not captured (0 is what a trainer needs)."""
+    trainable: bool | None = None
+    """Whether the training export (`sequences.json`) passed its gate; None when nothing was recorded."""
     error: str | None = None
     """What went wrong, when the status is not `ok`."""
     out_dir: Path | None = None
-    """The folder holding result.json, trace.jsonl, the agent's log, the verifier's output and workdir.diff."""
+    """The folder holding result.json, trace.jsonl, the agent's log, the verifier's output,
+    workdir.diff and sequences.json."""
     trace: list[TraceRecord] = field(default_factory=list, repr=False)
     """The rollout's model calls, typed: token ids and logprobs for the trainer (not in result.json)."""
 
@@ -122,6 +125,7 @@ class RolloutResult:
             "turns": self.turns,
             "tokens": self.tokens,
             "calls_without_token_ids": self.calls_without_token_ids,
+            "trainable": self.trainable,
             "error": self.error,
             "out_dir": str(self.out_dir) if self.out_dir else None,
         }

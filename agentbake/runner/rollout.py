@@ -39,6 +39,8 @@ from agentbake.runner.task import Task
 logger = logging.getLogger("agentbake.runner")
 
 TRACE_FILE = "trace.jsonl"
+SEQUENCES_FILE = "sequences.json"
+"""The rollout's calls as train-ready token sequences with loss masks (`agentbake.export`)."""
 _UNSAFE_ID = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -103,12 +105,11 @@ class Runner:
 
     def start_scripted(self, tasks: Iterable[Task]) -> None:
         """Serve the scripted model on loopback for these tasks (`model="scripted"` needs it before a run)."""
-        from agentbake.scripted import ScriptedModel
-        from agentbake.serve import serve_in_thread
+        from agentbake.scripted import start_scripted_model
 
         if self._model is not None:
             self._model.stop()
-        self._model = serve_in_thread(ScriptedModel(tasks=list(tasks), keep_log=False))
+        self._model = start_scripted_model(list(tasks))
         self._upstream = f"{self._model.url}/v1"
 
     def abort(self) -> None:
@@ -163,6 +164,7 @@ class Runner:
         result.exit_code, result.verifier_exit_code = outcome.exit_code, outcome.verifier_exit_code
         result.timings = timings.finish()
         _add_trace(result, out_dir / TRACE_FILE)
+        _write_sequences(result, out_dir / TRACE_FILE, out_dir / SEQUENCES_FILE)
         result.write()
         return result
 
@@ -360,6 +362,15 @@ def _add_trace(result: RolloutResult, path: Path) -> None:
     result.turns = len(records)
     result.tokens = sum(len(r.completion_token_ids) for r in records)
     result.calls_without_token_ids = sum(r.ok and not r.completion_token_ids for r in records)
+
+
+def _write_sequences(result: RolloutResult, trace: Path, out_file: Path) -> None:
+    from agentbake.export import write_sequences
+
+    if not trace.exists():
+        return
+    (summary,) = write_sequences(trace, out_file, rollout_id=result.rollout_id)
+    result.trainable = bool(summary["trainable"])
 
 
 def _docker_backend(config: RunnerConfig) -> SandboxBackend:

@@ -204,9 +204,13 @@ def start_scripted_model(
 
     Its OpenAI base URL is `served.url + "/v1"`; stop it with `served.stop()` (or use it as a context
     manager). Raises TaskError for a bad task directory, ServeError when the address cannot be bound."""
+    from agentbake.scripted.chat_template import render_consistent
     from agentbake.serve import serve_in_thread
 
     model = ScriptedModel(tasks=tasks, model_name=model_name, keep_log=keep_log)
+    # Rollouts get a template that re-renders history exactly as it was sampled (as a well-behaved
+    # real one does), so their traces export as one agent sequence per rollout.
+    model.render_prompt = render_consistent
     return serve_in_thread(model, host=host, port=port)
 
 

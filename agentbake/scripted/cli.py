@@ -30,14 +30,14 @@ import click
 def scripted_llm(tasks: tuple[Path, ...], host: str, port: int, model_name: str, as_json: bool) -> None:
     """Serve an OpenAI-compatible model that plays each task's reference solution through the agent's shell
     tool, answering with vLLM's token ids and logprobs. Ctrl-C or SIGTERM stops it."""
-    from agentbake.scripted.app import ScriptedModel
-    from agentbake.serve import serve_in_thread
+    from agentbake.runner.task import discover_tasks
+    from agentbake.scripted.app import start_scripted_model
 
-    model = ScriptedModel(tasks=tasks, model_name=model_name, keep_log=False)
-    names = [task.name for task in model.tasks]
+    loaded = discover_tasks(tasks)
+    names = [task.name for task in loaded]
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with serve_in_thread(model, host=host, port=port) as served:
+    with start_scripted_model(loaded, host=host, port=port, model_name=model_name) as served:
         if as_json:
             click.echo(json.dumps({"url": served.url, "openai_base_url": served.url + "/v1", "tasks": names}))
         else:

@@ -6,6 +6,7 @@ every agent against every task would add six more runs that exercise no further 
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,6 +67,13 @@ def test_each_agent_solves_a_task_with_the_scripted_model_and_every_call_has_tok
     assert result.trace == records and result.calls_without_token_ids == 0
     assert result.tokens == sum(len(r.completion_token_ids) for r in records)
     assert (result.out_dir / "agent" / f"{agent}.log").stat().st_size > 0
+    # The export: the whole rollout is one agent sequence, its input ids the last call's prompt + completion.
+    document = json.loads((result.out_dir / "sequences.json").read_text())
+    assert result.trainable is True and document["validation"]["trainable"] is True
+    (sequence,) = [s for s in document["sequences"] if s["role"] == "agent"]
+    last = records[-1]
+    assert sequence["input_ids"] == last.prompt_token_ids + last.completion_token_ids
+    assert sum(sequence["loss_mask"]) == sum(len(r.completion_token_ids) for r in records)
     assert leftovers(engine, result.rollout_id) == []
 
 
