@@ -168,3 +168,36 @@ def test_an_image_not_published_at_its_hash_is_a_clear_error(
         error = json.loads(done.stdout.strip().splitlines()[-1])["error"]
         assert "no single published content hash matches" in error and "000000000000" in error
         assert fake.created == 0  # the template of another build is never started
+
+
+@pytest.mark.parametrize("after", [0, 3, 12])  # at create, early in the harness, later in it
+@pytest.mark.parametrize("backend", ["e2b", "hf"])
+def test_a_sandbox_that_stops_answering_is_a_sandbox_error_and_is_killed(
+    backend: str,
+    after: int,
+    monkeypatch: pytest.MonkeyPatch,
+    machines: LocalMachines,
+    built_images: dict[str, BuildResult],
+    published: tuple[Path, str],
+    tmp_path: Path,
+) -> None:
+    tag, (_, template) = built_images["claude-code"].tag, published
+    if backend == "e2b":
+        cloud = fake_e2b(monkeypatch, machines, {template: (tag, "agent")})
+        make = lambda: E2BBackend(E2BConfig(template=template))  # noqa: E731
+    else:
+        cloud = fake_hub(monkeypatch, machines)
+        make = lambda: HFBackend(HFConfig(image=tag))  # noqa: E731
+    with cloud as fake:
+        if backend == "e2b":
+            fake.fail_starts_after = after
+        else:
+            fake.fail_execs_after = after
+        sandboxes = make()
+        config = RunnerConfig(image=tag, oracle=True, out_dir=tmp_path)
+        with Runner(config, sandboxes) as runner:
+            result = runner.run(load_task(EXAMPLES / "multi-step-report"))
+        sandboxes.close()
+        assert result.status is Status.SANDBOX_ERROR, result.error
+        assert "stopped answering" in (result.error or "")
+        assert (fake.created, fake.alive) == (1, 0)

@@ -72,6 +72,8 @@ class FakeE2B:
         self.fail_creates_after_start: list[int] = []
         """Statuses to answer creates with *after* the sandbox started (a lost answer); idempotency replays it."""
         self.fail_kills = 0
+        self.fail_starts_after: int | None = None
+        """Refuse every command after this many (the sandbox's daemon stops answering mid-rollout)."""
         self._by_key: dict[str, str] = {}
         self._lock = threading.Lock()
         self._process = ProcessASGIApplication(_Process(self))
@@ -250,6 +252,8 @@ class _Process(Process):
         argv = [config.cmd, *config.args]
         envs = dict(config.envs)
         self.fake.starts.append(StartSeen(sandbox.sandbox_id, user, argv, ctx.timeout_ms, envs))
+        if self.fake.fail_starts_after is not None and len(self.fake.starts) > self.fake.fail_starts_after:
+            raise ConnectError(Code.UNAVAILABLE, "injected: the sandbox stopped answering")
         machines = self.fake.machines
         run = await asyncio.to_thread(
             machines.start_run, sandbox.machine, argv, user=user, envs=envs, cwd=config.cwd or None

@@ -65,6 +65,8 @@ class FakeHub:
         """The sandbox server never answers /health (a job that does not come up)."""
         self.fail_cancels = 0
         self.vanish_processes = False
+        self.fail_execs_after: int | None = None
+        """Answer 502 to every command after this many (the sandbox server stops answering mid-rollout)."""
         self.execs: list[dict[str, Any]] = []
         self.url = ""
         self._lock = threading.Lock()
@@ -230,6 +232,10 @@ class FakeHub:
             await send({"type": "http.response.body", "body": json.dumps(error).encode()})
             return
         self.execs.append(payload)
+        if self.fail_execs_after is not None and len(self.execs) > self.fail_execs_after:
+            await send({"type": "http.response.start", "status": 502, "headers": []})
+            await send({"type": "http.response.body", "body": b'{"error": "injected: the server stopped answering"}'})
+            return
         await send(
             {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/x-ndjson")]}
         )
