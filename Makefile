@@ -32,6 +32,7 @@ bases: dev engine
 
 test: dev engine bases
 	$(VENV)/bin/ruff check agentbake tests bench
+	$(VENV)/bin/ruff format --check agentbake tests bench
 	$(VENV)/bin/pytest
 
 # The main job on a fresh machine: the claude-code image (built unless the engine has its tag), then the

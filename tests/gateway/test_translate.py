@@ -305,6 +305,7 @@ schemas = st.recursive(
     max_leaves=6,
 )
 
+
 def keys_of(value: object) -> set[str]:
     """Every dict key at any depth."""
     if isinstance(value, dict):
