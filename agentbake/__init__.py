@@ -1,7 +1,38 @@
 """agentbake: reproducible, fast and safe sandboxes for training coding agents."""
 
-from agentbake.errors import AgentbakeError, BuildError, EngineError, LockError, SpecError, TemplateError
+from agentbake.errors import (
+    AgentbakeError,
+    AgentError,
+    BuildError,
+    ConfigError,
+    EngineError,
+    LockError,
+    PreflightError,
+    PublishError,
+    SandboxError,
+    ServeError,
+    SpecError,
+    TaskError,
+    TemplateError,
+    TraceError,
+)
 
 __version__ = "0.1.0"
 
-__all__ = ["AgentbakeError", "BuildError", "EngineError", "LockError", "SpecError", "TemplateError", "__version__"]
+__all__ = [
+    "AgentError",
+    "AgentbakeError",
+    "BuildError",
+    "ConfigError",
+    "EngineError",
+    "LockError",
+    "PreflightError",
+    "PublishError",
+    "SandboxError",
+    "ServeError",
+    "SpecError",
+    "TaskError",
+    "TemplateError",
+    "TraceError",
+    "__version__",
+]
