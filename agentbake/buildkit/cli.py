@@ -3,25 +3,22 @@
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import Progress as RichProgressBar
-from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from agentbake.buildkit.base import DEFAULT_MIRROR, debian_base
 from agentbake.buildkit.build import BuildResult, build, plan
-from agentbake.buildkit.builders import Progress
 from agentbake.buildkit.ca import detect_ca_bundle
 from agentbake.buildkit.catalog import Catalog
 from agentbake.buildkit.doctor import run_checks
 from agentbake.buildkit.engine import connect, image_id
 from agentbake.buildkit.lock import read_lock, write_lock
+from agentbake.buildkit.progress import ConsoleProgress
 from agentbake.buildkit.prune import prune
 from agentbake.buildkit.render import render
 from agentbake.buildkit.spec import ImageSpec
@@ -155,40 +152,6 @@ def lock_command(names: tuple[str, ...], all_images: bool, catalog_dir: Path | N
             )
 
 
-def _one_line(text: str, width: int = 100) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-class _RichProgress(Progress):
-    """The current step and a live elapsed-time clock on stderr; step lines alone when not on a terminal."""
-
-    def __init__(self, image: str) -> None:
-        self.image, self.started = image, time.monotonic()
-        self.live = (
-            RichProgressBar(SpinnerColumn(), TimeElapsedColumn(), TextColumn("{task.description}"), console=err)
-            if err.is_terminal
-            else None
-        )
-        if self.live:
-            self.task = self.live.add_task(f"{image}: starting")
-            self.live.start()
-
-    def step(self, index: int, total: int, instruction: str) -> None:
-        text = f"{self.image} step {index}/{total}: {_one_line(instruction)}"
-        if self.live:
-            self.live.update(self.task, description=text)
-        err.print(f"[{time.monotonic() - self.started:6.1f}s] {text}", markup=False)
-
-    def output(self, line: str) -> None:
-        if self.live:
-            self.live.update(self.task, description=f"{self.image}: {_one_line(line)}")
-
-    def close(self) -> None:
-        if self.live:
-            self.live.stop()
-
-
 @click.command("build")
 @click.argument("names", nargs=-1)
 @click.option("--all", "all_images", is_flag=True, help="Build every catalog image.")
@@ -222,7 +185,7 @@ def build_command(
     ca = _ca_bundle(ca_cert, no_ca_cert)
     client = connect()
     for spec in specs:
-        progress = _RichProgress(spec.name)
+        progress = ConsoleProgress(spec.name, err)
         try:
             result = build(
                 client,

@@ -240,8 +240,8 @@ def resolve_image(image: str) -> str:
     from agentbake.buildkit.build import build, plan
     from agentbake.buildkit.ca import detect_ca_bundle
     from agentbake.buildkit.catalog import Catalog
-    from agentbake.buildkit.cli import _RichProgress
     from agentbake.buildkit.engine import connect, find_image
+    from agentbake.buildkit.progress import ConsoleProgress
 
     client = connect()
     if ":" in image or "/" in image:
@@ -252,7 +252,7 @@ def resolve_image(image: str) -> str:
     build_plan = plan(client, catalog.load(image), catalog.templates_dir, ca_cert=detect_ca_bundle())
     if find_image(client, build_plan.tag) is None:
         err.print(f"building {build_plan.tag} (missing on this engine)")
-        progress = _RichProgress(image)
+        progress = ConsoleProgress(image, err)
         try:
             build(client, build_plan, progress=progress)
         finally:
