@@ -64,12 +64,12 @@ def rollout(image: str, backend: SandboxBackend | None, out: Path) -> RolloutRes
 
 def files(result: RolloutResult) -> dict[str, bytes]:
     """What the rollout left in out/<id>/, by path, minus what names the run (ids, timings, the agent's own
-    session records, whose names are ids)."""
+    session records, whose names are ids) and what is derived from the trace (compared by `trace_shape`)."""
     assert result.out_dir is not None
     found = {}
     for path in sorted(result.out_dir.rglob("*")):
         relative = path.relative_to(result.out_dir).as_posix()
-        if path.is_file() and relative.split("/")[0] not in ("agent", "result.json", "trace.jsonl"):
+        if path.is_file() and relative.split("/")[0] not in ("agent", "result.json", "trace.jsonl", "sequences.json"):
             found[relative] = path.read_bytes()
     return found
 
