@@ -201,3 +201,18 @@ def test_a_sandbox_that_stops_answering_is_a_sandbox_error_and_is_killed(
         assert result.status is Status.SANDBOX_ERROR, result.error
         assert "stopped answering" in (result.error or "")
         assert (fake.created, fake.alive) == (1, 0)
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--gateway", "sandbox"], 1, "--gateway sandbox is for remote backends"),
+        (["--backend", "e2b", "--relay-listen", "8900"], 2, "expected HOST:PORT"),
+    ],
+)
+def test_bad_backend_options_are_one_clear_error(
+    built_images: dict[str, BuildResult], tmp_path: Path, args: list[str], code: int, message: str
+) -> None:
+    task = ["--task", str(EXAMPLES / "write-file"), "--oracle", "--out", str(tmp_path)]
+    done = CliRunner().invoke(main, ["run", "claude-code", *task, *args])
+    assert (done.exit_code, message in done.output) == (code, True), done.output
