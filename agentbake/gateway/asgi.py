@@ -21,9 +21,11 @@ JSON = b"application/json"
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 
 
-async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+async def read_body(scope: Scope, receive: Receive, limit: int | None = None) -> bytes:
+    """The whole request body; RequestTooLarge past `limit` bytes (None: unbounded, for loopback test servers),
+    InvalidRequest when the client disconnects first."""
     for name, value in scope["headers"]:
-        if name == b"content-length" and value.isdigit() and int(value) > limit:
+        if limit is not None and name == b"content-length" and value.isdigit() and int(value) > limit:
             raise RequestTooLarge(f"request body of {int(value)} bytes exceeds the limit of {limit} bytes")
     chunks: list[bytes] = []
     size = 0
@@ -33,7 +35,7 @@ async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
             raise InvalidRequest("client disconnected before sending the whole body")
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > limit:
+        if limit is not None and size > limit:
             raise RequestTooLarge(f"request body exceeds the limit of {limit} bytes")
         chunks.append(chunk)
         if not message.get("more_body", False):

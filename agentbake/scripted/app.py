@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from agentbake.gateway.asgi import Send, read_body, respond
 from agentbake.scripted import tokens as tk
 from agentbake.scripted.policy import ScriptedTask, SolutionPolicy
 from agentbake.scripted.script import Fault, Reply, Responder, Script
@@ -83,19 +84,14 @@ class ScriptedModel:
                     return
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(scope, receive)
         path = scope["path"]
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         if self.keep_log:
             self.paths.append(path)
             self.headers.append(headers)
         if path == "/health":
-            await _send(send, 200, b"", content_type=b"text/plain")
+            await respond(send, 200, b"", content_type=b"text/plain")
         elif path.endswith("/models"):
             await _json(send, 200, self._models())
         elif path == "/tokenize":
@@ -264,19 +260,6 @@ async def _stream(send: Callable, completion: Completion) -> None:
     await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
 
 
-async def _json(send: Callable, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-    await _send(send, status, orjson.dumps(payload), headers=headers)
-
-
-async def _send(
-    send: Callable,
-    status: int,
-    body: bytes,
-    *,
-    content_type: bytes = b"application/json",
-    headers: dict[str, str] | None = None,
-) -> None:
+async def _json(send: Send, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
     extra = [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
-    start = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), *extra]
-    await send({"type": "http.response.start", "status": status, "headers": start})
-    await send({"type": "http.response.body", "body": body})
+    await respond(send, status, orjson.dumps(payload), extra=extra)

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from agentbake.cli import main
 from agentbake.errors import PreflightError
 from agentbake.gateway import GatewayConfig, create_app
+from agentbake.gateway.asgi import read_body
 from agentbake.gateway.preflight import PROMPT, run_preflight
 from agentbake.scripted import Reply, ScriptedModel
 from agentbake.serve import serve_in_thread
@@ -36,12 +37,7 @@ class IgnoresFields:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(scope, receive)
         if body:
             request = orjson.loads(body)
             body = orjson.dumps({k: v for k, v in request.items() if k not in self.fields})
