@@ -90,8 +90,29 @@ def _url(sock: socket.socket, uds: Path | None, scheme: str = "http") -> str:
     return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
+_logging_lock = threading.Lock()
+_logging_configured = False
+
+
+def _configure_uvicorn_logging() -> None:
+    """uvicorn's handlers and formats, installed once per process. Left to uvicorn, every server's Config
+    re-applies them, which resets its loggers to INFO for a moment: another thread's server starting then
+    prints its `Started server process` line although every server asked for warnings only."""
+    global _logging_configured
+    import logging.config
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    with _logging_lock:
+        if not _logging_configured:
+            logging.config.dictConfig(LOGGING_CONFIG)
+            _logging_configured = True
+
+
 def _server(app: Any, log_level: str, uds: Path | None, tls: tuple[Path, Path] | None = None) -> Any:
     import uvicorn  # here, so importing agentbake.serve stays cheap
+
+    _configure_uvicorn_logging()
 
     class Server(uvicorn.Server):
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
@@ -104,6 +125,7 @@ def _server(app: Any, log_level: str, uds: Path | None, tls: tuple[Path, Path] |
         app,
         loop="uvloop",
         http="httptools",
+        log_config=None,  # installed once above; the level below is still set per server
         log_level=log_level,
         access_log=False,
         lifespan="on",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import socket
 import stat
@@ -130,3 +131,21 @@ def test_a_capless_container_user_reaches_the_socket_through_a_bind_mount(tmp_pa
                 remove=True,
             )
             assert output.startswith(b"HTTP/1.1 200 OK") and b"/from-container" in output, (user, output)
+
+
+def test_a_new_server_never_lowers_a_running_servers_log_level(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Servers in threads share uvicorn's loggers: starting one must not put them at INFO even briefly, or a
+    server starting meanwhile prints `Started server process` (seen once in bench runs)."""
+    uvicorn_error = logging.getLogger("uvicorn.error")
+    with serve_in_thread(hello_app):
+        levels: list[int] = []
+        set_level = uvicorn_error.setLevel
+
+        def recording(level: int) -> None:
+            levels.append(level)
+            set_level(level)
+
+        monkeypatch.setattr(uvicorn_error, "setLevel", recording)
+        with serve_in_thread(hello_app) as second:
+            assert httpx.get(second.url + "/").status_code == 200
+    assert levels and set(levels) == {logging.WARNING}
