@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from agentbake.buildkit.catalog import Catalog, builtin_root
+from agentbake.buildkit.spec import validate_spec
 from agentbake.errors import SpecError
 from tests.conftest import write_spec
 
@@ -129,3 +131,13 @@ def test_spec_hash_changes_with_the_spec(user_catalog: Path) -> None:
 
 def test_builtin_catalog_is_the_checkout() -> None:
     assert (builtin_root() / "images" / "claude-code" / "image.toml").is_file()
+
+
+def test_the_images_readme_example_is_a_valid_spec() -> None:
+    """The spec shown in images/README.md validates, its extras as top-level keys (not under [agent])."""
+    readme = (Path(__file__).parents[2] / "images" / "README.md").read_text(encoding="utf-8")
+    example = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    data = tomllib.loads(example)
+    data.pop("extends")
+    spec = validate_spec(data, name="example", source=Path("images/example/image.toml"))
+    assert spec.packages == ["jq"] and spec.run == ["pip --version"] and "PATH" in spec.env
