@@ -1,3 +1,4 @@
-"""The gateway's fixtures (a real scripted upstream and real gateways on loopback), for traces to export."""
+"""The gateway's fixtures (a real scripted upstream, real gateways on loopback, the Claude Code CLI), for traces
+to export."""
 
-from tests.gateway.conftest import _upstream_server, make_gateway, upstream  # noqa: F401
+from tests.gateway.conftest import _upstream_server, claude_bin, make_gateway, upstream  # noqa: F401

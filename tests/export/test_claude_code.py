@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import subprocess
-
 from agentbake.export import export_rollout
 from agentbake.scripted import Reply
 from agentbake.scripted.chat_template import render_consistent
-from tests.gateway.test_claude_code import _env, _tool_calls_so_far, claude_bin  # noqa: F401
+from tests.gateway.conftest import run_claude_code, tool_calls_so_far
 
 
-def test_a_claude_code_tool_loop_exports_as_one_trainable_agent_sequence(claude_bin, make_gateway, upstream, tmp_path):  # noqa: F811
+def test_a_claude_code_tool_loop_exports_as_one_trainable_agent_sequence(claude_bin, make_gateway, upstream, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
 
     def agent(request: dict) -> Reply:
-        step = _tool_calls_so_far(request)
+        step = tool_calls_so_far(request)
         if step < 2:
             return Reply(text=f"Step {step}.", tool_calls=[("Bash", {"command": f"echo {step} >> log.txt"})])
         return Reply(text="All done.")
@@ -23,16 +21,13 @@ def test_a_claude_code_tool_loop_exports_as_one_trainable_agent_sequence(claude_
     upstream.fake.responder = agent
     upstream.fake.render_prompt = render_consistent
     gw = make_gateway(model_override="fake-model", read_timeout_s=60.0)
-    result = subprocess.run(
-        [claude_bin, "-p", "--output-format", "json", "--dangerously-skip-permissions", "--model", "claude-sonnet-4-5"],
-        input="Append 0 and then 1 to log.txt with two shell commands.",
-        capture_output=True,
-        text=True,
+    run_claude_code(
+        claude_bin,
+        "Append 0 and then 1 to log.txt with two shell commands.",
+        gw_url=gw.url + "/r/cc-export",
         cwd=work,
-        env=_env(gw.url + "/r/cc-export", tmp_path / "home"),
-        timeout=240,
+        home=tmp_path / "home",
     )
-    assert result.returncode == 0, f"stdout={result.stdout[-2000:]}\nstderr={result.stderr[-2000:]}"
     assert (work / "log.txt").read_text() == "0\n1\n"
 
     document = export_rollout(gw.trace, "cc-export")
@@ -57,7 +52,7 @@ def _first_user_text(request: dict) -> str:
     return ""
 
 
-def test_a_claude_code_subagent_is_a_second_agent_sequence(claude_bin, make_gateway, upstream, tmp_path):  # noqa: F811
+def test_a_claude_code_subagent_is_a_second_agent_sequence(claude_bin, make_gateway, upstream, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     task = {
@@ -67,7 +62,7 @@ def test_a_claude_code_subagent_is_a_second_agent_sequence(claude_bin, make_gate
     }
 
     def agent(request: dict) -> Reply:
-        step = _tool_calls_so_far(request)
+        step = tool_calls_so_far(request)
         if "SUBAGENT:" in _first_user_text(request):  # the subagent's own conversation
             return (
                 Reply(text="Listing.", tool_calls=[("Bash", {"command": "ls"})])
@@ -81,16 +76,9 @@ def test_a_claude_code_subagent_is_a_second_agent_sequence(claude_bin, make_gate
     upstream.fake.responder = agent
     upstream.fake.render_prompt = render_consistent
     gw = make_gateway(model_override="fake-model", read_timeout_s=60.0)
-    result = subprocess.run(
-        [claude_bin, "-p", "--output-format", "json", "--dangerously-skip-permissions", "--model", "claude-sonnet-4-5"],
-        input="Use a subagent to list the files.",
-        capture_output=True,
-        text=True,
-        cwd=work,
-        env=_env(gw.url + "/r/cc-sub", tmp_path / "home"),
-        timeout=240,
+    run_claude_code(
+        claude_bin, "Use a subagent to list the files.", gw_url=gw.url + "/r/cc-sub", cwd=work, home=tmp_path / "home"
     )
-    assert result.returncode == 0, f"stdout={result.stdout[-2000:]}\nstderr={result.stderr[-2000:]}"
 
     document = export_rollout(gw.trace, "cc-sub")
     shape = [(c["turn"], c["parent"], c["tools"]) for c in document["calls"]]
@@ -101,21 +89,12 @@ def test_a_claude_code_subagent_is_a_second_agent_sequence(claude_bin, make_gate
     assert document["validation"]["trainable"] is True, document["validation"]["findings"]
 
 
-def test_a_claude_code_retry_after_a_cut_stream_is_discarded(claude_bin, make_gateway, upstream, tmp_path):  # noqa: F811
+def test_a_claude_code_retry_after_a_cut_stream_is_discarded(claude_bin, make_gateway, upstream, tmp_path):
     upstream.fake.script = [Reply(text="one two three four", reset_after=2)]
     upstream.fake.responder = lambda request: Reply(text="Recovered.")
     upstream.fake.render_prompt = render_consistent
     gw = make_gateway(read_timeout_s=60.0)
-    result = subprocess.run(
-        [claude_bin, "-p", "--output-format", "json", "--dangerously-skip-permissions", "--model", "claude-sonnet-4-5"],
-        input="Say something.",
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=_env(gw.url + "/r/cc-retry", tmp_path / "home"),
-        timeout=240,
-    )
-    assert result.returncode == 0, f"stdout={result.stdout[-2000:]}\nstderr={result.stderr[-2000:]}"
+    run_claude_code(claude_bin, "Say something.", gw_url=gw.url + "/r/cc-retry", cwd=tmp_path, home=tmp_path / "home")
 
     document = export_rollout(gw.trace, "cc-retry")
     roles = [(s["role"], s["turns"]) for s in document["sequences"]]

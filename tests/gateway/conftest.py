@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import functools
+import os
+import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx2
+import orjson
 import pytest
 
 from agentbake.gateway import GatewayConfig, TraceRecord, create_app, read_trace
@@ -120,3 +123,95 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TLSFiles:
     signing = ["-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-days", "2", "-extfile", extensions]
     run(["openssl", "x509", "-req", "-in", csr, "-out", cert, *signing])
     return TLSFiles(ca=ca, cert=cert, key=key)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+# The version the claude-code image bakes: the gateway is tested against what rollouts run.
+CLAUDE_CODE_VERSION = orjson.loads((ROOT / "images" / "claude-code" / "lock.json").read_bytes())["agent"]["version"]
+PREFIX = ROOT / ".cache" / "npm" / "claude-code"
+
+
+def _version(binary: Path) -> str:
+    try:
+        result = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60)
+    except OSError:
+        return ""
+    return result.stdout.strip()
+
+
+@pytest.fixture(scope="session")
+def claude_bin() -> Path:
+    """Claude Code from npm in a cache prefix, installed once and reused on later runs."""
+    package = PREFIX / "node_modules" / "@anthropic-ai"
+    wrapper = package / "claude-code" / "bin" / "claude.exe"
+    # The platform package holds the same binary; used directly if npm skipped the postinstall link.
+    native = package / "claude-code-linux-x64" / "claude"
+    for binary in (wrapper, native):
+        if binary.exists() and _version(binary).startswith(CLAUDE_CODE_VERSION):
+            return binary
+    npm = shutil.which("npm")
+    if npm is None:
+        if os.environ.get("CI"):
+            pytest.fail("npm is needed to install Claude Code")
+        pytest.skip("npm is not installed")
+    PREFIX.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [
+            npm,
+            "install",
+            "--prefix",
+            str(PREFIX),
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+            f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}",
+        ],
+        check=True,
+        timeout=900,
+    )
+    for binary in (wrapper, native):
+        if binary.exists() and _version(binary).startswith(CLAUDE_CODE_VERSION):
+            return binary
+    pytest.fail(f"Claude Code {CLAUDE_CODE_VERSION} did not install a working binary under {PREFIX}")
+
+
+def claude_code_env(gw_url: str, home: Path) -> dict[str, str]:
+    """A fully offline headless run (see agentbake/gateway/README.md, "What Claude Code sends"), fresh HOME."""
+    home.mkdir()
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": gw_url,
+        "ANTHROPIC_API_KEY": "dummy",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "IS_SANDBOX": "1",
+        "CLAUDE_CODE_MAX_RETRIES": "3",
+    }
+
+
+def tool_calls_so_far(request: dict) -> int:
+    """How many tool-calling assistant turns the (OpenAI-dialect) request already holds: the agent's step."""
+    return sum(1 for m in request["messages"] if m["role"] == "assistant" and m.get("tool_calls"))
+
+
+CLAUDE_CODE_ARGS = ["-p", "--output-format", "json", "--dangerously-skip-permissions", "--model", "claude-sonnet-4-5"]
+
+
+def run_claude_code(
+    claude_bin: Path, prompt: str, *, gw_url: str, cwd: Path, home: Path
+) -> subprocess.CompletedProcess:
+    """Claude Code headless on `prompt` in `cwd` through the gateway at `gw_url`; fails the test unless it exits 0."""
+    result = subprocess.run(
+        [claude_bin, *CLAUDE_CODE_ARGS],
+        input=prompt,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=claude_code_env(gw_url, home),
+        timeout=240,
+    )
+    assert result.returncode == 0, f"stdout={result.stdout[-2000:]}\nstderr={result.stderr[-2000:]}"
+    return result

@@ -2,85 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-from pathlib import Path
-
 import orjson
-import pytest
 
 from agentbake.scripted import Fault, Reply
 
-ROOT = Path(__file__).resolve().parents[2]
-# The version the claude-code image bakes: the gateway is tested against what rollouts run.
-CLAUDE_CODE_VERSION = orjson.loads((ROOT / "images" / "claude-code" / "lock.json").read_bytes())["agent"]["version"]
-PREFIX = ROOT / ".cache" / "npm" / "claude-code"
-
-
-def _version(binary: Path) -> str:
-    try:
-        result = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60)
-    except OSError:
-        return ""
-    return result.stdout.strip()
-
-
-@pytest.fixture(scope="session")
-def claude_bin() -> Path:
-    """Claude Code from npm in a cache prefix, installed once and reused on later runs."""
-    package = PREFIX / "node_modules" / "@anthropic-ai"
-    wrapper = package / "claude-code" / "bin" / "claude.exe"
-    # The platform package holds the same binary; used directly if npm skipped the postinstall link.
-    native = package / "claude-code-linux-x64" / "claude"
-    for binary in (wrapper, native):
-        if binary.exists() and _version(binary).startswith(CLAUDE_CODE_VERSION):
-            return binary
-    npm = shutil.which("npm")
-    if npm is None:
-        if os.environ.get("CI"):
-            pytest.fail("npm is needed to install Claude Code")
-        pytest.skip("npm is not installed")
-    PREFIX.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [
-            npm,
-            "install",
-            "--prefix",
-            str(PREFIX),
-            "--no-audit",
-            "--no-fund",
-            "--loglevel=error",
-            f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}",
-        ],
-        check=True,
-        timeout=900,
-    )
-    for binary in (wrapper, native):
-        if binary.exists() and _version(binary).startswith(CLAUDE_CODE_VERSION):
-            return binary
-    pytest.fail(f"Claude Code {CLAUDE_CODE_VERSION} did not install a working binary under {PREFIX}")
-
-
-def _env(gw_url: str, home: Path) -> dict[str, str]:
-    """A fully offline headless run (see agentbake/gateway/README.md, "What Claude Code sends"), fresh HOME."""
-    home.mkdir()
-    return {
-        "PATH": os.environ["PATH"],
-        "HOME": str(home),
-        "ANTHROPIC_BASE_URL": gw_url,
-        "ANTHROPIC_API_KEY": "dummy",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_TELEMETRY": "1",
-        "DISABLE_ERROR_REPORTING": "1",
-        "DISABLE_AUTOUPDATER": "1",
-        "IS_SANDBOX": "1",
-        "CLAUDE_CODE_MAX_RETRIES": "3",
-    }
-
-
-def _tool_calls_so_far(request: dict) -> int:
-    return sum(1 for m in request["messages"] if m["role"] == "assistant" and m.get("tool_calls"))
+from .conftest import run_claude_code, tool_calls_so_far
 
 
 def test_claude_code_runs_a_task_through_the_gateway(claude_bin, make_gateway, upstream, tmp_path):
@@ -90,7 +16,7 @@ def test_claude_code_runs_a_task_through_the_gateway(claude_bin, make_gateway, u
 
     def agent(request: dict) -> Reply:
         """Bash first, then Write, then a final answer: one model call per step."""
-        step = _tool_calls_so_far(request)
+        step = tool_calls_so_far(request)
         if step == 0:
             # With reasoning, as vLLM's reasoning parser returns it: Claude Code must take the thinking block.
             return Reply(
@@ -106,24 +32,8 @@ def test_claude_code_runs_a_task_through_the_gateway(claude_bin, make_gateway, u
 
     upstream.fake.responder = agent
     gw = make_gateway(model_override="fake-model", read_timeout_s=60.0)
-    result = subprocess.run(
-        [
-            claude_bin,
-            "-p",
-            "--output-format",
-            "json",
-            "--dangerously-skip-permissions",
-            "--model",
-            "claude-sonnet-4-5",
-        ],
-        input="Write proof.txt with a shell command, then create written.txt.",
-        capture_output=True,
-        text=True,
-        cwd=work,
-        env=_env(gw.url + "/r/cc-e2e", tmp_path / "home"),
-        timeout=240,
-    )
-    assert result.returncode == 0, f"stdout={result.stdout[-2000:]}\nstderr={result.stderr[-2000:]}"
+    prompt = "Write proof.txt with a shell command, then create written.txt."
+    result = run_claude_code(claude_bin, prompt, gw_url=gw.url + "/r/cc-e2e", cwd=work, home=tmp_path / "home")
     outcome = orjson.loads(result.stdout)
     assert outcome["is_error"] is False
     assert outcome["result"] == "All done."
@@ -166,16 +76,7 @@ def test_claude_code_recovers_from_upstream_faults_and_retries_are_marked(claude
     upstream.fake.script = [Fault(status=503, message="engine busy"), Reply(text="one two three four", reset_after=2)]
     upstream.fake.responder = lambda request: Reply(text="Recovered.")
     gw = make_gateway(read_timeout_s=60.0)
-    result = subprocess.run(
-        [claude_bin, "-p", "--output-format", "json", "--dangerously-skip-permissions", "--model", "claude-sonnet-4-5"],
-        input="Say something.",
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=_env(gw.url, tmp_path / "home"),
-        timeout=240,
-    )
-    assert result.returncode == 0, f"stdout={result.stdout[-2000:]}\nstderr={result.stderr[-2000:]}"
+    result = run_claude_code(claude_bin, "Say something.", gw_url=gw.url, cwd=tmp_path, home=tmp_path / "home")
     assert orjson.loads(result.stdout)["result"] == "Recovered."
 
     records = gw.records()
