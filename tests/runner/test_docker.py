@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Iterator
 
 import docker
 import pytest
 
-from agentbake.buildkit.build import BuildResult
 from agentbake.errors import SandboxError
 from agentbake.runner import labels
 from agentbake.runner.docker import DockerBackend
@@ -18,18 +16,6 @@ from agentbake.runner.docker_sandbox import DockerSandbox
 from agentbake.runner.sandbox import SandboxRequest
 
 RUN = secrets.token_hex(3)  # rollout ids unique per session: other sessions share the engine
-
-
-@pytest.fixture(scope="module")
-def image(built_images: dict[str, BuildResult]) -> str:
-    return built_images["claude-code"].tag
-
-
-@pytest.fixture(scope="module")
-def backend() -> Iterator[DockerBackend]:
-    backend = DockerBackend(DockerConfig(memory_mb=512, cpus=1, pids_limit=256))
-    yield backend
-    backend.close()
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,7 @@ import time
 from pathlib import Path
 
 import docker
-import pytest
 
-from agentbake.buildkit.build import BuildResult
 from agentbake.runner import labels
 from agentbake.runner.docker import DockerBackend
 from agentbake.runner.docker_config import DockerConfig
@@ -19,11 +17,6 @@ from agentbake.serve import serve_in_thread
 from tests.runner.test_isolation import echo_app, wait_for_model
 
 RUN = secrets.token_hex(3)  # rollout ids unique per session: other sessions share the engine
-
-
-@pytest.fixture(scope="module")
-def image(built_images: dict[str, BuildResult]) -> str:
-    return built_images["claude-code"].tag
 
 
 def warm_ids(engine: docker.DockerClient, owner: str) -> set[str]:

@@ -9,7 +9,6 @@ from pathlib import Path
 import docker
 import pytest
 
-from agentbake.buildkit.build import BuildResult
 from agentbake.errors import SandboxError
 from agentbake.runner import labels
 from agentbake.runner.docker import DockerBackend
@@ -21,11 +20,6 @@ from tests.runner.faulty_engine import FaultyEngine
 START = r"^POST /v[\d.]+/containers/[^/]+/start$"
 
 RUN = secrets.token_hex(3)  # rollout ids unique per session: other sessions share the engine
-
-
-@pytest.fixture(scope="module")
-def image(built_images: dict[str, BuildResult]) -> str:
-    return built_images["claude-code"].tag
 
 
 @pytest.fixture

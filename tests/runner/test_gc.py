@@ -16,7 +16,6 @@ import docker
 import pytest
 from click.testing import CliRunner
 
-from agentbake.buildkit.build import BuildResult
 from agentbake.cli import main
 from agentbake.runner import labels
 from agentbake.runner.docker import DockerBackend
@@ -41,11 +40,6 @@ with teardown_on_signals(backend):
 """
 
 RUN = secrets.token_hex(3)  # rollout ids unique per session: other sessions share the engine
-
-
-@pytest.fixture(scope="module")
-def image(built_images: dict[str, BuildResult]) -> str:
-    return built_images["claude-code"].tag
 
 
 @pytest.fixture

@@ -18,9 +18,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from agentbake.buildkit.build import BuildResult
 from agentbake.runner.docker import DockerBackend
-from agentbake.runner.docker_config import DockerConfig
 from agentbake.runner.docker_sandbox import DockerSandbox
 from agentbake.runner.sandbox import SandboxRequest
 from agentbake.serve import ServedApp, serve_in_thread
@@ -51,18 +49,6 @@ async def echo_app(scope, receive, send):  # type: ignore[no-untyped-def]
     body = json.dumps({"path": scope["path"], "headers": headers}).encode()
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": body})
-
-
-@pytest.fixture(scope="module")
-def image(built_images: dict[str, BuildResult]) -> str:
-    return built_images["claude-code"].tag
-
-
-@pytest.fixture(scope="module")
-def backend() -> Iterator[DockerBackend]:
-    backend = DockerBackend(DockerConfig(memory_mb=512, cpus=1, pids_limit=256))
-    yield backend
-    backend.close()
 
 
 @pytest.fixture(scope="module")

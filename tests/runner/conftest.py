@@ -1,0 +1,25 @@
+"""Fixtures the runner's Docker tests share: the claude-code catalog image and a Docker backend with small limits."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from agentbake.buildkit.build import BuildResult
+from agentbake.runner.docker import DockerBackend
+from agentbake.runner.docker_config import DockerConfig
+
+
+@pytest.fixture(scope="module")
+def image(built_images: dict[str, BuildResult]) -> str:
+    """The built claude-code catalog image's content tag."""
+    return built_images["claude-code"].tag
+
+
+@pytest.fixture(scope="module")
+def backend() -> Iterator[DockerBackend]:
+    """A Docker backend per test module (512 MiB, 1 CPU, 256 pids), closed after the module's tests."""
+    backend = DockerBackend(DockerConfig(memory_mb=512, cpus=1, pids_limit=256))
+    yield backend
+    backend.close()
