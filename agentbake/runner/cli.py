@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import sys
 import time
@@ -60,7 +61,27 @@ def _report(leftovers: list[Leftover], dry_run: bool) -> None:
 
 
 def _model_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The options `run` and `rollout` share: image resolution, model, key, output."""
+    """The options `run` and `rollout` share: image resolution, model, key, output, `--json`. The command
+    receives `as_json` and `make_config`, which builds the RunnerConfig from them and the command's own fields
+    (warm, gateway), resolving the image."""
+
+    @functools.wraps(command)
+    def wrapper(
+        *args: Any,
+        image: str,
+        model: str,
+        model_name: str | None,
+        api_key_env: str,
+        oracle: bool,
+        out_dir: Path,
+        **kwargs: Any,
+    ) -> Any:
+        def make_config(**extra: Any) -> RunnerConfig:
+            return _config(image, model, model_name, api_key_env, oracle, out_dir, **extra)
+
+        return command(*args, make_config=make_config, **kwargs)
+
+    decorated: Callable[..., Any] = wrapper
     for option in reversed(
         [
             click.argument("image"),
@@ -90,8 +111,8 @@ def _model_options(command: Callable[..., Any]) -> Callable[..., Any]:
             json_option,
         ]
     ):
-        command = option(command)
-    return command
+        decorated = option(decorated)
+    return decorated
 
 
 @click.command("run")
@@ -105,15 +126,7 @@ def _model_options(command: Callable[..., Any]) -> Callable[..., Any]:
     help="Task directory (Harbor layout).",
 )
 def run_command(
-    image: str,
-    model: str,
-    model_name: str | None,
-    api_key_env: str,
-    oracle: bool,
-    out_dir: Path,
-    as_json: bool,
-    task_dir: Path,
-    backend: BackendChoice,
+    make_config: Callable[..., RunnerConfig], as_json: bool, task_dir: Path, backend: BackendChoice
 ) -> None:
     """Run one rollout of IMAGE (a catalog name, built when missing, or a tag) on one task.
 
@@ -123,7 +136,7 @@ def run_command(
 
     task = load_task(task_dir)
     _warn(task.warnings)
-    config = _config(image, model, model_name, api_key_env, oracle, out_dir, gateway=backend.gateway)
+    config = make_config(gateway=backend.gateway)
     runner = Runner(config, sandboxes := backend.build())
     with teardown_on_signals(runner), _closing(sandboxes):
         if config.model == SCRIPTED:
@@ -156,12 +169,7 @@ def run_command(
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(min=1), help="Rollouts at once.")
 @click.option("--warm", default=0, show_default=True, type=click.IntRange(min=0), help="Sandboxes kept started.")
 def rollout_command(
-    image: str,
-    model: str,
-    model_name: str | None,
-    api_key_env: str,
-    oracle: bool,
-    out_dir: Path,
+    make_config: Callable[..., RunnerConfig],
     as_json: bool,
     task_dirs: tuple[Path, ...],
     repeats: int,
@@ -176,7 +184,7 @@ def rollout_command(
     tasks = discover_tasks(task_dirs)
     for task in tasks:
         _warn(task.warnings)
-    config = _config(image, model, model_name, api_key_env, oracle, out_dir, warm=warm, gateway=backend.gateway)
+    config = make_config(warm=warm, gateway=backend.gateway)
     display = _BatchDisplay(len(tasks) * repeats)
     runner = Runner(config, sandboxes := backend.build(warm=warm))
     with teardown_on_signals(runner), _closing(sandboxes):
