@@ -63,7 +63,7 @@ def _report(leftovers: list[Leftover], dry_run: bool) -> None:
 def _model_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options `run` and `rollout` share: image resolution, model, key, output, `--json`. The command
     receives `as_json` and `make_config`, which builds the RunnerConfig from them and the command's own fields
-    (warm, gateway), resolving the image."""
+    (warm, gateway), resolving the image; a setting RunnerConfig refuses is a usage error."""
 
     @functools.wraps(command)
     def wrapper(
@@ -77,7 +77,19 @@ def _model_options(command: Callable[..., Any]) -> Callable[..., Any]:
         **kwargs: Any,
     ) -> Any:
         def make_config(**extra: Any) -> RunnerConfig:
-            return _config(image, model, model_name, api_key_env, oracle, out_dir, **extra)
+            try:
+                return RunnerConfig(
+                    image=resolve_image(image),
+                    model=None if oracle else model,
+                    model_name=model_name,
+                    api_key_env=api_key_env,
+                    oracle=oracle,
+                    out_dir=out_dir,
+                    **extra,
+                )
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in exc.errors())
+                raise click.UsageError(problems) from None
 
         return command(*args, make_config=make_config, **kwargs)
 
@@ -216,30 +228,6 @@ def _closing(backend: Any) -> Iterator[None]:
     finally:
         if backend is not None:
             backend.close()
-
-
-def _config(
-    image: str,
-    model: str,
-    model_name: str | None,
-    api_key_env: str,
-    oracle: bool,
-    out_dir: Path,
-    **extra: Any,
-) -> RunnerConfig:
-    try:
-        return RunnerConfig(
-            image=resolve_image(image),
-            model=None if oracle else model,
-            model_name=model_name,
-            api_key_env=api_key_env,
-            oracle=oracle,
-            out_dir=out_dir,
-            **extra,
-        )
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in exc.errors())
-        raise click.UsageError(problems) from None
 
 
 def resolve_image(image: str) -> str:
