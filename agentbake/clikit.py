@@ -21,6 +21,19 @@ M = TypeVar("M", bound=BaseModel)
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON (one object per line).")
 
 
+def tasks_option(help_text: str) -> Callable[[F], F]:
+    """`--tasks DIR`, repeatable and required: task directories or folders of them (what
+    `agentbake.runner.task.discover_tasks` takes), passed to the command as `task_dirs`."""
+    return click.option(
+        "--tasks",
+        "task_dirs",
+        multiple=True,
+        required=True,
+        type=click.Path(exists=True, file_okay=False, path_type=Path),
+        help=help_text,
+    )
+
+
 def print_json(obj: Any) -> None:
     """One JSON object per line on stdout; dataclass results (BuildResult, TraceSummary, ...) as their fields."""
     click.echo(json.dumps(dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj, sort_keys=True))

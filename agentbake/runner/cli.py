@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agentbake.buildkit.engine import connect
-from agentbake.clikit import json_option, print_json
+from agentbake.clikit import json_option, print_json, tasks_option
 from agentbake.errors import AgentbakeError
 from agentbake.runner.backends import BackendChoice, backend_options
 from agentbake.runner.gc import Leftover, collect, teardown_on_signals
@@ -169,14 +169,7 @@ def run_command(
 @click.command("rollout")
 @_model_options
 @backend_options
-@click.option(
-    "--tasks",
-    "task_dirs",
-    required=True,
-    multiple=True,
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="A task directory or a folder of them; repeat for more.",
-)
+@tasks_option("A task directory or a folder of them; repeat for more.")
 @click.option("-n", "--repeats", default=1, show_default=True, type=click.IntRange(min=1), help="Rollouts per task.")
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(min=1), help="Rollouts at once.")
 @click.option("--warm", default=0, show_default=True, type=click.IntRange(min=0), help="Sandboxes kept started.")

@@ -13,27 +13,22 @@ from pathlib import Path
 
 import click
 
+from agentbake.clikit import tasks_option
+
 
 @click.command("scripted-llm")
-@click.option(
-    "--tasks",
-    "tasks",
-    multiple=True,
-    required=True,
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="A task directory or a folder of them (repeatable); the model plays their solution/solve.sh.",
-)
+@tasks_option("A task directory or a folder of them (repeatable); the model plays their solution/solve.sh.")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=int, help="0 picks a free port.")
 @click.option("--model-name", default="scripted", show_default=True, help="The model id /v1/models lists.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON line (url, tasks) once listening.")
-def scripted_llm(tasks: tuple[Path, ...], host: str, port: int, model_name: str, as_json: bool) -> None:
+def scripted_llm(task_dirs: tuple[Path, ...], host: str, port: int, model_name: str, as_json: bool) -> None:
     """Serve an OpenAI-compatible model that plays each task's reference solution through the agent's shell
     tool, answering with vLLM's token ids and logprobs. Ctrl-C or SIGTERM stops it."""
     from agentbake.runner.task import discover_tasks
     from agentbake.scripted.app import start_scripted_model
 
-    loaded = discover_tasks(tasks)
+    loaded = discover_tasks(task_dirs)
     names = [task.name for task in loaded]
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
