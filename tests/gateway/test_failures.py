@@ -57,12 +57,16 @@ def test_default_configuration_captures_upstream_fields_and_writes_no_trace(upst
     command = [sys.executable, "-m", "agentbake.gateway", "--upstream", upstream.url + "/v1", "--uds", str(socket)]
     process = subprocess.Popen(command, cwd=tmp_path, env=env, stderr=subprocess.PIPE)
     try:
+        http = httpx.Client(transport=httpx.HTTPTransport(uds=str(socket)), base_url="http://localhost")
         deadline = time.monotonic() + 20
-        while not socket.exists():
+        while True:  # the socket file exists from bind(), a moment before listen(): wait for an answer
             assert process.poll() is None, process.stderr.read().decode()
             assert time.monotonic() < deadline, "the gateway did not start"
-            time.sleep(0.02)
-        http = httpx.Client(transport=httpx.HTTPTransport(uds=str(socket)), base_url="http://localhost")
+            try:
+                if http.get("/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.02)
         chat = http.post("/v1/chat/completions", json={"model": "m", "messages": USER}).json()
         assert chat["choices"][0]["message"]["content"] == "Hello from the scripted model."
         assert "logprobs" not in chat["choices"][0]  # injected, so stripped from the client's copy
