@@ -70,6 +70,9 @@ class ScriptedModel:
         self.reject_fields: set[str] = set()
         """Request fields answered with a 400 "Extra inputs are not permitted", as vLLM before Nov 2024 and
         other strict servers do (vLLM 0.34 accepts unknown fields silently)."""
+        self.logprobs_mode = "raw"
+        """What the stated logprobs are, as vLLM's `--logprobs-mode`: "raw" (the policy's, before temperature)
+        or "processed" (after temperature: the raw value divided by the request's `temperature`)."""
 
     def _next(self, request: dict) -> Script:
         return self.script.pop(0) if self.script else self.responder(request)
@@ -172,7 +175,11 @@ class ScriptedModel:
             await _json(send, step.status, _fault_body(step), step.headers)
             return
         completion = Completion(
-            request, step, request_id=headers.get("x-request-id"), prompt_ids=self.render_prompt(request)
+            request,
+            step,
+            request_id=headers.get("x-request-id"),
+            prompt_ids=self.render_prompt(request),
+            logprobs_mode=self.logprobs_mode,
         )
         if self.keep_log:
             self.emitted.append(completion.token_ids)

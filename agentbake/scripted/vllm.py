@@ -83,8 +83,12 @@ class Completion:
         *,
         request_id: str | None = None,
         prompt_ids: list[int] | None = None,
+        logprobs_mode: str = "raw",
     ) -> None:
         self.request = request
+        self.logprobs_mode = logprobs_mode
+        # the policy's logprobs do not depend on how it is sampled: temperature and top_p stay out of their seed
+        self.logprob_seed = tk.request_seed({k: v for k, v in request.items() if k not in ("temperature", "top_p")})
         self.reply = reply
         self.seed = tk.request_seed(request)
         self.id = f"chatcmpl-{request_id or self.seed[:8].hex()}"
@@ -154,7 +158,14 @@ class Completion:
 
     def _value(self, position: int) -> float:
         value = self.reply.logprob_values.get(position)
-        return tk.sampled_logprob(self.seed, position) if value is None else max(value, VLLM_MIN_LOGPROB)
+        if value is not None:
+            return max(value, VLLM_MIN_LOGPROB)
+        raw = tk.sampled_logprob(self.logprob_seed, position)
+        temperature = self.request.get("temperature")
+        if self.logprobs_mode == "raw" or not isinstance(temperature, (int, float)) or temperature <= 0:
+            return raw
+        # processed: the raw logprob scaled by 1/temperature, as log_softmax(logits / T) moves it (no renormalising)
+        return max(round(raw / temperature, 6), VLLM_MIN_LOGPROB)
 
     def _name(self, token_id: int, text: str) -> str:
         return f"token_id:{token_id}" if self.request.get("return_tokens_as_token_ids") else text

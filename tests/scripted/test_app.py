@@ -154,3 +154,18 @@ def test_tokenize_counts_with_the_model_s_prompt_renderer(scripted):
     counted = httpx.post(scripted.url + "/tokenize", json={"model": "m", "messages": USER}).json()
     answered = _chat(scripted.url, return_token_ids=True).json()
     assert counted["tokens"] == answered["prompt_token_ids"] == [7, 7, 7] and counted["count"] == 3
+
+
+def _first_logprobs(url: str, temperature: float) -> list[float]:
+    choice = _chat(url, temperature=temperature, **CAPTURE).json()["choices"][0]
+    return [entry["logprob"] for entry in choice["logprobs"]["content"]]
+
+
+def test_raw_logprobs_ignore_temperature_and_processed_ones_follow_it(scripted):
+    assert scripted.model.logprobs_mode == "raw"
+    assert _first_logprobs(scripted.url, 0.5) == _first_logprobs(scripted.url, 1.5)
+    raw = _first_logprobs(scripted.url, 1.0)
+    scripted.model.logprobs_mode = "processed"  # the fixture resets it for the next test
+    cooler, warmer = _first_logprobs(scripted.url, 0.5), _first_logprobs(scripted.url, 1.5)
+    assert cooler != warmer
+    assert cooler == [round(value / 0.5, 6) for value in raw]
