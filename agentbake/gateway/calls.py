@@ -160,6 +160,7 @@ class Calls:
                 retry_of=call.retry_of,
                 capture=captured.verdict,
                 prefix=prefix_check(call.previous, prompt),
+                logprobs_mode=self.config.logprobs_mode,
             )
         )
 

@@ -112,6 +112,11 @@ class GatewayConfig(BaseModel):
     """Before serving, make one tiny chat call upstream, unary and streaming (see `agentbake preflight`),
     and refuse to start unless its answers carry logprobs and token ids; the report goes to the log."""
 
+    logprobs_mode: Literal["raw", "processed"] | None = None
+    """What the upstream's logprobs are, as vLLM's `--logprobs-mode` names them: "raw" (the policy's, before
+    temperature and top-p) or "processed" (after them). Every trace record carries it, so an export can refuse
+    a mismatch with what the trainer expects; None (unknown) when not given."""
+
     tokenize_url: str | None = None
     """vLLM's `/tokenize` endpoint for exact `count_tokens`; defaults to `upstream` without its `/v1`."""
 

@@ -69,6 +69,8 @@ class TraceRecord:
     prefix: dict[str, Any] | None = None
     """Multi-turn token consistency: whether `prompt_token_ids` start with the previous call's prompt +
     completion ids (see "Multi-turn token consistency" in README.md); None when there is nothing to compare."""
+    logprobs_mode: str | None = None
+    """"raw" or "processed": what the upstream's logprobs are (the gateway's `logprobs_mode`); None when unknown."""
 
     @property
     def ok(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import httpx
 import pytest
 from click.testing import CliRunner
 
@@ -102,3 +103,12 @@ def test_summary_of_a_corrupt_trace_is_a_clean_cli_error(tmp_path):
     path.write_text("nope\n")
     result = CliRunner().invoke(main, ["trace", "summary", str(path)])
     assert result.exit_code == 1 and "not a JSON line" in result.output
+
+
+def test_every_record_carries_the_configured_logprobs_mode(make_gateway):
+    stamped, unknown = make_gateway(logprobs_mode="processed"), make_gateway()
+    for gw in (stamped, unknown):
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        assert httpx.post(gw.url + "/v1/chat/completions", json=body, timeout=10).status_code == 200
+    assert [r.logprobs_mode for r in stamped.records()] == ["processed"]
+    assert [r.logprobs_mode for r in unknown.records()] == [None]
