@@ -68,13 +68,9 @@ class E2BBackend(remote.RemoteBackend):
         """The template to start: the config's, else the published manifest's for this content hash."""
         if self.config.template:
             return remote.refuse_moving_tag(self.config.template, "E2BConfig.template")
-        record = remote.published_record(facts, self.config.manifest)
-        template = getattr(record, "e2b_template", None)
-        if not template:
-            raise SandboxError(
-                f"image {facts.name!r} at {facts.content_hash[:12]} has no E2B template in the published manifest; "
-                f"run `agentbake publish {facts.name} --e2b` (or set E2BConfig.template)"
-            )
+        template = remote.published_reference(
+            facts, self.config.manifest, "e2b_template", "E2B template", "--e2b` (or set E2BConfig.template)"
+        )
         return remote.refuse_moving_tag(template, "published E2B template")
 
     def create(self, request: SandboxRequest) -> E2BSandbox:

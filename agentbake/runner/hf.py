@@ -72,13 +72,9 @@ class HFBackend(remote.RemoteBackend):
         """The reference to start: the config's, else the published manifest's for this content hash."""
         if self.config.image:
             return self._pinned(self.config.image, "HFConfig.image")
-        record = remote.published_record(facts, self.config.manifest)
-        image = getattr(record, "hf_image", None)
-        if not image:
-            raise SandboxError(
-                f"image {facts.name!r} at {facts.content_hash[:12]} has no Hugging Face reference in the published "
-                f"manifest; run `agentbake publish {facts.name} --hf` (or set HFConfig.image)"
-            )
+        image = remote.published_reference(
+            facts, self.config.manifest, "hf_image", "Hugging Face reference", "--hf` (or set HFConfig.image)"
+        )
         return self._pinned(image, "published Hugging Face image")
 
     @staticmethod

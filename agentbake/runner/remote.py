@@ -91,6 +91,18 @@ def published_record(facts: ImageFacts, manifest: Path | None) -> object:
     return load_manifest(path, missing_ok=False).resolve(facts.name, facts.content_hash)
 
 
+def published_reference(facts: ImageFacts, manifest: Path | None, field: str, target: str, how: str) -> str:
+    """This content hash's reference for one target (`field` of its manifest record), or an error naming
+    the command that publishes it (`how`, e.g. "--e2b (or set E2BConfig.template)")."""
+    reference = getattr(published_record(facts, manifest), field, None)
+    if not reference:
+        raise SandboxError(
+            f"image {facts.name!r} at {facts.content_hash[:12]} has no {target} in the published manifest; "
+            f"run `agentbake publish {facts.name} {how}"
+        )
+    return reference
+
+
 def refuse_moving_tag(reference: str, what: str) -> str:
     """A remote reference must pin the content: a missing tag or `latest` could name another image tomorrow."""
     last = reference.rsplit("/", 1)[-1]
