@@ -260,10 +260,12 @@ class Gateway:
 
 
 def create_app(config: GatewayConfig) -> Gateway:
-    """The gateway's ASGI application for `config`. With `config.preflight` the upstream is probed first,
-    and a `not capturable` verdict raises PreflightError (the gateway refuses to start)."""
+    """The gateway's ASGI application for `config`. With `config.preflight` the upstream is probed first:
+    a `not capturable` verdict raises PreflightError (the gateway refuses to start), and the logprobs mode
+    it found is stamped on every record when `config.logprobs_mode` does not say it."""
     if config.preflight:
         from agentbake.gateway.preflight import require_capturable
 
-        require_capturable(config)
+        report = require_capturable(config)
+        config = config.model_copy(update={"logprobs_mode": report.logprobs_mode})
     return Gateway(config)

@@ -73,6 +73,11 @@ def gateway(no_token_ids: bool, client_token_env: str | None, **fields: object) 
 @click.option("--api-key-file", type=click.Path(path_type=Path), help="File holding the upstream API key.")
 @click.option("--upstream-ca-file", type=click.Path(path_type=Path), help="PEM CA bundle for an https upstream.")
 @click.option("--no-token-ids", is_flag=True, help="Do not ask for vLLM's token-id fields (as the gateway's flag).")
+@click.option(
+    "--logprobs-mode",
+    type=click.Choice(["raw", "processed"]),
+    help="What the gateway will be told the logprobs are; a server shown to send the other is not capturable.",
+)
 @json_option
 def preflight(
     upstream: str,
@@ -81,17 +86,19 @@ def preflight(
     api_key_file: Path | None,
     upstream_ca_file: Path | None,
     no_token_ids: bool,
+    logprobs_mode: str | None,
     as_json: bool,
 ) -> None:
-    """Check with one tiny chat call (unary and streaming) that an upstream's answers can be captured:
-    logprobs, token ids, prompt ids, tool calls, rejected fields. Exits 1 when not capturable."""
+    """Check with a tiny chat call (unary and streaming), then the same prompt at two temperatures, that an
+    upstream's answers can be captured: logprobs, token ids, prompt ids, tool calls, rejected fields, raw or
+    processed logprobs. Exits 1 when not capturable."""
     import dataclasses
 
     from agentbake.errors import ConfigError
     from agentbake.gateway.preflight import run_preflight
 
     fields: dict[str, object] = {"upstream": upstream, "model_override": model, "api_key_env": api_key_env}
-    fields.update(api_key_file=api_key_file, upstream_ca_file=upstream_ca_file)
+    fields.update(api_key_file=api_key_file, upstream_ca_file=upstream_ca_file, logprobs_mode=logprobs_mode)
     if no_token_ids:
         fields.update(tokens_as_token_ids=False, request_token_ids=False)
     config = build_model(GatewayConfig, fields)

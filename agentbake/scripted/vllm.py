@@ -160,11 +160,14 @@ class Completion:
         value = self.reply.logprob_values.get(position)
         if value is not None:
             return max(value, VLLM_MIN_LOGPROB)
-        raw = tk.sampled_logprob(self.logprob_seed, position)
+        return self._stated(tk.sampled_logprob(self.logprob_seed, position))
+
+    def _stated(self, raw: float) -> float:
+        """A raw logprob as the answer states it: unchanged, or in processed mode scaled by 1/temperature, as
+        log_softmax(logits / T) moves it (not renormalised)."""
         temperature = self.request.get("temperature")
         if self.logprobs_mode == "raw" or not isinstance(temperature, (int, float)) or temperature <= 0:
             return raw
-        # processed: the raw logprob scaled by 1/temperature, as log_softmax(logits / T) moves it (no renormalising)
         return max(round(raw / temperature, 6), VLLM_MIN_LOGPROB)
 
     def _name(self, token_id: int, text: str) -> str:
@@ -184,7 +187,9 @@ class Completion:
         top = self.request.get("top_logprobs") or 0
         count = len(tk.ALTERNATIVES) + 1 if top == -1 else top
         tops = [(token.id, token.text, value)]
-        tops += tk.alternatives(self.seed, position, token.id, count - 1) if count > 1 else []
+        # The alternatives, like the sampled token's logprob, are the policy's: the same at any temperature.
+        alternatives = tk.alternatives(self.logprob_seed, position, token.id, count - 1) if count > 1 else []
+        tops += [(token_id, text, self._stated(logprob)) for token_id, text, logprob in alternatives]
         top_entries = []
         for token_id, text, logprob in tops[:count]:
             shown = self._name(token_id, text)

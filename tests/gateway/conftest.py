@@ -9,13 +9,15 @@ import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import orjson
 import pytest
 
 from agentbake.gateway import GatewayConfig, TraceRecord, create_app, read_trace
-from agentbake.scripted import ScriptedModel
+from agentbake.gateway.asgi import read_body
+from agentbake.scripted import Reply, ScriptedModel
 from agentbake.serve import ServedApp, serve_in_thread
 
 
@@ -215,3 +217,58 @@ def run_claude_code(
     )
     assert result.returncode == 0, f"stdout={result.stdout[-2000:]}\nstderr={result.stderr[-2000:]}"
     return result
+
+
+# ---------------------------------------------------------------- preflight
+
+CALLS_PING = Reply(text="", tool_calls=[("ping", {})])
+
+
+class IgnoresFields:
+    """A server that accepts request fields it does not implement and ignores them, as OpenAI-compatible
+    servers without logprobs or vLLM's token-id extensions do: the scripted model never sees them."""
+
+    def __init__(self, app: ScriptedModel, fields: set[str]) -> None:
+        self.app = app
+        self.fields = fields
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        body = await read_body(scope, receive)
+        if body:
+            request = orjson.loads(body)
+            body = orjson.dumps({k: v for k, v in request.items() if k not in self.fields})
+        replayed = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def replay() -> dict:
+            return replayed.pop() if replayed else await receive()
+
+        await self.app(scope, replay, send)
+
+
+@pytest.fixture
+def serve_model() -> Iterator[Callable[..., tuple[ScriptedModel, str]]]:
+    """Serve a fresh scripted model (calling `ping` unless told otherwise); returns it and its /v1 URL."""
+    servers = []
+
+    def start(*, ignore: set[str] = frozenset(), reply: Reply = CALLS_PING, **served: Any) -> tuple[ScriptedModel, str]:
+        model = ScriptedModel()
+        model.responder = lambda request: reply
+        app = IgnoresFields(model, set(ignore)) if ignore else model
+        server = serve_in_thread(app, log_level="critical", **served)
+        servers.append(server)
+        return model, server.url + "/v1"
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def statuses(report) -> dict[str, str]:
+    return {check.name: check.status for check in report.checks}
+
+
+def details(report) -> dict[str, str]:
+    return {check.name: check.detail for check in report.checks}

@@ -5,70 +5,18 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator
-from typing import Any
 
-import orjson
 import pytest
 from click.testing import CliRunner
 
 from agentbake.cli import main
 from agentbake.errors import PreflightError
 from agentbake.gateway import GatewayConfig, create_app
-from agentbake.gateway.asgi import read_body
-from agentbake.gateway.preflight import PROMPT, run_preflight
-from agentbake.scripted import Reply, ScriptedModel
-from agentbake.serve import serve_in_thread
+from agentbake.gateway.preflight import run_preflight
+from agentbake.gateway.preflight_probes import PROMPT, SAMPLING_TEMPERATURES, SAMPLING_TOP_LOGPROBS
+from agentbake.scripted import Reply
 
-from .conftest import TLSFiles
-
-CALLS_PING = Reply(text="", tool_calls=[("ping", {})])
-
-
-class IgnoresFields:
-    """A server that accepts request fields it does not implement and ignores them, as OpenAI-compatible
-    servers without logprobs or vLLM's token-id extensions do: the scripted model never sees them."""
-
-    def __init__(self, app: ScriptedModel, fields: set[str]) -> None:
-        self.app = app
-        self.fields = fields
-
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        body = await read_body(scope, receive)
-        if body:
-            request = orjson.loads(body)
-            body = orjson.dumps({k: v for k, v in request.items() if k not in self.fields})
-        replayed = [{"type": "http.request", "body": body, "more_body": False}]
-
-        async def replay() -> dict:
-            return replayed.pop() if replayed else await receive()
-
-        await self.app(scope, replay, send)
-
-
-@pytest.fixture
-def serve_model() -> Iterator[Callable[..., tuple[ScriptedModel, str]]]:
-    """Serve a fresh scripted model (calling `ping` unless told otherwise); returns it and its /v1 URL."""
-    servers = []
-
-    def start(*, ignore: set[str] = frozenset(), reply: Reply = CALLS_PING, **served: Any) -> tuple[ScriptedModel, str]:
-        model = ScriptedModel()
-        model.responder = lambda request: reply
-        app = IgnoresFields(model, set(ignore)) if ignore else model
-        server = serve_in_thread(app, log_level="critical", **served)
-        servers.append(server)
-        return model, server.url + "/v1"
-
-    yield start
-    for server in servers:
-        server.stop()
-
-
-def statuses(report) -> dict[str, str]:
-    return {check.name: check.status for check in report.checks}
+from .conftest import CALLS_PING, TLSFiles, details, statuses
 
 
 def test_full_vllm_is_capturable_and_the_calls_are_the_gateways(serve_model):
@@ -80,14 +28,19 @@ def test_full_vllm_is_capturable_and_the_calls_are_the_gateways(serve_model):
     assert report.missing == [] and report.rejected_fields == []
     token_ids = next(c for c in report.checks if c.name == "token_ids")
     assert "`token_id:<n>` tokens" in token_ids.detail and "`token_ids`" in token_ids.detail
-    unary, stream = model.requests
-    assert [unary.get("stream"), stream["stream"]] == [False, True]
-    for request in (unary, stream):  # sent as the gateway sends its calls, with a tiny tool offered
+    unary, stream, cool, hot = model.requests
+    assert [unary.get("stream"), stream["stream"], cool["stream"], hot["stream"]] == [False, True, False, False]
+    for request in model.requests:  # sent as the gateway sends its calls, with a tiny tool offered
         assert request["logprobs"] is True and request["return_token_ids"] is True
         assert request["return_tokens_as_token_ids"] is True
         assert request["tools"][0]["function"]["name"] == "ping"
         assert request["messages"] == [{"role": "user", "content": PROMPT}]
     assert stream["stream_options"] == {"include_usage": True}
+    # The sampling probes: the same prompt at two temperatures, with alternatives to compare.
+    assert [unary["temperature"], cool["temperature"], hot["temperature"]] == [0, *SAMPLING_TEMPERATURES]
+    assert [unary["top_logprobs"], cool["top_logprobs"]] == [1, SAMPLING_TOP_LOGPROBS]
+    assert report.logprobs_mode == "raw"
+    assert details(report)["logprobs_mode"].startswith("raw (the policy's, before temperature): ")
 
 
 def test_a_model_that_does_not_call_the_tool_is_a_warning_only(serve_model):
@@ -125,9 +78,11 @@ def test_a_server_rejecting_return_token_ids_is_partial_and_named(serve_model):
         "prompt_ids": "partial",
         "tool_calls": "ok",
         "rejected_fields": "warn",
+        "logprobs_mode": "ok",
     }
-    # The first call was refused with a 400 and sent again without the field, as the gateway does.
-    assert ["return_token_ids" in r for r in model.requests] == [True, False, False]
+    # The first call was refused with a 400 and sent again without the field, as the gateway does; the
+    # sampling probes learn it the same way.
+    assert ["return_token_ids" in r for r in model.requests] == [True, False, False, True, False, False]
 
 
 def test_a_null_logprob_makes_the_records_partial(serve_model):
@@ -140,7 +95,7 @@ def test_a_null_logprob_makes_the_records_partial(serve_model):
     assert report.verdict == "partial", report.summary()
     records = next(c for c in report.checks if c.name == "records")
     assert records.status == "partial"
-    tokens = len(model.emitted[-1])  # the streamed call's
+    tokens = len(model.emitted[1])  # the streamed call's
     assert records.detail == f"the gateway's records would be stream: partial (null logprobs: 1 of {tokens})"
 
 
@@ -219,4 +174,4 @@ def test_gateway_preflight_flag_refuses_to_start_or_starts(serve_model):
 
     model, url = serve_model()
     gateway = create_app(GatewayConfig(upstream=url, preflight=True))
-    assert len(model.requests) == 2 and gateway.config.preflight
+    assert len(model.requests) == 4 and gateway.config.preflight
