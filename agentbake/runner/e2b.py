@@ -100,14 +100,7 @@ class E2BBackend(remote.RemoteBackend):
             transient=transient,
             what=f"an E2B sandbox from template {template!r}",
         )
-        sandbox = E2BSandbox(self, sdk_sandbox, facts, request.rollout_id, model_url)
-        self.track(sandbox)
-        try:
-            sandbox.home = remote.home_of(sandbox, facts.user)
-        except BaseException:
-            sandbox.kill_quietly()
-            raise
-        return sandbox
+        return self.adopt(E2BSandbox(self, sdk_sandbox, facts, request.rollout_id, model_url))
 
 
 class E2BSandbox(remote.RemoteSandbox):

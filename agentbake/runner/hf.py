@@ -109,14 +109,8 @@ class HFBackend(remote.RemoteBackend):
             what=f"a Hugging Face sandbox from {image!r}",
         )
         sandbox = HFSandbox(self, sdk_sandbox, facts, request.rollout_id, model_url)
-        self.track(sandbox)
-        try:
-            # The root-only folder background jobs report into, made in the same round trip.
-            sandbox.home = remote.home_of(sandbox, facts.user, first=f"umask 077 && mkdir -p {_JOBS_DIR}")
-        except BaseException:
-            sandbox.kill_quietly()
-            raise
-        return sandbox
+        # The root-only folder background jobs report into, made in the same round trip as the home lookup.
+        return self.adopt(sandbox, first=f"umask 077 && mkdir -p {_JOBS_DIR}")
 
 
 class HFSandbox(remote.RemoteSandbox):

@@ -32,6 +32,7 @@ LABEL_PREFIX = "dev.agentbake."
 _DIR_LABEL = "dev.agentbake.dir."
 
 T = TypeVar("T")
+RemoteSandboxT = TypeVar("RemoteSandboxT", bound="RemoteSandbox")
 
 
 @dataclass(frozen=True)
@@ -284,6 +285,17 @@ class RemoteBackend(SandboxBackend):
     def track(self, sandbox: RemoteSandbox) -> None:
         with self._lock:
             self._live[sandbox.sandbox_id] = sandbox
+
+    def adopt(self, sandbox: RemoteSandboxT, *, first: str | None = None) -> RemoteSandboxT:
+        """Track a just-created sandbox and ask it for its user's home (`first` as `home_of` takes it);
+        a sandbox that cannot answer is killed here, since the caller never receives it to kill."""
+        self.track(sandbox)
+        try:
+            sandbox.home = home_of(sandbox, sandbox.user, first=first)
+        except BaseException:
+            sandbox.kill_quietly()
+            raise
+        return sandbox
 
     def forget(self, sandbox: RemoteSandbox) -> None:
         with self._lock:

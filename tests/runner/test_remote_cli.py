@@ -12,6 +12,7 @@ import json
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import docker
 import pytest
@@ -37,6 +38,15 @@ from tests.runner.rollouts import EXAMPLES, write_task
 from tests.runner.test_rollout import KEY_PREFIX, PROBE
 
 pytestmark = pytest.mark.docker
+
+
+def remote_cli(*args: str | Path, backend: str, manifest: Path, out: Path, exit_code: int = 0) -> list[dict[str, Any]]:
+    """`agentbake <args> --backend <backend> --manifest <manifest> --out <out> --json` in this process: its exit
+    code checked (the output shown when it differs), then each line it printed, parsed."""
+    options = ["--backend", backend, "--manifest", str(manifest), "--out", str(out), "--json"]
+    done = CliRunner().invoke(main, [*map(str, args), *options], catch_exceptions=False)
+    assert done.exit_code == exit_code, done.output
+    return [json.loads(line) for line in done.stdout.strip().splitlines()]
 
 
 @pytest.fixture(scope="module")
@@ -74,11 +84,8 @@ def test_run_on_a_remote_backend_solves_the_task_and_leaves_nothing(
     tag = built_images["claude-code"].tag
     fake_cloud = fake_e2b(monkeypatch, machines, {template: (tag, "agent")}) if backend == "e2b" else None
     with fake_cloud or fake_hub(monkeypatch, machines) as fake:
-        args = ["run", "claude-code", "--task", str(EXAMPLES / "write-file"), "--backend", backend]
-        args += ["--manifest", str(manifest), "--out", str(tmp_path), "--json"]
-        done = CliRunner().invoke(main, args, catch_exceptions=False)
-        assert done.exit_code == 0, done.output
-        result = json.loads(done.stdout.strip().splitlines()[-1])
+        run = ("run", "claude-code", "--task", EXAMPLES / "write-file")
+        result = remote_cli(*run, backend=backend, manifest=manifest, out=tmp_path)[-1]
         assert (result["status"], result["reward"], result["exit_code"]) == ("ok", 1.0, 0), result["error"]
         assert result["turns"] >= 2 and result["tokens"] > 0 and result["calls_without_token_ids"] == 0
         out = Path(result["out_dir"])
@@ -140,11 +147,8 @@ def test_a_batch_spans_sandboxes_concurrently_with_bounded_create_retries(
     manifest, template = published
     with fake_e2b(monkeypatch, machines, {template: (built_images["claude-code"].tag, "agent")}) as fake:
         fake.fail_creates = [503, 429]  # two creates are refused once each, then go through
-        args = ["rollout", "claude-code", "--tasks", str(EXAMPLES), "-n", "2", "--concurrency", "6", "--oracle"]
-        args += ["--backend", "e2b", "--manifest", str(manifest), "--out", str(tmp_path), "--json"]
-        done = CliRunner().invoke(main, args, catch_exceptions=False)
-        assert done.exit_code == 0, done.output
-        lines = [json.loads(line) for line in done.stdout.strip().splitlines()]
+        rollout = ("rollout", "claude-code", "--tasks", EXAMPLES, "-n", "2", "--concurrency", "6", "--oracle")
+        lines = remote_cli(*rollout, backend="e2b", manifest=manifest, out=tmp_path)
         results = [line for line in lines if "rollout_id" in line]
         assert len(results) == 6 and {(r["status"], r["reward"]) for r in results} == {("ok", 1.0)}
         assert (fake.created, fake.killed, fake.alive, len(fake.create_bodies)) == (6, 6, 0, 8)
@@ -162,10 +166,8 @@ def test_an_image_not_published_at_its_hash_is_a_clear_error(
     path = tmp_path / "published.json"
     save_manifest(path, manifest)
     with fake_e2b(monkeypatch, machines, {"claude-code:x1": (tag, "agent")}) as fake:
-        args = ["run", "claude-code", "--task", str(EXAMPLES / "write-file"), "--oracle", "--backend", "e2b"]
-        done = CliRunner().invoke(main, [*args, "--manifest", str(path), "--out", str(tmp_path / "out"), "--json"])
-        assert done.exit_code == 1
-        error = json.loads(done.stdout.strip().splitlines()[-1])["error"]
+        run = ("run", "claude-code", "--task", EXAMPLES / "write-file", "--oracle")
+        error = remote_cli(*run, backend="e2b", manifest=path, out=tmp_path / "out", exit_code=1)[-1]["error"]
         assert "no single published content hash matches" in error and "000000000000" in error
         assert fake.created == 0  # the template of another build is never started
 
