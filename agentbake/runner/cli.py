@@ -61,7 +61,8 @@ def _report(leftovers: list[Leftover], dry_run: bool) -> None:
 
 
 def _model_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The options `run` and `rollout` share: image resolution, model, key, output, `--json`. The command
+    """The options `run` and `rollout` share: image resolution, model, key, preflight and logprobs modes,
+    output, `--json`. The command
     receives `as_json` and `make_config`, which builds the RunnerConfig from them and the command's own fields
     (warm, gateway), resolving the image; a setting RunnerConfig refuses is a usage error."""
 
@@ -74,6 +75,9 @@ def _model_options(command: Callable[..., Any]) -> Callable[..., Any]:
         api_key_env: str,
         oracle: bool,
         out_dir: Path,
+        no_preflight: bool,
+        logprobs_mode: str | None,
+        expect_logprobs: str,
         **kwargs: Any,
     ) -> Any:
         def make_config(**extra: Any) -> RunnerConfig:
@@ -85,6 +89,9 @@ def _model_options(command: Callable[..., Any]) -> Callable[..., Any]:
                     api_key_env=api_key_env,
                     oracle=oracle,
                     out_dir=out_dir,
+                    preflight=not no_preflight,
+                    logprobs_mode=logprobs_mode,
+                    expect_logprobs=expect_logprobs,
                     **extra,
                 )
             except ValidationError as exc:
@@ -112,6 +119,23 @@ def _model_options(command: Callable[..., Any]) -> Callable[..., Any]:
                 help="Variable holding the upstream API key; only the gateway on this host reads it.",
             ),
             click.option("--oracle", is_flag=True, help="Run the task's solution/solve.sh instead of an agent."),
+            click.option(
+                "--no-preflight",
+                is_flag=True,
+                help="Skip the model server's preflight (runs that need no capture, e.g. an evaluation).",
+            ),
+            click.option(
+                "--logprobs-mode",
+                type=click.Choice(["raw", "processed"]),
+                help="What the server's logprobs are (vLLM --logprobs-mode); default: what the preflight finds.",
+            ),
+            click.option(
+                "--expect-logprobs",
+                type=click.Choice(["raw", "processed"]),
+                default="raw",
+                show_default=True,
+                help="The logprobs the trainer uses; rollouts stamped otherwise are not trainable.",
+            ),
             click.option(
                 "--out",
                 "out_dir",
@@ -149,8 +173,7 @@ def run_command(
     task = load_task(task_dir)
     _warn(task.warnings)
     config = make_config(gateway=backend.gateway)
-    runner = Runner(config, sandboxes := backend.build())
-    with teardown_on_signals(runner), _closing(sandboxes):
+    with _closing(sandboxes := backend.build()), teardown_on_signals(runner := Runner(config, sandboxes)):
         if config.model == SCRIPTED:
             runner.start_scripted([task])
         try:
@@ -191,8 +214,7 @@ def rollout_command(
         _warn(task.warnings)
     config = make_config(warm=warm, gateway=backend.gateway)
     display = _BatchDisplay(len(tasks) * repeats)
-    runner = Runner(config, sandboxes := backend.build(warm=warm))
-    with teardown_on_signals(runner), _closing(sandboxes):
+    with _closing(sandboxes := backend.build(warm=warm)), teardown_on_signals(runner := Runner(config, sandboxes)):
         if config.model == SCRIPTED:
             runner.start_scripted(tasks)
         try:

@@ -25,7 +25,14 @@ _STALE_AFTER_S = 60  # a folder younger than this may belong to a gateway still 
 
 
 def start_host_gateway(
-    *, upstream: str, rollout_id: str, token: str, trace: Path, model_name: str | None, api_key_env: str
+    *,
+    upstream: str,
+    rollout_id: str,
+    token: str,
+    trace: Path,
+    model_name: str | None,
+    api_key_env: str,
+    logprobs_mode: str | None = None,
 ) -> tuple[Path, Any]:
     """Serve a gateway for one rollout on `<temp>/agentbake-gw-<rollout>-*/gateway.sock` (on the temp
     dir's filesystem, where the Docker backend hard-links it); returns the folder and the served app."""
@@ -43,6 +50,7 @@ def start_host_gateway(
             trace=trace,
             model_override=model_name,
             api_key_env=api_key_env,
+            logprobs_mode=logprobs_mode,
         )
         return runtime_dir, serve_in_thread(create_app(config), uds=uds)
     except BaseException:

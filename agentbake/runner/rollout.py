@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentbake.errors import AgentbakeError, SandboxError, TaskError
+from agentbake.errors import AgentbakeError, PreflightError, SandboxError, TaskError
 from agentbake.gateway.trace import TraceRecord, read_trace
 from agentbake.runner.agents import AgentImage, AgentLaunch, ModelAccess, agent_for_labels
 from agentbake.runner.harness import Harness, HarnessOutcome, oracle_launch
@@ -35,6 +35,9 @@ from agentbake.runner.result import RolloutResult, Status, Timings
 from agentbake.runner.rollout_config import SCRIPTED, SCRIPTED_MODEL_NAME, RunnerConfig
 from agentbake.runner.sandbox import SandboxBackend, SandboxHandle, SandboxRequest
 from agentbake.runner.task import Task
+
+if TYPE_CHECKING:
+    from agentbake.export.sequences import LogprobsMode
 
 logger = logging.getLogger("agentbake.runner")
 
@@ -80,8 +83,6 @@ class Runner:
 
     def __init__(self, config: RunnerConfig, backend: SandboxBackend | None = None) -> None:
         self.config = config
-        self._own_backend = backend is None
-        self.backend = backend if backend is not None else _docker_backend(config)
         self._labels = _image_labels(config.image)
         self._agent = None if config.oracle else agent_for_labels(self._labels)
         self._model = None  # the scripted model's server, started by start_scripted
@@ -91,6 +92,11 @@ class Runner:
         self._model_name = config.model_name or (
             served_model(self._upstream, config.api_key_env) if self._upstream else None
         )
+        self._logprobs_mode = config.logprobs_mode
+        if self._upstream:  # before the backend: a server that fails it leaves nothing started
+            self._preflight()
+        self._own_backend = backend is None
+        self.backend = backend if backend is not None else _docker_backend(config)
         self._live: dict[str, _Live] = {}
         self._lock = threading.Lock()
         self._aborted = threading.Event()
@@ -111,6 +117,27 @@ class Runner:
             self._model.stop()
         self._model = start_scripted_model(list(tasks))
         self._upstream = f"{self._model.url}/v1"
+        self._preflight()
+
+    def _preflight(self) -> None:
+        """The upstream's preflight, once per upstream (RunnerConfig.preflight): PreflightError when its answers
+        cannot be captured; else the logprobs mode it found is what every gateway stamps."""
+        if not self.config.preflight or self.config.gateway == "sandbox" or self._upstream is None:
+            return
+        from agentbake.gateway import GatewayConfig
+        from agentbake.gateway.preflight import require_capturable
+
+        probe = GatewayConfig(
+            upstream=self._upstream,
+            model_override=self._model_name,
+            api_key_env=self.config.api_key_env,
+            logprobs_mode=self.config.logprobs_mode,
+        )
+        try:
+            self._logprobs_mode = require_capturable(probe).logprobs_mode
+        except PreflightError as exc:
+            hint = "a run that needs no capture (an evaluation) can skip it: --no-preflight (RunnerConfig.preflight)"
+            raise PreflightError(f"model {self._upstream}: {exc}\n{hint}", report=exc.report) from None
 
     def abort(self) -> None:
         """Remove every live sandbox and gateway now (Ctrl-C, SIGTERM); rollouts in flight end as errors."""
@@ -164,7 +191,7 @@ class Runner:
         result.exit_code, result.verifier_exit_code = outcome.exit_code, outcome.verifier_exit_code
         result.timings = timings.finish()
         _add_trace(result, out_dir / TRACE_FILE)
-        _write_sequences(result, out_dir / TRACE_FILE, out_dir / SEQUENCES_FILE)
+        _write_sequences(result, out_dir / TRACE_FILE, out_dir / SEQUENCES_FILE, self.config.expect_logprobs)
         result.write()
         return result
 
@@ -234,6 +261,7 @@ class Runner:
             api_key_env=self.config.api_key_env,
             api_key=os.environ.get(self.config.api_key_env),
             model_override=self._model_name,
+            logprobs_mode=self._logprobs_mode,
         )
         start_sandbox_gateway(handle, self._labels, spec)
 
@@ -247,6 +275,7 @@ class Runner:
             trace=trace,
             model_name=self._model_name,
             api_key_env=self.config.api_key_env,
+            logprobs_mode=self._logprobs_mode,
         )
 
     # -- batches ----------------------------------------------------------------------------------
@@ -364,12 +393,12 @@ def _add_trace(result: RolloutResult, path: Path) -> None:
     result.calls_without_token_ids = sum(r.ok and not r.completion_token_ids for r in records)
 
 
-def _write_sequences(result: RolloutResult, trace: Path, out_file: Path) -> None:
+def _write_sequences(result: RolloutResult, trace: Path, out_file: Path, logprobs: LogprobsMode) -> None:
     from agentbake.export import write_sequences
 
     if not trace.exists():
         return
-    (summary,) = write_sequences(trace, out_file, rollout_id=result.rollout_id)
+    (summary,) = write_sequences(trace, out_file, rollout_id=result.rollout_id, logprobs=logprobs)
     result.trainable = bool(summary["trainable"])
 
 

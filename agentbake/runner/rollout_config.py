@@ -52,6 +52,22 @@ class RunnerConfig(BaseModel):
     `sandbox` (remote backends): it runs inside the sandbox from the image's baked venv, calling `model`
     directly with the key from `api_key_env` (docs/remote.md)."""
 
+    preflight: bool = True
+    """Probe the model server once, before the first rollout, as every gateway will call it (`agentbake
+    preflight`): refuse to start when its answers cannot be captured for training, and learn whether its
+    logprobs are raw or processed. False for runs that need no capture (an evaluation against a server
+    without logprobs). Skipped with `gateway="sandbox"`: the sandboxes reach `model` by an address this
+    host may not."""
+
+    logprobs_mode: Literal["raw", "processed"] | None = None
+    """What the server's logprobs are (vLLM `--logprobs-mode raw_logprobs|processed_logprobs`), stamped on
+    every trace record. None takes what the preflight finds; a preflight that finds the other refuses to
+    start, naming both fixes."""
+
+    expect_logprobs: Literal["raw", "processed"] = "raw"
+    """The logprobs the trainer computes its ratios with: a rollout whose records are stamped with the other
+    mode is not `trainable` (`out/<id>/sequences.json`, `RolloutResult.trainable`)."""
+
     @model_validator(mode="after")
     def _model_or_oracle(self) -> RunnerConfig:
         if self.oracle and self.model is not None:

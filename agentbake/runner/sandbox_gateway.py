@@ -45,6 +45,8 @@ class SandboxGateway:
     api_key_env: str = "AGENTBAKE_UPSTREAM_API_KEY"
     api_key: str | None = field(default=None, repr=False)
     model_override: str | None = None
+    logprobs_mode: str | None = None
+    """What the server's logprobs are ("raw" or "processed"), stamped on every record; None: unknown."""
 
 
 def gateway_sources() -> bytes:
@@ -78,6 +80,8 @@ def start_sandbox_gateway(handle: SandboxHandle, labels: Mapping[str, str], spec
     argv += ["--rollout-id", spec.rollout_id, "--trace", f"{folder}/trace.jsonl", "--api-key-env", spec.api_key_env]
     if spec.model_override:
         argv += ["--model-override", spec.model_override]
+    if spec.logprobs_mode:
+        argv += ["--logprobs-mode", spec.logprobs_mode]
     envs = {spec.api_key_env: spec.api_key} if spec.api_key else {}
     job = handle.start_bg(f"cd {folder} && exec {shlex.join(argv)}", envs=envs, cwd=folder, user="root")
     url = f"http://127.0.0.1:{port}"

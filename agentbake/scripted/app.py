@@ -70,6 +70,9 @@ class ScriptedModel:
         self.reject_fields: set[str] = set()
         """Request fields answered with a 400 "Extra inputs are not permitted", as vLLM before Nov 2024 and
         other strict servers do (vLLM 0.34 accepts unknown fields silently)."""
+        self.ignore_fields: set[str] = set()
+        """Request fields accepted and then ignored, as OpenAI-compatible servers without logprobs or vLLM's
+        token-id extensions do (`requests` still shows them as sent)."""
         self.logprobs_mode = "raw"
         """What the stated logprobs are, as vLLM's `--logprobs-mode`: "raw" (the policy's, before temperature)
         or "processed" (after temperature: the raw value divided by the request's `temperature`)."""
@@ -165,6 +168,7 @@ class ScriptedModel:
             flat = {"object": "error", "message": f"Extra inputs are not permitted: {', '.join(extra)}", "code": 400}
             await _json(send, 400, flat)
             return
+        request = {k: v for k, v in request.items() if k not in self.ignore_fields}
         invalid = validate(request)
         if invalid is not None:
             await _json(send, 400, invalid)

@@ -16,7 +16,6 @@ import orjson
 import pytest
 
 from agentbake.gateway import GatewayConfig, TraceRecord, create_app, read_trace
-from agentbake.gateway.asgi import read_body
 from agentbake.scripted import Reply, ScriptedModel
 from agentbake.serve import ServedApp, serve_in_thread
 
@@ -224,30 +223,6 @@ def run_claude_code(
 CALLS_PING = Reply(text="", tool_calls=[("ping", {})])
 
 
-class IgnoresFields:
-    """A server that accepts request fields it does not implement and ignores them, as OpenAI-compatible
-    servers without logprobs or vLLM's token-id extensions do: the scripted model never sees them."""
-
-    def __init__(self, app: ScriptedModel, fields: set[str]) -> None:
-        self.app = app
-        self.fields = fields
-
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        body = await read_body(scope, receive)
-        if body:
-            request = orjson.loads(body)
-            body = orjson.dumps({k: v for k, v in request.items() if k not in self.fields})
-        replayed = [{"type": "http.request", "body": body, "more_body": False}]
-
-        async def replay() -> dict:
-            return replayed.pop() if replayed else await receive()
-
-        await self.app(scope, replay, send)
-
-
 @pytest.fixture
 def serve_model() -> Iterator[Callable[..., tuple[ScriptedModel, str]]]:
     """Serve a fresh scripted model (calling `ping` unless told otherwise); returns it and its /v1 URL."""
@@ -256,8 +231,8 @@ def serve_model() -> Iterator[Callable[..., tuple[ScriptedModel, str]]]:
     def start(*, ignore: set[str] = frozenset(), reply: Reply = CALLS_PING, **served: Any) -> tuple[ScriptedModel, str]:
         model = ScriptedModel()
         model.responder = lambda request: reply
-        app = IgnoresFields(model, set(ignore)) if ignore else model
-        server = serve_in_thread(app, log_level="critical", **served)
+        model.ignore_fields = set(ignore)
+        server = serve_in_thread(model, log_level="critical", **served)
         servers.append(server)
         return model, server.url + "/v1"
 

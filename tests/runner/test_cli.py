@@ -15,6 +15,8 @@ import pytest
 
 from agentbake.buildkit.build import BuildResult
 from agentbake.runner import labels
+from agentbake.scripted import ScriptedModel
+from agentbake.serve import serve_in_thread
 from tests.runner.rollouts import EXAMPLES, leftovers, write_task
 
 pytestmark = pytest.mark.docker
@@ -75,6 +77,17 @@ def test_bad_input_is_one_clear_error(built_images: dict, tmp_path: Path, args: 
     done = agentbake("run", "claude-code", "--task", str(task), "--out", str(tmp_path / "out"), *args)
     assert done.returncode != 0
     assert message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_model_server_that_fails_the_preflight_is_one_clear_error(built_images: dict, tmp_path: Path) -> None:
+    model = ScriptedModel()
+    model.ignore_fields = {"logprobs", "top_logprobs"}
+    with serve_in_thread(model, log_level="critical") as server:
+        args = ["run", "claude-code", "--task", str(EXAMPLES / "write-file"), "--out", str(tmp_path)]
+        done = agentbake(*args, "--model", f"{server.url}/v1", "--logprobs-mode", "raw")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "preflight failed" in done.stderr and "the server ignores `logprobs: true`" in done.stderr
+    assert "--no-preflight" in done.stderr and not list(tmp_path.iterdir())  # no rollout started
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])

@@ -115,7 +115,9 @@ def test_gateway_in_the_sandbox_calls_upstream_with_a_key_the_agent_cannot_see(
         image=tag, model="http://127.0.0.1:9/v1", api_key_env="AGENTBAKE_TEST_PROBE_KEY", out_dir=tmp_path / "out"
     )
     with serve_in_thread(model) as upstream:
-        config = config.model_copy(update={"model": f"{upstream.url}/v1", "gateway": "sandbox"})
+        # No preflight from here with the gateway in the sandbox: the mode it is told is what records carry.
+        update = {"model": f"{upstream.url}/v1", "gateway": "sandbox", "logprobs_mode": "raw"}
+        config = config.model_copy(update=update)
         if backend == "e2b":
             cloud, sandboxes = (
                 fake_e2b(monkeypatch, machines, {template: (tag, "agent")}),
@@ -132,6 +134,7 @@ def test_gateway_in_the_sandbox_calls_upstream_with_a_key_the_agent_cannot_see(
     assert (result.status, result.reward) == (Status.OK, 1.0), result.error
     assert model.headers and all(h.get("authorization") == f"Bearer {key}" for h in model.headers)
     assert result.turns == len(model.requests) and result.tokens > 0  # every call's record was fetched
+    assert {record.logprobs_mode for record in result.trace} == {"raw"}
     found = [line[1:] for line in (result.out_dir / "workdir.diff").read_text().splitlines() if line.startswith("+")]
     assert "probed" in found and KEY_PREFIX in found, "the probe did not run or saw no process"
     assert not any(key in line for line in found), "the upstream key is readable by the agent"

@@ -65,6 +65,7 @@ def test_each_agent_solves_a_task_with_the_scripted_model_and_every_call_has_tok
         seed = request_seed(record.request)
         assert record.per_token_logps == [sampled_logprob(seed, n) for n in range(len(record.completion_token_ids))]
     assert result.trace == records and result.calls_without_token_ids == 0
+    assert {r.logprobs_mode for r in records} == {"raw"}  # what the runner's preflight found
     assert result.tokens == sum(len(r.completion_token_ids) for r in records)
     assert (result.out_dir / "agent" / f"{agent}.log").stat().st_size > 0
     # The export: the whole rollout is one agent sequence, its input ids the last call's prompt + completion.
@@ -142,7 +143,11 @@ def test_a_real_agent_whose_model_refuses_every_call_is_an_agent_error_and_still
     task = load_task(EXAMPLES / "write-file")
     with serve_in_thread(model) as upstream:
         config = RunnerConfig(
-            image=built_images["claude-code"].tag, model=f"{upstream.url}/v1", model_name="m", out_dir=tmp_path
+            image=built_images["claude-code"].tag,
+            model=f"{upstream.url}/v1",
+            model_name="m",
+            preflight=False,  # the preflight would refuse this server: the agent must meet it
+            out_dir=tmp_path,
         )
         with Runner(config, backend) as runner:
             result = runner.run(task)
