@@ -46,16 +46,19 @@ class SamplingEvidence:
     """Why the answers cannot tell, when `sampled_as` is None; else what showed it."""
 
 
-def _candidates(entry: object) -> dict[int, float]:
-    """Token id -> logprob at one position: the sampled token and its listed alternatives, clamped ones left out."""
+def _candidates(entry: object) -> dict[int | str, float]:
+    """Token -> logprob at one position: the sampled token and its listed alternatives, clamped ones left out.
+    A token is its id, or its text where the server names no id (it refused `return_tokens_as_token_ids`)."""
     if not isinstance(entry, dict):
         return {}
     tops = entry.get("top_logprobs")
-    found: dict[int, float] = {}
+    found: dict[int | str, float] = {}
     for item in [*(tops if isinstance(tops, list) else []), entry]:
-        token_id, logprob = token_id_of(item), logprob_of(item)
-        if token_id is not None and logprob is not None and logprob > CLAMPED:
-            found[token_id] = logprob
+        token = token_id_of(item)
+        token = item.get("token") if token is None and isinstance(item, dict) else token
+        logprob = logprob_of(item)
+        if isinstance(token, (int, str)) and logprob is not None and logprob > CLAMPED:
+            found[token] = logprob
     return found
 
 

@@ -68,6 +68,17 @@ def test_the_gateways_preflight_stamps_what_it_found_on_every_record(serve_model
     assert record["per_token_logps"] == model.emitted_logprobs[-1]  # the values the stamp speaks of
 
 
+def test_tokens_named_by_text_are_compared_too(serve_model):
+    """A server that refuses `return_tokens_as_token_ids` names the alternatives by their text only."""
+    model, url = serve_model()
+    model.reject_fields = {"return_tokens_as_token_ids"}
+    model.logprobs_mode = "processed"
+    report = run_preflight(GatewayConfig(upstream=url))
+    assert report.rejected_fields == ["return_tokens_as_token_ids"]
+    assert not model.requests[-1].get("return_tokens_as_token_ids")
+    assert report.logprobs_mode == "processed", report.summary()
+
+
 def test_logits_are_not_logprobs(serve_model):
     _, url = serve_model(reply=Reply(text="pong", logprob_values={0: 4.25}))
     report = run_preflight(GatewayConfig(upstream=url))
