@@ -7,6 +7,7 @@ from agentbake.errors import ConfigError, TraceError
 from agentbake.gateway.app import Gateway, create_app
 from agentbake.gateway.config import GatewayConfig
 from agentbake.gateway.errors import GatewayError, InvalidRequest, RequestTooLarge, UpstreamError
+from agentbake.gateway.preflight import PreflightReport, run_preflight
 from agentbake.gateway.trace import RolloutCheck, TraceRecord, TraceSummary, check, iter_trace, read_trace, summarize
 
 
@@ -25,6 +26,7 @@ __all__ = [
     "GatewayConfig",
     "GatewayError",
     "InvalidRequest",
+    "PreflightReport",
     "RequestTooLarge",
     "RolloutCheck",
     "TraceError",
@@ -36,5 +38,6 @@ __all__ = [
     "export",
     "iter_trace",
     "read_trace",
+    "run_preflight",
     "summarize",
 ]
