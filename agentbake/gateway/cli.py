@@ -158,6 +158,8 @@ def trace_summary(path: Path, as_json: bool) -> None:
         click.echo(f"dialect {dialect}: {count}")
     for verdict, count in sorted(summary.by_capture.items()):
         click.echo(f"capture {verdict}: {count}")
+    for mode, count in sorted(summary.by_logprobs_mode.items()):
+        click.echo(f"logprobs {mode}: {count}")
 
 
 @trace.command("check")

@@ -146,6 +146,8 @@ class TraceSummary:
     by_dialect: dict[str, int] = field(default_factory=dict)
     by_capture: dict[str, int] = field(default_factory=dict)
     """Records per capture verdict ("complete", "partial", "none"; "unknown" for records before schema 2)."""
+    by_logprobs_mode: dict[str, int] = field(default_factory=dict)
+    """Records per logprobs mode stamped on them ("raw", "processed"; "unknown" without a stamp)."""
 
 
 def summarize(records: list[TraceRecord]) -> TraceSummary:
@@ -159,6 +161,8 @@ def summarize(records: list[TraceRecord]) -> TraceSummary:
         summary.by_dialect[record.dialect] = summary.by_dialect.get(record.dialect, 0) + 1
         verdict = str((record.capture or {}).get("verdict", "unknown"))
         summary.by_capture[verdict] = summary.by_capture.get(verdict, 0) + 1
+        mode = record.logprobs_mode or "unknown"
+        summary.by_logprobs_mode[mode] = summary.by_logprobs_mode.get(mode, 0) + 1
     return summary
 
 

@@ -80,7 +80,9 @@ def test_summary_counts_tokens_errors_and_retries(tmp_path):
     writer.write(record(0, completion_token_ids=[1, 2, 3], rollout_id="a", dialect="anthropic"))
     writer.write(record(1, response=None, upstream_status=500, upstream_error="boom", rollout_id="a"))
     writer.write(record(2, completion_token_ids=[4], retry_of=1, rollout_id="b"))
-    writer.write(record(3, rollout_id="b", capture={"verdict": "none", "reasons": ["ids missing"]}))
+    writer.write(
+        record(3, rollout_id="b", capture={"verdict": "none", "reasons": ["ids missing"]}, logprobs_mode="raw")
+    )
     writer.close()
     summary = summarize(read_trace(path))
     assert (summary.turns, summary.rollouts, summary.tokens) == (4, 2, 4)
@@ -96,6 +98,8 @@ def test_summary_counts_tokens_errors_and_retries(tmp_path):
     assert json.loads(as_json.output)["by_dialect"] == {"anthropic": 1, "openai": 3}
     assert json.loads(as_json.output)["by_capture"] == {"none": 1, "unknown": 3}
     assert "capture none: 1" in result.output
+    assert json.loads(as_json.output)["by_logprobs_mode"] == {"raw": 1, "unknown": 3}
+    assert "logprobs raw: 1" in result.output and "logprobs unknown: 3" in result.output
 
 
 def test_summary_of_a_corrupt_trace_is_a_clean_cli_error(tmp_path):
