@@ -18,40 +18,25 @@ from pathlib import Path
 from typing import Any
 
 from agentbake.errors import ConfigError
+from agentbake.gateway.config import GatewayConfig
 
 GATEWAY_DIR_PREFIX = "agentbake-gw-"
 GATEWAY_SOCKET = "gateway.sock"
 _STALE_AFTER_S = 60  # a folder younger than this may belong to a gateway still starting
 
 
-def start_host_gateway(
-    *,
-    upstream: str,
-    rollout_id: str,
-    token: str,
-    trace: Path,
-    model_name: str | None,
-    api_key_env: str,
-    logprobs_mode: str | None = None,
-) -> tuple[Path, Any]:
-    """Serve a gateway for one rollout on `<temp>/agentbake-gw-<rollout>-*/gateway.sock` (on the temp
-    dir's filesystem, where the Docker backend hard-links it); returns the folder and the served app."""
-    from agentbake.gateway import GatewayConfig, create_app
+def start_host_gateway(shared: GatewayConfig, *, rollout_id: str, token: str, trace: Path) -> tuple[Path, Any]:
+    """Serve a gateway with the runner's `shared` settings for one rollout on
+    `<temp>/agentbake-gw-<rollout>-*/gateway.sock` (on the temp dir's filesystem, where the Docker backend
+    hard-links it); returns the folder and the served app."""
+    from agentbake.gateway import create_app
     from agentbake.serve import serve_in_thread
 
     runtime_dir = Path(tempfile.mkdtemp(prefix=f"{GATEWAY_DIR_PREFIX}{rollout_id[:40]}-"))
     try:
         uds = runtime_dir / GATEWAY_SOCKET
-        config = GatewayConfig(
-            upstream=upstream,
-            uds=uds,
-            rollout_id=rollout_id,
-            client_token=token,
-            trace=trace,
-            model_override=model_name,
-            api_key_env=api_key_env,
-            logprobs_mode=logprobs_mode,
-        )
+        per_rollout = {"uds": uds, "rollout_id": rollout_id, "client_token": token, "trace": trace}
+        config = GatewayConfig.model_validate({**shared.model_dump(), **per_rollout})  # validates the token too
         return runtime_dir, serve_in_thread(create_app(config), uds=uds)
     except BaseException:
         shutil.rmtree(runtime_dir, ignore_errors=True)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentbake.errors import AgentbakeError, PreflightError, SandboxError, TaskError
+from agentbake.gateway.config import GatewayConfig
 from agentbake.gateway.trace import TraceRecord, read_trace
 from agentbake.runner.agents import AgentImage, AgentLaunch, ModelAccess, agent_for_labels
 from agentbake.runner.harness import Harness, HarnessOutcome, oracle_launch
@@ -86,15 +87,14 @@ class Runner:
         self._labels = _image_labels(config.image)
         self._agent = None if config.oracle else agent_for_labels(self._labels)
         self._model = None  # the scripted model's server, started by start_scripted
-        self._upstream = config.upstream_url
+        upstream = config.upstream_url
         # Without --model-name, the model the upstream serves: what the agent asks for must exist there.
         remove_stale_gateways()
-        self._model_name = config.model_name or (
-            served_model(self._upstream, config.api_key_env) if self._upstream else None
-        )
-        self._logprobs_mode = config.logprobs_mode
-        if self._upstream:  # before the backend: a server that fails it leaves nothing started
-            self._preflight()
+        self._model_name = config.model_name or (served_model(upstream, config.api_key_env) if upstream else None)
+        # What every rollout's gateway shares (upstream, model override, key variable, logprobs mode).
+        self._gateway: GatewayConfig | None = None
+        if upstream:  # before the backend: a server that fails the preflight leaves nothing started
+            self._use_upstream(upstream)
         self._own_backend = backend is None
         self.backend = backend if backend is not None else _docker_backend(config)
         self._live: dict[str, _Live] = {}
@@ -116,28 +116,29 @@ class Runner:
         if self._model is not None:
             self._model.stop()
         self._model = start_scripted_model(list(tasks))
-        self._upstream = f"{self._model.url}/v1"
-        self._preflight()
+        self._use_upstream(f"{self._model.url}/v1")
 
-    def _preflight(self) -> None:
-        """The upstream's preflight, once per upstream (RunnerConfig.preflight): PreflightError when its answers
-        cannot be captured; else the logprobs mode it found is what every gateway stamps."""
-        if not self.config.preflight or self.config.gateway == "sandbox" or self._upstream is None:
-            return
-        from agentbake.gateway import GatewayConfig
+    def _use_upstream(self, upstream: str) -> None:
+        """Point every rollout's gateway at `upstream`, after its preflight (RunnerConfig.preflight, once per
+        upstream): PreflightError when its answers cannot be captured; else the gateways stamp the logprobs
+        mode it found."""
         from agentbake.gateway.preflight import require_capturable
 
-        probe = GatewayConfig(
-            upstream=self._upstream,
+        gateway = GatewayConfig(
+            upstream=upstream,
             model_override=self._model_name,
             api_key_env=self.config.api_key_env,
             logprobs_mode=self.config.logprobs_mode,
         )
-        try:
-            self._logprobs_mode = require_capturable(probe).logprobs_mode
-        except PreflightError as exc:
-            hint = "a run that needs no capture (an evaluation) can skip it: --no-preflight (RunnerConfig.preflight)"
-            raise PreflightError(f"model {self._upstream}: {exc}\n{hint}", report=exc.report) from None
+        if self.config.preflight and self.config.gateway == "host":
+            try:
+                found = require_capturable(gateway).logprobs_mode
+            except PreflightError as exc:
+                hint = "a run that needs no capture (an evaluation) can skip it: --no-preflight"
+                hint += " (RunnerConfig.preflight)"
+                raise PreflightError(f"model {upstream}: {exc}\n{hint}", report=exc.report) from None
+            gateway = gateway.model_copy(update={"logprobs_mode": found})
+        self._gateway = gateway
 
     def abort(self) -> None:
         """Remove every live sandbox and gateway now (Ctrl-C, SIGTERM); rollouts in flight end as errors."""
@@ -252,31 +253,25 @@ class Runner:
     def _start_sandbox_gateway(self, handle: SandboxHandle, rollout_id: str, trace: Path) -> None:
         from agentbake.runner.sandbox_gateway import SandboxGateway, start_sandbox_gateway
 
-        if self._upstream is None:
-            raise SandboxError("model 'scripted' needs Runner.start_scripted(tasks) before a rollout")
+        gateway = self._shared_gateway()
         spec = SandboxGateway(
-            upstream=self._upstream,
+            upstream=gateway.upstream,
             rollout_id=rollout_id,
             trace=trace,
-            api_key_env=self.config.api_key_env,
-            api_key=os.environ.get(self.config.api_key_env),
-            model_override=self._model_name,
-            logprobs_mode=self._logprobs_mode,
+            api_key_env=gateway.api_key_env,
+            api_key=os.environ.get(gateway.api_key_env),
+            model_override=gateway.model_override,
+            logprobs_mode=gateway.logprobs_mode,
         )
         start_sandbox_gateway(handle, self._labels, spec)
 
     def _start_gateway(self, rollout_id: str, token: str, trace: Path) -> tuple[Path, Any]:
-        if self._upstream is None:
+        return start_host_gateway(self._shared_gateway(), rollout_id=rollout_id, token=token, trace=trace)
+
+    def _shared_gateway(self) -> GatewayConfig:
+        if self._gateway is None:
             raise SandboxError("model 'scripted' needs Runner.start_scripted(tasks) before a rollout")
-        return start_host_gateway(
-            upstream=self._upstream,
-            rollout_id=rollout_id,
-            token=token,
-            trace=trace,
-            model_name=self._model_name,
-            api_key_env=self.config.api_key_env,
-            logprobs_mode=self._logprobs_mode,
-        )
+        return self._gateway
 
     # -- batches ----------------------------------------------------------------------------------
 
