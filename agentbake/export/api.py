@@ -12,8 +12,9 @@ import orjson
 from agentbake.errors import TraceError
 from agentbake.export.findings import Finding
 from agentbake.export.reader import ALL_ROLLOUTS, index_trace, iter_rollouts
-from agentbake.export.sequences import LogprobsMode, build_document
+from agentbake.export.sequences import build_document
 from agentbake.export.trl import to_trl
+from agentbake.gateway.config import LogprobsMode
 
 Format = Literal["json", "trl"]
 

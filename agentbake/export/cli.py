@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from agentbake.clikit import json_option, print_json
+from agentbake.gateway.config import LOGPROBS_MODES
 
 
 @click.command("export")
@@ -26,7 +27,7 @@ from agentbake.clikit import json_option, print_json
 )
 @click.option(
     "--logprobs",
-    type=click.Choice(["raw", "processed"]),
+    type=click.Choice(LOGPROBS_MODES),
     default="raw",
     show_default=True,
     help="The logprobs the trainer expects (vLLM --logprobs-mode); records stamped otherwise are untrainable.",

@@ -14,9 +14,9 @@ from typing import Literal
 from agentbake.export.findings import Finding
 from agentbake.export.graph import check_retries, link, paths
 from agentbake.export.reader import Call
+from agentbake.gateway.config import LogprobsMode
 
 FORMAT = "agentbake.sequences/1"
-LogprobsMode = Literal["raw", "processed"]
 Role = Literal["agent", "auxiliary", "discarded"]
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from agentbake.clikit import build_model, json_option, model_options, print_json
-from agentbake.gateway.config import GatewayConfig
+from agentbake.gateway.config import LOGPROBS_MODES, GatewayConfig
 
 # Spellings that differ from `--field-name`: kept from before the options were generated.
 OPTION_NAMES = {
@@ -75,7 +75,7 @@ def gateway(no_token_ids: bool, client_token_env: str | None, **fields: object) 
 @click.option("--no-token-ids", is_flag=True, help="Do not ask for vLLM's token-id fields (as the gateway's flag).")
 @click.option(
     "--logprobs-mode",
-    type=click.Choice(["raw", "processed"]),
+    type=click.Choice(LOGPROBS_MODES),
     help="What the gateway will be told the logprobs are; a server shown to send the other is not capturable.",
 )
 @json_option

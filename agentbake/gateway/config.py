@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
@@ -13,6 +13,11 @@ from agentbake.errors import ConfigError
 
 # What a rollout id may look like, in a `/r/<id>/` path or in `rollout_id`.
 ROLLOUT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+LogprobsMode = Literal["raw", "processed"]
+"""What an answer's logprobs are, as vLLM's `--logprobs-mode` names them (`raw_logprobs`, `processed_logprobs`)."""
+LOGPROBS_MODES: tuple[str, ...] = get_args(LogprobsMode)
 
 
 class GatewayConfig(BaseModel):
@@ -112,7 +117,7 @@ class GatewayConfig(BaseModel):
     """Before serving, make one tiny chat call upstream, unary and streaming (see `agentbake preflight`),
     and refuse to start unless its answers carry logprobs and token ids; the report goes to the log."""
 
-    logprobs_mode: Literal["raw", "processed"] | None = None
+    logprobs_mode: LogprobsMode | None = None
     """What the upstream's logprobs are, as vLLM's `--logprobs-mode` names them: "raw" (the policy's, before
     temperature and top-p) or "processed" (after them). Every trace record carries it, so an export can refuse
     a mismatch with what the trainer expects; None (unknown) when not given."""

@@ -13,11 +13,10 @@ import asyncio
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Literal
 
 from agentbake.errors import PreflightError
 from agentbake.gateway.calls import Calls
-from agentbake.gateway.config import GatewayConfig
+from agentbake.gateway.config import LOGPROBS_MODES, GatewayConfig, LogprobsMode
 from agentbake.gateway.preflight_checks import CHECKS, Check, Probes, Verdict, verdict_of
 from agentbake.gateway.preflight_probes import SAMPLING_TEMPERATURES, SAMPLING_TOP_LOGPROBS, model_name, probe
 
@@ -32,7 +31,7 @@ class PreflightReport:
     checks: list[Check]
     rejected_fields: list[str]
     """vLLM-only capture fields the server refused (the gateway sends its calls without them)."""
-    logprobs_mode: Literal["raw", "processed"] | None = None
+    logprobs_mode: LogprobsMode | None = None
     """What the upstream's logprobs are: as the sampling probes showed, else as the gateway was told
     (`GatewayConfig.logprobs_mode`); None when neither says."""
 
@@ -77,7 +76,7 @@ async def preflight(config: GatewayConfig) -> PreflightReport:
         verdict=verdict_of(checks),
         checks=checks,
         rejected_fields=probes.rejected,
-        logprobs_mode=sampled_as if sampled_as in ("raw", "processed") else config.logprobs_mode,
+        logprobs_mode=sampled_as if sampled_as in LOGPROBS_MODES else config.logprobs_mode,
     )
 
 

@@ -23,6 +23,7 @@ from rich.table import Table
 from agentbake.buildkit.engine import connect
 from agentbake.clikit import json_option, print_json, tasks_option
 from agentbake.errors import AgentbakeError
+from agentbake.gateway.config import LOGPROBS_MODES
 from agentbake.runner.backends import BackendChoice, backend_options
 from agentbake.runner.gc import Leftover, collect, teardown_on_signals
 from agentbake.runner.result import RolloutResult, summarize_results
@@ -126,12 +127,12 @@ def _model_options(command: Callable[..., Any]) -> Callable[..., Any]:
             ),
             click.option(
                 "--logprobs-mode",
-                type=click.Choice(["raw", "processed"]),
+                type=click.Choice(LOGPROBS_MODES),
                 help="What the server's logprobs are (vLLM --logprobs-mode); default: what the preflight finds.",
             ),
             click.option(
                 "--expect-logprobs",
-                type=click.Choice(["raw", "processed"]),
+                type=click.Choice(LOGPROBS_MODES),
                 default="raw",
                 show_default=True,
                 help="The logprobs the trainer uses; rollouts stamped otherwise are not trainable.",

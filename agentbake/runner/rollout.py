@@ -24,10 +24,10 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentbake.errors import AgentbakeError, PreflightError, SandboxError, TaskError
-from agentbake.gateway.config import GatewayConfig
+from agentbake.gateway.config import GatewayConfig, LogprobsMode
 from agentbake.gateway.trace import TraceRecord, read_trace
 from agentbake.runner.agents import AgentImage, AgentLaunch, ModelAccess, agent_for_labels
 from agentbake.runner.harness import Harness, HarnessOutcome, oracle_launch
@@ -36,9 +36,6 @@ from agentbake.runner.result import RolloutResult, Status, Timings
 from agentbake.runner.rollout_config import SCRIPTED, SCRIPTED_MODEL_NAME, RunnerConfig
 from agentbake.runner.sandbox import SandboxBackend, SandboxHandle, SandboxRequest
 from agentbake.runner.task import Task
-
-if TYPE_CHECKING:
-    from agentbake.export.sequences import LogprobsMode
 
 logger = logging.getLogger("agentbake.runner")
 

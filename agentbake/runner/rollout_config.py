@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agentbake.gateway.config import LogprobsMode
+
 SCRIPTED = "scripted"
 """`model` value that serves agentbake's scripted model in-process (plays each task's solve.sh)."""
 SCRIPTED_MODEL_NAME = "scripted"
@@ -59,12 +61,12 @@ class RunnerConfig(BaseModel):
     without logprobs). Skipped with `gateway="sandbox"`: the sandboxes reach `model` by an address this
     host may not."""
 
-    logprobs_mode: Literal["raw", "processed"] | None = None
+    logprobs_mode: LogprobsMode | None = None
     """What the server's logprobs are (vLLM `--logprobs-mode raw_logprobs|processed_logprobs`), stamped on
     every trace record. None takes what the preflight finds; a preflight that finds the other refuses to
     start, naming both fixes."""
 
-    expect_logprobs: Literal["raw", "processed"] = "raw"
+    expect_logprobs: LogprobsMode = "raw"
     """The logprobs the trainer computes its ratios with: a rollout whose records are stamped with the other
     mode is not `trainable` (`out/<id>/sequences.json`, `RolloutResult.trainable`)."""
 
