@@ -1,10 +1,13 @@
-"""The wheel ships the catalog, and an installed agentbake finds it without a checkout."""
+"""The wheel ships the catalog, the example tasks and the guides, and agentbake installed from it in a fresh
+venv, run outside the checkout, finds its locks current, renders and builds to the checkout's content tags and
+runs a task on the real engine."""
 
 from __future__ import annotations
 
 import ast
 import email
 import json
+import os
 import re
 import subprocess
 import sys
@@ -13,9 +16,15 @@ import zipfile
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
+import docker
 import pytest
 
-from agentbake.buildkit.catalog import builtin_root
+from agentbake.buildkit.build import build
+from agentbake.buildkit.ca import detect_ca_bundle
+from agentbake.buildkit.catalog import Catalog, builtin_root
+from agentbake.buildkit.lock import gateway_requirements
+from agentbake.buildkit.render import render
+from tests.conftest import plan_default
 
 # Imported only by commands that need an extra or a maintainer tool, each behind a lazy import.
 OPTIONAL_IMPORTS = {"e2b": "e2b", "huggingface_hub": "hf", "uv": "lock (a maintainer command; uv is a dev tool)"}
@@ -30,6 +39,25 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     (built,) = out.glob("agentbake-*.whl")
     return built
+
+
+@pytest.fixture(scope="module")
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv outside the checkout with only the wheel and its declared dependencies (no system site
+    packages, so a dependency the wheel forgets to declare fails here). This interpreter's pip installs into
+    it (`--python`), which skips bootstrapping a pip of its own."""
+    root = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    install = [sys.executable, "-m", "pip", "--python", str(root / "bin/python"), "install", "--quiet", str(wheel)]
+    subprocess.run(install, check=True, capture_output=True)
+    return root
+
+
+def _outside(venv: Path, *argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """A command of the venv, run from `cwd` as a user would: nothing of the checkout on the import path."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = f"{venv / 'bin'}:{env.get('PATH', '')}"
+    return subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
 def _requirement_name(requirement: str) -> str:
@@ -108,3 +136,109 @@ def test_wheel_ships_the_catalog_and_uses_it(wheel: Path, tmp_path: Path) -> Non
         check=True,
     ).stdout.split()
     assert out == [str(target / "agentbake/_catalog/templates"), "claude-code", "opencode", "pi"]
+
+
+def test_installed_wheel_is_not_the_checkout(venv: Path, tmp_path: Path) -> None:
+    """The venv imports its own copy, and computes the same gateway requirements (the locks' inputs) from the
+    wheel's metadata as the checkout does from pyproject.toml."""
+    probe = (
+        "import json, agentbake; from agentbake.buildkit.lock import gateway_requirements; "
+        "print(json.dumps([agentbake.__file__, gateway_requirements()]))"
+    )
+    done = _outside(venv, str(venv / "bin/python"), "-c", probe, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    module, requirements = json.loads(done.stdout)
+    assert Path(module).is_relative_to(venv) and not Path(module).is_relative_to(builtin_root())
+    assert requirements == gateway_requirements()
+
+
+@pytest.mark.docker
+def test_installed_wheel_lists_renders_and_runs_like_the_checkout(
+    venv: Path, engine: docker.DockerClient, catalog: Catalog, tmp_path: Path
+) -> None:
+    """`agentbake images` finds every lock current and the checkout's content tags; `render` writes the
+    checkout's bytes; `examples` copies the tasks out; `run --oracle` on one resolves the claude-code image
+    by the same tag (already built, so nothing is rebuilt) and rewards it."""
+    tags = {spec.name: plan_default(engine, spec, catalog).tag for spec in catalog.load_all()}
+    listed = _outside(venv, "agentbake", "images", "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    rows = {row["image"]: row for row in map(json.loads, listed.stdout.splitlines())}
+    assert {name: (row["problem"], row["tag"]) for name, row in rows.items()} == {
+        name: (None, tag) for name, tag in tags.items()
+    }
+
+    rendered = _outside(venv, "agentbake", "render", "claude-code", "-o", str(tmp_path / "ctx"), cwd=tmp_path)
+    assert rendered.returncode == 0, rendered.stderr
+    expected = render(catalog.load("claude-code"), catalog.templates_dir, ca_cert=detect_ca_bundle())
+    written = {
+        str(p.relative_to(tmp_path / "ctx")): p.read_bytes() for p in (tmp_path / "ctx").rglob("*") if p.is_file()
+    }
+    assert written == expected.context_files()
+
+    copied = _outside(venv, "agentbake", "examples", "tasks", "--json", cwd=tmp_path)
+    assert copied.returncode == 0, copied.stderr
+    assert json.loads(copied.stdout) == {
+        "dir": "tasks",
+        "tasks": ["fix-failing-test", "multi-step-report", "write-file"],
+    }
+
+    build(engine, plan_default(engine, catalog.load("claude-code"), catalog))  # instant: the engine has the tag
+    ran = _outside(
+        venv,
+        "agentbake",
+        "run",
+        "claude-code",
+        "--task",
+        "tasks/write-file",
+        "--oracle",
+        "--out",
+        "out",
+        "--json",
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 0, ran.stderr
+    result = json.loads(ran.stdout)
+    assert (result["status"], result["reward"], result["image"]) == ("ok", 1.0, tags["claude-code"])
+    assert "building" not in ran.stderr
+
+
+def test_examples_refuses_to_overwrite(venv: Path, tmp_path: Path) -> None:
+    (tmp_path / "tasks" / "write-file").mkdir(parents=True)
+    done = _outside(venv, "agentbake", "examples", "tasks", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "tasks: already holds write-file; remove them or pass another folder" in done.stderr
+    assert sorted(p.name for p in (tmp_path / "tasks").iterdir()) == ["write-file"]  # nothing copied
+
+
+def test_installed_docs_list_and_print_the_guides(venv: Path, tmp_path: Path) -> None:
+    listed = _outside(venv, "agentbake", "docs", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    guides = dict(line.split("\t") for line in listed.stdout.splitlines())
+    assert set(guides) == {p.stem for p in (builtin_root() / "docs").glob("*.md")} - {"README"}
+    assert all(Path(path).is_relative_to(venv) for path in guides.values())
+    shown = _outside(venv, "agentbake", "docs", "remote", cwd=tmp_path)
+    assert shown.stdout == (builtin_root() / "docs" / "remote.md").read_text()
+    unknown = _outside(venv, "agentbake", "docs", "remtoe", cwd=tmp_path)
+    assert unknown.returncode == 1 and "no guide named 'remtoe'; known guides: publishing, remote" in unknown.stderr
+
+
+def test_a_stale_shipped_lock_says_what_a_pip_user_can_do(wheel: Path, tmp_path: Path) -> None:
+    """A lock inside an installed wheel cannot be re-locked and committed: the message says to reinstall or
+    to lock the image in a catalog of one's own (an `extends` of the shipped spec)."""
+    target = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(target)
+    lock_path = target / "agentbake/_catalog/images/claude-code/lock.json"
+    lock = json.loads(lock_path.read_text())
+    lock["inputs"]["python"]["requirements"] = ["uvicorn>=0.1"]
+    lock_path.write_text(json.dumps(lock))
+    probe = (
+        "from agentbake.buildkit import Catalog, read_lock\n"
+        "try:\n    read_lock(Catalog.discover().load('claude-code'))\nexcept Exception as exc:\n    print(exc)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True).stdout
+    assert "stale lock, inputs.python.requirements" in out
+    assert "the lock shipped with agentbake 0.1.0 does not match this installation" in out
+    assert 'write images/claude-code/image.toml containing `extends = "claude-code"`' in out
+    assert "pip install uv && agentbake lock claude-code" in out
+    assert "commit" not in out

@@ -21,6 +21,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from agentbake import __version__
 from agentbake.buildkit.catalog import builtin_root
 from agentbake.buildkit.spec import ImageSpec
 from agentbake.errors import LockError
@@ -31,13 +35,46 @@ _REQUIREMENT = re.compile(r"^([A-Za-z0-9_.\-\[\]]+)==(\S+)")
 
 
 def gateway_requirements() -> list[str]:
-    """The `gateway` extra of agentbake: from the checkout's pyproject.toml, else installed metadata."""
+    """The `gateway` extra of agentbake: from the checkout's pyproject.toml, else installed metadata.
+
+    Both sources are parsed as requirements and written back one way (canonical name, extras, specifier),
+    so the lock inputs are the same whether agentbake runs from a checkout or an installed wheel, whose
+    metadata spells `name>=1; extra == 'gateway'` (quotes and name normalisation are the backend's)."""
     pyproject = builtin_root() / "pyproject.toml"
     if pyproject.is_file():
         extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
-        return sorted(extras["gateway"])
-    requires = metadata.requires("agentbake") or []
-    return sorted(r.split(";")[0].strip() for r in requires if 'extra == "gateway"' in r)
+        requirements = [
+            _parse_requirement(text, f"{pyproject}: optional-dependencies.gateway") for text in extras["gateway"]
+        ]
+        for requirement in requirements:
+            if requirement.marker is not None:
+                raise LockError(
+                    f"{pyproject}: optional-dependencies.gateway entry {str(requirement)!r} has an environment "
+                    "marker; the extra is compiled for each image's Python and platform, so list it without one"
+                )
+    else:
+        source = f"installed agentbake {__version__} metadata (Requires-Dist)"
+        installed = [_parse_requirement(text, source) for text in metadata.requires("agentbake") or []]
+        requirements = [r for r in installed if r.marker is not None and _only_for_gateway(r.marker)]
+    return sorted(_canonical(requirement) for requirement in requirements)
+
+
+def _parse_requirement(text: str, where: str) -> Requirement:
+    try:
+        return Requirement(text)
+    except InvalidRequirement as exc:
+        raise LockError(f"{where}: {text!r} is not a valid requirement ({exc})") from None
+
+
+def _only_for_gateway(marker: Any) -> bool:
+    """True for a Requires-Dist marker that holds with the `gateway` extra and not without any extra."""
+    return bool(marker.evaluate({"extra": "gateway"})) and not marker.evaluate({"extra": ""})
+
+
+def _canonical(requirement: Requirement) -> str:
+    """`name[extras]specifier`, the name normalised (PEP 503), extras sorted; the extra's marker dropped."""
+    extras = f"[{','.join(sorted(requirement.extras))}]" if requirement.extras else ""
+    return f"{canonicalize_name(requirement.name)}{extras}{requirement.specifier}"
 
 
 def lock_inputs(spec: ImageSpec) -> dict[str, Any]:
@@ -57,7 +94,7 @@ def lock_inputs(spec: ImageSpec) -> dict[str, Any]:
 def read_lock(spec: ImageSpec) -> dict[str, Any]:
     """The spec's lock, checked for staleness; errors say to run `agentbake lock`."""
     path = spec.lock_path
-    fix = f"run `agentbake lock {spec.name}` and commit {path.name}"
+    fix = _lock_fix(spec)
     try:
         lock = json.loads(path.read_text())
     except FileNotFoundError:
@@ -71,6 +108,20 @@ def read_lock(spec: ImageSpec) -> dict[str, Any]:
         changed = _first_difference(lock.get("inputs"), current)
         raise LockError(f"{path}: stale lock, {changed} changed since it was written; {fix}")
     return lock
+
+
+def _lock_fix(spec: ImageSpec) -> str:
+    """What makes a missing or stale lock current: in a checkout or a user catalog, locking and committing it;
+    in the catalog an installed agentbake ships (which its user cannot rewrite), a catalog of their own."""
+    root = builtin_root()
+    if (root / "pyproject.toml").is_file() or not spec.source_dir.is_relative_to(root):
+        return f"run `agentbake lock {spec.name}` and commit {spec.lock_path.name}"
+    return (
+        f"the lock shipped with agentbake {__version__} does not match this installation (please report it); "
+        f"reinstall agentbake, or lock the image yourself: in a folder of your own, write "
+        f'images/{spec.name}/image.toml containing `extends = "{spec.name}"`, then run '
+        f"`pip install uv && agentbake lock {spec.name}` there (npm must be on PATH) and use agentbake from that folder"
+    )
 
 
 def _first_difference(old: Any, new: Any, key: str = "inputs") -> str:

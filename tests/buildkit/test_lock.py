@@ -5,11 +5,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from agentbake.buildkit.catalog import Catalog
+from agentbake.buildkit.catalog import Catalog, builtin_root
 from agentbake.buildkit.lock import LOCK_SCHEMA, lock_inputs, read_lock, requirements_txt, write_lock
 from agentbake.errors import LockError
 from tests.conftest import write_spec
@@ -96,3 +100,30 @@ def test_lock_without_npm_says_what_to_install(catalog: Catalog, monkeypatch, tm
     with pytest.raises(LockError, match=r"needs npm on PATH .* install Node.js and npm"):
         write_lock(catalog.load("opencode"))
     assert read_lock(catalog.load("opencode"))  # the committed lock is untouched
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            'uvicorn>=0.32; python_version < "3.13"',
+            "optional-dependencies.gateway entry 'uvicorn>=0.32; python_version < \"3.13\"' has an environment marker",
+        ),
+        ("uvicorn>>0.32", "optional-dependencies.gateway: 'uvicorn>>0.32' is not a valid requirement"),
+    ],
+)
+def test_gateway_extra_entries_that_cannot_be_locked(tmp_path: Path, entry: str, message: str) -> None:
+    """A checkout whose pyproject.toml lists a gateway requirement the lock inputs cannot spell the same way
+    from wheel metadata (a marker) or at all (not a requirement): the error names the file and the entry."""
+    root = builtin_root()
+    for folder in ("agentbake", "images", "templates"):
+        shutil.copytree(root / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    base, gateway = (root / "pyproject.toml").read_text().split("\ngateway = [")
+    gateway = gateway.replace('"uvicorn>=0.32"', json.dumps(entry), 1)
+    (tmp_path / "pyproject.toml").write_text(f"{base}\ngateway = [{gateway}")
+    probe = "from agentbake.buildkit.lock import gateway_requirements\ntry:\n    gateway_requirements()\n"
+    probe += "except Exception as exc:\n    print(type(exc).__name__, exc)"
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert out.stdout.startswith(f"LockError {tmp_path / 'pyproject.toml'}: "), out.stderr
+    assert message in out.stdout

@@ -1,0 +1,72 @@
+"""`agentbake examples` and `agentbake docs`: what the wheel ships beside the code, for a user without a
+checkout (the example tasks to run, the guides the README and `--help` point to)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import click
+
+from agentbake.buildkit.catalog import builtin_root
+from agentbake.clikit import json_option, print_json
+from agentbake.errors import AgentbakeError
+
+# Left behind by running a task's Python in place; never part of an example.
+_IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
+
+
+def examples_dir() -> Path:
+    """The example tasks: the checkout's examples/tasks, or the installed wheel's copy."""
+    return builtin_root() / "examples" / "tasks"
+
+
+def docs_dir() -> Path:
+    """The user guides: the checkout's docs/, or the installed wheel's copy."""
+    return builtin_root() / "docs"
+
+
+def copy_examples(target: Path) -> list[str]:
+    """Copy every example task (and their README) into `target`, created when missing; returns the task
+    names. Refuses, before copying anything, when an entry of that name is already there."""
+    source = examples_dir()
+    entries = sorted(p.name for p in source.iterdir() if p.name != "__pycache__")
+    if target.exists() and not target.is_dir():
+        raise AgentbakeError(f"{target}: not a folder; pass a folder to copy the example tasks into")
+    clashes = [name for name in entries if (target / name).exists()]
+    if clashes:
+        raise AgentbakeError(f"{target}: already holds {', '.join(clashes)}; remove them or pass another folder")
+    target.mkdir(parents=True, exist_ok=True)
+    for name in entries:
+        if (source / name).is_dir():
+            shutil.copytree(source / name, target / name, ignore=_IGNORED)
+        else:
+            shutil.copy2(source / name, target / name)
+    return [name for name in entries if (source / name / "instruction.md").is_file()]
+
+
+@click.command("examples")
+@click.argument("target", type=click.Path(path_type=Path))
+@json_option
+def examples_command(target: Path, as_json: bool) -> None:
+    """Copy the example tasks (Harbor layout, each with its reference solution) into TARGET."""
+    tasks = copy_examples(target)
+    if as_json:
+        print_json({"dir": str(target), "tasks": tasks})
+        return
+    click.echo(f"copied {len(tasks)} example tasks to {target}: {', '.join(tasks)}", err=True)
+    click.echo(f"try: agentbake rollout claude-code --tasks {target} --oracle", err=True)
+
+
+@click.command("docs")
+@click.argument("guide", required=False)
+def docs_command(guide: str | None) -> None:
+    """List the guides shipped with agentbake, or print GUIDE (e.g. `agentbake docs remote`)."""
+    guides = {p.stem: p for p in sorted(docs_dir().glob("*.md")) if p.stem != "README"}
+    if guide is None:
+        for name, path in guides.items():
+            click.echo(f"{name}\t{path}")
+        return
+    if guide not in guides:
+        raise AgentbakeError(f"no guide named {guide!r}; known guides: {', '.join(guides)}")
+    click.echo(guides[guide].read_text(encoding="utf-8"), nl=False)
