@@ -11,6 +11,9 @@ on a loopback TCP port or on a unix socket:
 
 The listening socket is bound here, before uvicorn starts, so port 0 yields the real port and a bind
 failure is an agentbake error naming the address instead of a log line from a dying server.
+
+`limits=ConnectionLimits(...)` bounds what clients may hold of the server (the gateway of a rollout faces
+a hostile agent): open connections, the time to send a request, the size of a request's head.
 """
 
 from __future__ import annotations
@@ -22,11 +25,15 @@ import socket
 import stat
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbake.errors import ServeError
+
+if TYPE_CHECKING:
+    import asyncio
 
 logger = logging.getLogger("agentbake.serve")
 
@@ -39,6 +46,20 @@ _STARTUP_TIMEOUT_S = 30.0
 UDS_MODE = 0o666
 # The host part of a unix-socket URL is never resolved; it only fills the Host header.
 _UDS_URL = "http://localhost"
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """What the clients of one server may hold at once: its file descriptors, its time, its memory."""
+
+    max_connections: int
+    """Open client connections; one past it is closed as it arrives, before a byte is read."""
+    idle_timeout_s: float
+    """Seconds a connection may take to deliver a whole request (head and body), counted from its opening
+    or from the end of its previous answer; then it is closed. A connection that never sends, or sends a
+    byte at a time, holds a descriptor this long at most."""
+    max_head_bytes: int = 1024 * 1024
+    """Bytes before a request's head (request line and headers) is complete; more is a 400 and a close."""
 
 
 def _bind(host: str, port: int, uds: Path | None) -> socket.socket:
@@ -109,7 +130,76 @@ def _configure_uvicorn_logging() -> None:
             _logging_configured = True
 
 
-def _server(app: Any, log_level: str, uds: Path | None, tls: tuple[Path, Path] | None = None) -> Any:
+def _limited_protocol(limits: ConnectionLimits) -> type:
+    """uvicorn's httptools protocol with `limits` applied (uvicorn alone bounds neither connections nor the
+    time before a first request, nor the size of a head)."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class LimitedHttpToolsProtocol(HttpToolsProtocol):
+        _deadline: asyncio.TimerHandle | None = None
+        _head_bytes = 0
+        _awaiting_head = True  # bytes received now belong to a request's head
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if len(self.connections) > limits.max_connections:
+                logger.warning("refused a connection: %d already open", limits.max_connections)
+                transport.close()
+                return
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            if self._awaiting_head:
+                self._head_bytes += len(data)
+                if self._head_bytes > limits.max_head_bytes:
+                    self._disarm()
+                    self.send_400_response(f"request head larger than {limits.max_head_bytes} bytes")
+                    return
+            super().data_received(data)
+
+        def on_headers_complete(self) -> None:
+            self._awaiting_head, self._head_bytes = False, 0
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            self._awaiting_head = True  # a pipelined request's head may follow
+            self._disarm()  # the whole request arrived: the app's answer may take as long as it takes
+            super().on_message_complete()
+
+        def on_response_complete(self) -> None:
+            pipelined = bool(self.pipeline)
+            super().on_response_complete()
+            if not pipelined and not self.transport.is_closing():
+                self._arm()
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._deadline = self.loop.call_later(limits.idle_timeout_s, self._expire)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _expire(self) -> None:
+            self._deadline = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+    return LimitedHttpToolsProtocol
+
+
+def _server(
+    app: Any,
+    log_level: str,
+    uds: Path | None,
+    tls: tuple[Path, Path] | None = None,
+    limits: ConnectionLimits | None = None,
+) -> Any:
     import uvicorn  # here, so importing agentbake.serve stays cheap
 
     _configure_uvicorn_logging()
@@ -124,7 +214,8 @@ def _server(app: Any, log_level: str, uds: Path | None, tls: tuple[Path, Path] |
     config = uvicorn.Config(
         app,
         loop="uvloop",
-        http="httptools",
+        http="httptools" if limits is None else _limited_protocol(limits),
+        ws="none",  # no app here speaks websockets; an upgrade would also leave the connection count
         log_config=None,  # installed once above; the level below is still set per server
         log_level=log_level,
         access_log=False,
@@ -143,14 +234,16 @@ def serve(
     port: int = 0,
     uds: Path | None = None,
     log_level: str = "warning",
+    limits: ConnectionLimits | None = None,
 ) -> None:
     """Serve `app` in this thread until Ctrl-C or SIGTERM (which, as uvicorn does, is re-raised once the
     server has shut down, so the process ends by that signal).
 
     Listens on `uds` (a unix socket, mode 0o666) when given, else on TCP `host:port` (0 picks a free port;
-    the address is logged at info level). Raises ServeError when the address cannot be bound."""
+    the address is logged at info level); `limits` bound the clients (None: uvicorn's own behaviour).
+    Raises ServeError when the address cannot be bound."""
     sock = _bind(host, port, uds)
-    server = _server(app, log_level, uds)
+    server = _server(app, log_level, uds, limits=limits)
     logging.getLogger("uvicorn.error").info("listening on %s", uds or _url(sock, uds))
     try:
         server.run(sockets=[sock])
@@ -164,7 +257,15 @@ class ServedApp:
     """An app served by a background thread; a context manager that stops it on exit."""
 
     def __init__(
-        self, app: Any, *, host: str, port: int, uds: Path | None, log_level: str, tls: tuple[Path, Path] | None = None
+        self,
+        app: Any,
+        *,
+        host: str,
+        port: int,
+        uds: Path | None,
+        log_level: str,
+        tls: tuple[Path, Path] | None = None,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         self._sock = _bind(host, port, uds)
         self.uds: Path | None = uds
@@ -172,7 +273,7 @@ class ServedApp:
         self.url: str = _url(self._sock, uds, "https" if tls else "http")
         """Base URL without a trailing slash: `http://127.0.0.1:PORT` (`https://` with `tls`), or
         `http://localhost` over `uds` (give the client a transport that dials the socket)."""
-        self._server = _server(app, log_level, uds, tls)
+        self._server = _server(app, log_level, uds, tls, limits)
         self._thread = threading.Thread(target=self._run, name=f"agentbake-serve {self.url}", daemon=True)
         self._failure: BaseException | None = None
 
@@ -228,9 +329,11 @@ def serve_in_thread(
     uds: Path | None = None,
     log_level: str = "warning",
     tls: tuple[Path, Path] | None = None,
+    limits: ConnectionLimits | None = None,
 ) -> ServedApp:
     """Serve `app` from a daemon thread; returns once it is listening (port 0 picks a free port).
 
-    `tls` = (certificate chain PEM, private key PEM) serves HTTPS. Use as a context manager or call
-    `.stop()`. Raises ServeError when the address cannot be bound or the app's startup fails."""
-    return ServedApp(app, host=host, port=port, uds=uds, log_level=log_level, tls=tls).start()
+    `tls` = (certificate chain PEM, private key PEM) serves HTTPS; `limits` bound the clients. Use as a
+    context manager or call `.stop()`. Raises ServeError when the address cannot be bound or the app's
+    startup fails."""
+    return ServedApp(app, host=host, port=port, uds=uds, log_level=log_level, tls=tls, limits=limits).start()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import signal
 import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import httpx
 import pytest
 
 from agentbake.errors import ServeError
-from agentbake.serve import UDS_MODE, serve_in_thread
+from agentbake.serve import UDS_MODE, ConnectionLimits, serve_in_thread
 
 
 async def hello_app(scope: dict, receive, send) -> None:
@@ -27,6 +29,13 @@ async def hello_app(scope: dict, receive, send) -> None:
         return
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
     await send({"type": "http.response.body", "body": scope["path"].encode()})
+
+
+async def slow_app(scope: dict, receive, send) -> None:
+    """hello_app, answering only after 1.5 s."""
+    if scope["type"] == "http":
+        await asyncio.sleep(1.5)
+    await hello_app(scope, receive, send)
 
 
 async def failing_startup_app(scope: dict, receive, send) -> None:
@@ -149,3 +158,82 @@ def test_a_new_server_never_lowers_a_running_servers_log_level(monkeypatch: pyte
         with serve_in_thread(hello_app) as second:
             assert httpx.get(second.url + "/").status_code == 200
     assert levels and set(levels) == {logging.WARNING}
+
+
+def _raw_connection(path: Path) -> socket.socket:
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.settimeout(20)  # a test that would hang fails instead
+    client.connect(str(path))
+    return client
+
+
+def _closed_by_server(client: socket.socket) -> bool:
+    """Whether the server closed the connection (recv sees the end, or a reset) before the socket timeout."""
+    try:
+        return client.recv(65536) == b""
+    except ConnectionResetError:
+        return True
+
+
+GET = b"GET /asked HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def test_connections_past_max_connections_are_closed_as_they_arrive(tmp_path: Path) -> None:
+    path = tmp_path / "app.sock"
+    limits = ConnectionLimits(max_connections=4, idle_timeout_s=30)
+    with serve_in_thread(hello_app, uds=path, limits=limits, log_level="critical"):
+        held = [_raw_connection(path) for _ in range(4)]
+        extra = _raw_connection(path)
+        assert _closed_by_server(extra)
+        held[0].sendall(GET)  # the held connections still serve
+        assert held[0].recv(65536).startswith(b"HTTP/1.1 200 OK")
+        held.pop().close()
+        time.sleep(0.2)  # the server sees the close
+        with httpx.Client(transport=httpx.HTTPTransport(uds=str(path))) as client:
+            assert client.get("http://localhost/again").text == "/again"
+        for client in [*held, extra]:
+            client.close()
+
+
+def test_idle_and_trickling_connections_are_closed_but_a_slow_answer_is_not(tmp_path: Path) -> None:
+    path = tmp_path / "app.sock"
+    limits = ConnectionLimits(max_connections=16, idle_timeout_s=0.5)
+    with serve_in_thread(slow_app, uds=path, limits=limits, log_level="critical"):
+        idle = _raw_connection(path)
+        trickle = _raw_connection(path)
+        closed = threading.Event()
+
+        def send_a_byte_at_a_time() -> None:
+            for byte in GET[:-2]:  # never the blank line that ends the head
+                try:
+                    trickle.sendall(bytes([byte]))
+                except OSError:
+                    closed.set()
+                    return
+                time.sleep(0.05)
+
+        sender = threading.Thread(target=send_a_byte_at_a_time)
+        sender.start()
+        assert _closed_by_server(idle)
+        sender.join()
+        assert closed.is_set() or _closed_by_server(trickle)
+        # The whole request arrived in time: the answer may take longer than the idle timeout.
+        answered = _raw_connection(path)
+        answered.sendall(GET)
+        assert answered.recv(65536).startswith(b"HTTP/1.1 200 OK")
+        assert _closed_by_server(answered)  # then idle again: closed
+        for client in (idle, trickle, answered):
+            client.close()
+
+
+def test_a_request_head_past_max_head_bytes_is_a_400(tmp_path: Path) -> None:
+    path = tmp_path / "app.sock"
+    limits = ConnectionLimits(max_connections=4, idle_timeout_s=30, max_head_bytes=4096)
+    with serve_in_thread(hello_app, uds=path, limits=limits, log_level="critical"):
+        client = _raw_connection(path)
+        client.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\nX-Filler: " + b"a" * 8192 + b"\r\n\r\n")
+        answer = b"".join(iter(lambda: client.recv(65536), b""))
+        assert answer.startswith(b"HTTP/1.1 400 Bad Request") and b"request head larger than 4096 bytes" in answer
+        client.close()
+        with httpx.Client(transport=httpx.HTTPTransport(uds=str(path))) as http:
+            assert http.get("http://localhost/small", headers={"x-filler": "a" * 2000}).text == "/small"

@@ -13,7 +13,7 @@ import math
 
 import orjson
 
-from agentbake.gateway.asgi import Receive, Scope, Send, carries_token, parse_json, read_body, respond
+from agentbake.gateway.asgi import BodyBudget, Receive, Scope, Send, carries_token, parse_json, read_body, respond
 from agentbake.gateway.calls import Calls, StreamEnd, error_message
 from agentbake.gateway.capture import strip_injected
 from agentbake.gateway.config import ROLLOUT_ID, GatewayConfig
@@ -41,6 +41,8 @@ class Gateway:
         self.config = config
         self.calls = Calls(config)
         self._tokenize_works = True
+        self.bodies = BodyBudget(config.max_body_bytes_in_flight)
+        """Request bodies held by the requests in progress (`max_body_bytes_in_flight`)."""
         token = config.client_token.get_secret_value().encode() if config.client_token else None
         # The header values a request may carry to pass; None when the gateway is open.
         self._accepted: tuple[bytes, bytes] | None = (token, b"Bearer " + token) if token else None
@@ -85,6 +87,7 @@ class Gateway:
             path_rollout, _, rest = path[3:].partition("/")
             path = "/" + rest
         anthropic = path.startswith("/v1/messages")
+        receive = counted = self.bodies.receiver(receive)
         try:
             if self._accepted is not None and path != "/healthz" and not carries_token(scope, self._accepted):
                 raise Unauthorized(
@@ -112,6 +115,8 @@ class Gateway:
             error = GatewayError(f"gateway error: {exc!r}")
             body = error.anthropic_body() if anthropic else error.openai_body()
             await respond(send, error.status, orjson.dumps(body))
+        finally:
+            counted.release()
 
     # ------------------------------------------------------------------ dialects
 

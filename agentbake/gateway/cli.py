@@ -56,7 +56,14 @@ def gateway(no_token_ids: bool, client_token_env: str | None, **fields: object) 
     config = build_model(GatewayConfig, fields, names=OPTION_NAMES)
     try:
         app = create_app(config)
-        serve(app, host=config.host, port=config.port, uds=config.uds, log_level=config.log_level)
+        serve(
+            app,
+            host=config.host,
+            port=config.port,
+            uds=config.uds,
+            log_level=config.log_level,
+            limits=config.connection_limits,
+        )
     except (ConfigError, ServeError) as exc:
         raise click.ClickException(str(exc)) from exc
 

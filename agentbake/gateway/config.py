@@ -10,6 +10,7 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from agentbake.errors import ConfigError
+from agentbake.serve import ConnectionLimits
 
 # What a rollout id may look like, in a `/r/<id>/` path or in `rollout_id`.
 ROLLOUT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -99,6 +100,19 @@ class GatewayConfig(BaseModel):
     """Largest client request body accepted; larger ones get 413. Big tool results make Claude Code
     requests large, so the default is generous (64 MiB)."""
 
+    max_body_bytes_in_flight: int = Field(default=128 * 1024 * 1024, ge=1024)
+    """Bytes of request bodies held at once over all requests in progress; a request whose body would pass
+    it gets 529 (overloaded: clients retry later). Bounds the gateway's memory whatever a client sends
+    concurrently (many requests just under `max_body_bytes`)."""
+
+    max_client_connections: int = Field(default=64, ge=1)
+    """Client connections open at once; one more is closed as it arrives. A rollout's gateway serves one
+    agent: this bounds the file descriptors the agent can hold in the runner."""
+
+    client_idle_timeout_s: float = Field(default=60.0, gt=0)
+    """Seconds a client connection may take to send a whole request (from its opening or its previous
+    answer); then it is closed. The answer itself may take as long as the upstream does."""
+
     connect_timeout_s: float = Field(default=10.0, gt=0)
     """Seconds to open a connection to the upstream before answering 529 (unavailable)."""
 
@@ -153,6 +167,11 @@ class GatewayConfig(BaseModel):
         if not value.startswith(("http://", "https://")):
             raise ValueError("upstream must be an http:// or https:// URL")
         return value.rstrip("/")
+
+    @property
+    def connection_limits(self) -> ConnectionLimits:
+        """What the server in front of the gateway allows its clients (`agentbake.serve`)."""
+        return ConnectionLimits(max_connections=self.max_client_connections, idle_timeout_s=self.client_idle_timeout_s)
 
     @property
     def resolved_tokenize_url(self) -> str:

@@ -45,6 +45,13 @@ class RequestTooLarge(GatewayError):
     error_type = "request_too_large"
 
 
+class Overloaded(GatewayError):
+    """The gateway holds as many request bodies as `max_body_bytes_in_flight` allows: try again later."""
+
+    status = 529
+    error_type = "overloaded_error"
+
+
 class Unauthorized(GatewayError):
     """The request lacks the gateway's `client_token` (or carries a wrong one)."""
 
