@@ -157,8 +157,8 @@ def test_installed_wheel_lists_renders_and_runs_like_the_checkout(
     venv: Path, engine: docker.DockerClient, catalog: Catalog, tmp_path: Path
 ) -> None:
     """`agentbake images` finds every lock current and the checkout's content tags; `render` writes the
-    checkout's bytes; `examples` copies the tasks out; `run --oracle` on one resolves the claude-code image
-    by the same tag (already built, so nothing is rebuilt) and rewards it."""
+    checkout's bytes; `examples` copies the tasks out; `build` and `run --oracle` on one resolve the
+    claude-code image by the same tag (already built, so nothing is rebuilt) and the run is rewarded."""
     tags = {spec.name: plan_default(engine, spec, catalog).tag for spec in catalog.load_all()}
     listed = _outside(venv, "agentbake", "images", "--json", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
@@ -183,6 +183,9 @@ def test_installed_wheel_lists_renders_and_runs_like_the_checkout(
     }
 
     build(engine, plan_default(engine, catalog.load("claude-code"), catalog))  # instant: the engine has the tag
+    built = _outside(venv, "agentbake", "build", "claude-code", "--json", cwd=tmp_path)
+    assert built.returncode == 0, built.stderr
+    assert (json.loads(built.stdout)["tag"], json.loads(built.stdout)["cached"]) == (tags["claude-code"], True)
     ran = _outside(
         venv,
         "agentbake",
