@@ -23,7 +23,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print machin
 
 def tasks_option(help_text: str) -> Callable[[F], F]:
     """`--tasks DIR`, repeatable and required: task directories or folders of them (what
-    `agentbake.runner.task.discover_tasks` takes), passed to the command as `task_dirs`."""
+    `agentbake.tasks.discover_tasks` takes), passed to the command as `task_dirs`."""
     return click.option(
         "--tasks",
         "task_dirs",

@@ -8,18 +8,18 @@ with Runner(RunnerConfig(image="agentbake/claude-code:<hash12>", model="scripted
         result.reward, result.status, [r.completion_token_ids for r in result.trace]
 """
 
-from agentbake.runner.docker import DockerBackend
-from agentbake.runner.docker_config import DockerConfig
-from agentbake.runner.e2b import E2BBackend
-from agentbake.runner.e2b_config import E2BConfig
+from agentbake.runner.docker.backend import DockerBackend
+from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.harness import Harness, HarnessOutcome, oracle_launch
-from agentbake.runner.hf import HFBackend
-from agentbake.runner.hf_config import HFConfig
+from agentbake.runner.remote.e2b import E2BBackend
+from agentbake.runner.remote.e2b_config import E2BConfig
+from agentbake.runner.remote.hf import HFBackend
+from agentbake.runner.remote.hf_config import HFConfig
 from agentbake.runner.result import PHASES, BatchSummary, RolloutResult, Status, percentile, summarize_results
-from agentbake.runner.rollout import BatchProgress, Runner, new_rollout_id, run_rollout
-from agentbake.runner.rollout_config import SCRIPTED, RunnerConfig
+from agentbake.runner.runner import BatchProgress, Runner, new_rollout_id, run_rollout
+from agentbake.runner.runner_config import SCRIPTED, RunnerConfig
 from agentbake.runner.sandbox import BgJob, ExecResult, SandboxBackend, SandboxHandle, SandboxRequest
-from agentbake.runner.task import Task, discover_tasks, load_task
+from agentbake.tasks import Task, discover_tasks, load_task
 
 __all__ = [
     "PHASES",

@@ -24,10 +24,11 @@ from agentbake.buildkit.engine import connect
 from agentbake.clikit import json_option, print_json, tasks_option
 from agentbake.errors import AgentbakeError
 from agentbake.gateway.config import LOGPROBS_MODES
-from agentbake.runner.backends import BackendChoice, backend_options
-from agentbake.runner.gc import Leftover, collect, teardown_on_signals
+from agentbake.runner.backend_options import BackendChoice, backend_options
+from agentbake.runner.docker.gc import Leftover, collect
 from agentbake.runner.result import RolloutResult, summarize_results
-from agentbake.runner.rollout_config import SCRIPTED, RunnerConfig
+from agentbake.runner.runner_config import SCRIPTED, RunnerConfig
+from agentbake.runner.teardown import teardown_on_signals
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -168,8 +169,8 @@ def run_command(
     """Run one rollout of IMAGE (a catalog name, built when missing, or a tag) on one task.
 
     Exits 1 when the status is not `ok` (the reward alone never fails the command)."""
-    from agentbake.runner.rollout import Runner
-    from agentbake.runner.task import load_task
+    from agentbake.runner.runner import Runner
+    from agentbake.tasks import load_task
 
     task = load_task(task_dir)
     _warn(task.warnings)
@@ -207,8 +208,8 @@ def rollout_command(
     backend: BackendChoice,
 ) -> None:
     """Run every task REPEATS times on IMAGE with live progress, then print a summary table."""
-    from agentbake.runner.rollout import Runner
-    from agentbake.runner.task import discover_tasks
+    from agentbake.runner.runner import Runner
+    from agentbake.tasks import discover_tasks
 
     tasks = discover_tasks(task_dirs)
     for task in tasks:

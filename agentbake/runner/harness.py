@@ -28,7 +28,7 @@ from agentbake.errors import SandboxError
 from agentbake.runner.agents import AgentImage, AgentLaunch, headless_launch
 from agentbake.runner.result import Status, Timings
 from agentbake.runner.sandbox import ExecResult, SandboxHandle
-from agentbake.runner.task import Task
+from agentbake.tasks import Task
 
 logger = logging.getLogger("agentbake.runner")
 

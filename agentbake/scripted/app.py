@@ -22,8 +22,8 @@ from agentbake.scripted.script import Fault, Reply, Responder, Script
 from agentbake.scripted.vllm import CREATED, Completion, error_body, validate
 
 if TYPE_CHECKING:
-    from agentbake.runner.task import Task
     from agentbake.serve import ServedApp
+    from agentbake.tasks import Task
 
 MAX_MODEL_LEN = 32768
 """What `/v1/models` and `/tokenize` report as the context length."""

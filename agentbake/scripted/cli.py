@@ -25,8 +25,8 @@ from agentbake.clikit import tasks_option
 def scripted_llm(task_dirs: tuple[Path, ...], host: str, port: int, model_name: str, as_json: bool) -> None:
     """Serve an OpenAI-compatible model that plays each task's reference solution through the agent's shell
     tool, answering with vLLM's token ids and logprobs. Ctrl-C or SIGTERM stops it."""
-    from agentbake.runner.task import discover_tasks
     from agentbake.scripted.app import start_scripted_model
+    from agentbake.tasks import discover_tasks
 
     loaded = discover_tasks(task_dirs)
     names = [task.name for task in loaded]

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from agentbake.errors import TaskError
-from agentbake.runner.task import Task, discover_tasks
 from agentbake.scripted.script import Reply
 from agentbake.scripted.tokens import content_text
+from agentbake.tasks import Task, discover_tasks
 
 _HEREDOC = re.compile(r"<<(-?)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
 _SPACE = re.compile(r"\s+")

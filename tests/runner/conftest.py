@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from agentbake.buildkit.build import BuildResult
-from agentbake.runner.docker import DockerBackend
-from agentbake.runner.docker_config import DockerConfig
+from agentbake.runner.docker.backend import DockerBackend
+from agentbake.runner.docker.config import DockerConfig
 
 
 @pytest.fixture(scope="module")

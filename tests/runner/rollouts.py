@@ -8,7 +8,7 @@ from pathlib import Path
 
 import docker
 
-from agentbake.runner import labels
+from agentbake.runner.docker import labels
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"
 EXAMPLE_TASKS = ("write-file", "fix-failing-test", "multi-step-report")

@@ -14,7 +14,7 @@ import docker
 import pytest
 
 from agentbake.buildkit.build import BuildResult
-from agentbake.runner import labels
+from agentbake.runner.docker import labels
 from agentbake.scripted import ScriptedModel
 from agentbake.serve import serve_in_thread
 from tests.runner.rollouts import EXAMPLES, leftovers, write_task

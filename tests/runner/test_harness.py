@@ -17,13 +17,13 @@ import pytest
 
 from agentbake.buildkit.build import BuildResult
 from agentbake.errors import TaskError
-from agentbake.runner import labels
-from agentbake.runner.docker import DockerBackend
-from agentbake.runner.docker_config import DockerConfig
+from agentbake.runner.docker import labels
+from agentbake.runner.docker.backend import DockerBackend
+from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.result import Status
-from agentbake.runner.rollout import Runner
-from agentbake.runner.rollout_config import RunnerConfig
-from agentbake.runner.task import discover_tasks, load_task
+from agentbake.runner.runner import Runner
+from agentbake.runner.runner_config import RunnerConfig
+from agentbake.tasks import discover_tasks, load_task
 from tests.runner.faulty_engine import FaultyEngine
 from tests.runner.rollouts import EXAMPLE_TASKS, EXAMPLES, copy_example, leftovers, write_task
 

@@ -17,15 +17,15 @@ import docker
 import pytest
 
 from agentbake.buildkit.build import BuildResult
-from agentbake.runner.e2b import E2BBackend
-from agentbake.runner.e2b_config import E2BConfig
-from agentbake.runner.hf import HFBackend
-from agentbake.runner.hf_config import HFConfig
+from agentbake.runner.remote.e2b import E2BBackend
+from agentbake.runner.remote.e2b_config import E2BConfig
+from agentbake.runner.remote.hf import HFBackend
+from agentbake.runner.remote.hf_config import HFConfig
 from agentbake.runner.result import RolloutResult
-from agentbake.runner.rollout import run_rollout
-from agentbake.runner.rollout_config import RunnerConfig
+from agentbake.runner.runner import run_rollout
+from agentbake.runner.runner_config import RunnerConfig
 from agentbake.runner.sandbox import SandboxBackend
-from agentbake.runner.task import load_task
+from agentbake.tasks import load_task
 from tests.runner.fakes.containers import LocalMachines, remove_leftovers
 from tests.runner.fakes.servers import fake_e2b, fake_hub
 from tests.runner.rollouts import EXAMPLES

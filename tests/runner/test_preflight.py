@@ -13,13 +13,13 @@ import pytest
 from agentbake.errors import PreflightError
 from agentbake.export import export_rollout
 from agentbake.gateway import read_trace
-from agentbake.runner.docker import DockerBackend
+from agentbake.runner.docker.backend import DockerBackend
 from agentbake.runner.result import Status
-from agentbake.runner.rollout import Runner
-from agentbake.runner.rollout_config import RunnerConfig
-from agentbake.runner.task import load_task
+from agentbake.runner.runner import Runner
+from agentbake.runner.runner_config import RunnerConfig
 from agentbake.scripted import ScriptedModel
 from agentbake.serve import serve_in_thread
+from agentbake.tasks import load_task
 from tests.runner.rollouts import EXAMPLES, leftovers
 
 pytestmark = pytest.mark.docker

@@ -21,17 +21,17 @@ from click.testing import CliRunner
 from agentbake.buildkit.build import BuildResult
 from agentbake.cli import main
 from agentbake.publish.manifest import Published, save_manifest
-from agentbake.runner.e2b import E2BBackend
-from agentbake.runner.e2b_config import E2BConfig
-from agentbake.runner.hf import HFBackend
-from agentbake.runner.hf_config import HFConfig
-from agentbake.runner.remote import ImageFacts
+from agentbake.runner.remote.base import ImageFacts
+from agentbake.runner.remote.e2b import E2BBackend
+from agentbake.runner.remote.e2b_config import E2BConfig
+from agentbake.runner.remote.hf import HFBackend
+from agentbake.runner.remote.hf_config import HFConfig
 from agentbake.runner.result import Status
-from agentbake.runner.rollout import Runner
-from agentbake.runner.rollout_config import RunnerConfig
-from agentbake.runner.task import load_task
+from agentbake.runner.runner import Runner
+from agentbake.runner.runner_config import RunnerConfig
 from agentbake.scripted import ScriptedModel
 from agentbake.serve import serve_in_thread
+from agentbake.tasks import load_task
 from tests.runner.fakes.containers import LocalMachines, remove_leftovers
 from tests.runner.fakes.servers import fake_e2b, fake_hub
 from tests.runner.rollouts import EXAMPLES, write_task

@@ -16,15 +16,15 @@ import pytest
 
 from agentbake.buildkit.build import BuildResult
 from agentbake.gateway import read_trace
-from agentbake.runner.docker import DockerBackend
-from agentbake.runner.docker_config import DockerConfig
+from agentbake.runner.docker.backend import DockerBackend
+from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.result import Status
-from agentbake.runner.rollout import Runner
-from agentbake.runner.rollout_config import RunnerConfig
-from agentbake.runner.task import load_task
+from agentbake.runner.runner import Runner
+from agentbake.runner.runner_config import RunnerConfig
 from agentbake.scripted import Fault, ScriptedModel
 from agentbake.scripted.tokens import request_seed, sampled_logprob
 from agentbake.serve import serve_in_thread
+from agentbake.tasks import load_task
 from tests.runner.rollouts import EXAMPLES, leftovers, write_task
 
 pytestmark = pytest.mark.docker

@@ -14,9 +14,9 @@ import pytest
 
 from agentbake.errors import TaskError
 from agentbake.gateway import GatewayConfig, create_app
-from agentbake.runner import load_task
 from agentbake.scripted import ScriptedModel, SolutionPolicy, solution_steps, start_scripted_model
 from agentbake.serve import serve_in_thread
+from agentbake.tasks import load_task
 from tests.scripted.agent_requests import CLAUDE_SYSTEM, CLAUDE_TOOLS, OPENAI_AGENTS, claude_user
 
 MULTI_STEP = """#!/bin/bash

@@ -17,19 +17,19 @@ import pytest
 from click.testing import CliRunner
 
 from agentbake.cli import main
-from agentbake.runner import labels
-from agentbake.runner.docker import DockerBackend
-from agentbake.runner.docker_config import DockerConfig
-from agentbake.runner.gc import collect
+from agentbake.runner.docker import labels
+from agentbake.runner.docker.backend import DockerBackend
+from agentbake.runner.docker.config import DockerConfig
+from agentbake.runner.docker.gc import collect
 from agentbake.runner.sandbox import SandboxRequest
 
 # A batch runner in miniature: one sandbox inside teardown_on_signals, then it waits to be stopped.
 RUNNER = """
 import sys, time
 from pathlib import Path
-from agentbake.runner.docker import DockerBackend
-from agentbake.runner.docker_config import DockerConfig
-from agentbake.runner.gc import teardown_on_signals
+from agentbake.runner.docker.backend import DockerBackend
+from agentbake.runner.docker.config import DockerConfig
+from agentbake.runner.teardown import teardown_on_signals
 from agentbake.runner.sandbox import SandboxRequest
 
 backend = DockerBackend(DockerConfig(runtime_dir=Path(sys.argv[3])))
@@ -55,7 +55,7 @@ def backend(runtime_dir: Path) -> Iterator[DockerBackend]:
 
 
 def start_runner(image: str, rollout_id: str, runtime_dir: Path) -> tuple[subprocess.Popen[str], str, str]:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
     runner = subprocess.Popen(
         [sys.executable, "-c", RUNNER, image, rollout_id, str(runtime_dir)], stdout=subprocess.PIPE, text=True, env=env
     )

@@ -10,9 +10,9 @@ import docker
 import pytest
 
 from agentbake.errors import SandboxError
-from agentbake.runner import labels
-from agentbake.runner.docker import DockerBackend
-from agentbake.runner.docker_config import DockerConfig
+from agentbake.runner.docker import labels
+from agentbake.runner.docker.backend import DockerBackend
+from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.sandbox import SandboxRequest
 from tests.runner.faulty_engine import FaultyEngine
 

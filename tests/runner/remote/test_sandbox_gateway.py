@@ -11,10 +11,10 @@ import docker
 import pytest
 
 from agentbake.buildkit.build import BuildResult
-from agentbake.runner.e2b import E2BBackend
-from agentbake.runner.e2b_config import E2BConfig
+from agentbake.runner.remote.e2b import E2BBackend
+from agentbake.runner.remote.e2b_config import E2BConfig
+from agentbake.runner.remote.sandbox_gateway import TraceFetcher
 from agentbake.runner.sandbox import SandboxRequest
-from agentbake.runner.sandbox_gateway import TraceFetcher
 from tests.runner.fakes.containers import LocalMachines, facts_of, remove_leftovers
 from tests.runner.fakes.servers import fake_e2b
 

@@ -1,10 +1,7 @@
-"""The Docker backend: hardened, network-less containers through docker-py.
+"""The Docker engine as the sandboxes use it: the API clients, image facts, starting and removing containers.
 
-Every sandbox runs with `network_mode="none"` (loopback only), the image's non-root user for every
-command unless root is asked for, `cap_drop=ALL` plus the few capabilities root's setup needs,
-no-new-privileges, pids/memory/CPU limits and an init process. Its only way out is a read-only
-folder from the host holding the gateway's unix socket, which a relay (forwarder.py, the container's
-main process, as root so the agent cannot stop it) serves on the sandbox's 127.0.0.1. See README.md.
+The bottom of the Docker backend: `sandbox.py` (one sandbox), `warm_pool.py` (started containers kept ready)
+and `backend.py` (`DockerBackend`, which ties them together) import it; it imports none of them.
 """
 
 from __future__ import annotations
@@ -15,8 +12,8 @@ import posixpath
 import re
 import secrets
 import shutil
-import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,10 +22,9 @@ import docker.errors
 import requests.exceptions
 
 from agentbake.errors import SandboxError
-from agentbake.runner import labels
-from agentbake.runner.docker_config import DockerConfig
-from agentbake.runner.docker_sandbox import DockerSandbox
-from agentbake.runner.sandbox import SandboxBackend, SandboxRequest
+from agentbake.runner.docker import labels
+from agentbake.runner.docker.config import DockerConfig
+from agentbake.runner.sandbox import SandboxRequest
 
 MOUNT = "/run/agentbake"
 """Where the sandbox's host folder appears inside it (read-only)."""
@@ -70,13 +66,11 @@ def _slug(rollout_id: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_.-]", "-", rollout_id)[:40] or "sandbox"
 
 
-class DockerBackend(SandboxBackend):
-    """Creates sandboxes on the local engine (DOCKER_HOST); `close()` removes every one still alive."""
+class DockerEngine:
+    """The local engine (DOCKER_HOST) with this backend's settings: images, users, limits, containers."""
 
-    name = "docker"
-
-    def __init__(self, config: DockerConfig | None = None, *, base_url: str | None = None):
-        self.config = config or DockerConfig()
+    def __init__(self, config: DockerConfig, *, base_url: str | None = None):
+        self.config = config
         kwargs = {"base_url": base_url} if base_url else docker.utils.kwargs_from_env()
         try:
             # Two clients: engine calls time out; command output streams wait as long as the command runs.
@@ -87,13 +81,7 @@ class DockerBackend(SandboxBackend):
         self._own_runtime_dir()
         self._images: dict[str, ImageInfo] = {}
         self._ids: dict[tuple[str, str], tuple[int, int]] = {}
-        self._live: dict[str, DockerSandbox] = {}
-        self._closed = False
-        self._lock = threading.Lock()
         self._engine_cpus: int | None = None
-        from agentbake.runner.warm_pool import WarmPool
-
-        self.pool = WarmPool(self, self.config.warm)
 
     def _own_runtime_dir(self) -> None:
         """Create the host folder of the sandboxes' folders, private to this user; refuse one that another
@@ -142,75 +130,28 @@ class DockerBackend(SandboxBackend):
         self._images[ref] = info
         return info
 
-    def ids(self, sandbox: DockerSandbox, user: str) -> tuple[int, int]:
-        """uid and gid of a user inside the sandbox's image (its /etc/passwd, read once per image)."""
+    def ids(self, image: ImageInfo, user: str, read_passwd: Callable[[], str]) -> tuple[int, int]:
+        """uid and gid of a user inside an image (its /etc/passwd, read once per image by `read_passwd`)."""
         if user in ("root", "0"):
             return 0, 0
-        key = (sandbox.image.id, user)
+        key = (image.id, user)
         if key not in self._ids:
-            for line in sandbox.read_text("/etc/passwd").splitlines():
+            for line in read_passwd().splitlines():
                 fields = line.split(":")
                 if len(fields) >= 4 and fields[2].isdigit() and fields[3].isdigit():
-                    self._ids[(sandbox.image.id, fields[0])] = (int(fields[2]), int(fields[3]))
-                    self._ids[(sandbox.image.id, fields[2])] = (int(fields[2]), int(fields[3]))
+                    self._ids[(image.id, fields[0])] = (int(fields[2]), int(fields[3]))
+                    self._ids[(image.id, fields[2])] = (int(fields[2]), int(fields[3]))
             if key not in self._ids:
-                raise SandboxError(f"user {user!r} is not in /etc/passwd of image {sandbox.image.ref!r}")
+                raise SandboxError(f"user {user!r} is not in /etc/passwd of image {image.ref!r}")
         return self._ids[key]
 
-    # -- create ------------------------------------------------------------------------------------
+    # -- containers --------------------------------------------------------------------------------
 
     def limits(self, request: SandboxRequest) -> Limits:
         if self._engine_cpus is None:
             self._engine_cpus = int(self.api.info().get("NCPU") or os.cpu_count() or 1)
         cpus = min(request.cpus or self.config.cpus, self._engine_cpus)
         return Limits(int(cpus * 1e9), request.memory_mb or self.config.memory_mb, self.config.pids_limit)
-
-    def create(self, request: SandboxRequest) -> DockerSandbox:
-        image = self.image(request.image)
-        if request.gateway_socket is not None:
-            if image.python is None:
-                raise SandboxError(
-                    f"image {request.image!r} has no label dev.agentbake.python: the gateway relay needs the image's "
-                    "python; build the image with `agentbake build`"
-                )
-            if not Path(request.gateway_socket).exists():
-                raise SandboxError(f"gateway socket {request.gateway_socket} does not exist; start the gateway first")
-        limits = self.limits(request)
-        taken = self.pool.take(image, limits)
-        container_id, name = taken or self.start_container(image, limits, request.rollout_id)
-        try:
-            model_url = self._connect_gateway(name, request.gateway_socket)
-        except BaseException:
-            self.discard(name)
-            raise
-        sandbox = DockerSandbox(
-            self, container_id, name, image, image.user, request.envs, model_url, request.rollout_id
-        )
-        with self._lock:
-            closed = self._closed
-            if not closed:
-                self._live[container_id] = sandbox
-        if closed:  # closed while this create ran (a batch's teardown): nothing may outlive close()
-            self.discard(name)
-            raise SandboxError(f"the Docker backend was closed while sandbox {name} started; it was removed")
-        return sandbox
-
-    def warm_up(self, request: SandboxRequest) -> None:
-        """Fill the warm pool (DockerConfig.warm) for this request's image and limits; returns once started."""
-        self.pool.fill(self.image(request.image), self.limits(request))
-
-    def _connect_gateway(self, name: str, gateway_socket: str | None) -> str | None:
-        if gateway_socket is None:
-            return None
-        link = self.config.runtime_dir / name / GATEWAY_SOCKET
-        try:
-            os.link(gateway_socket, link)
-        except OSError as exc:
-            raise SandboxError(
-                f"cannot link the gateway socket {gateway_socket} into {link.parent} ({exc.strerror}); it must be on "
-                f"the same filesystem as DockerConfig.runtime_dir ({self.config.runtime_dir})"
-            ) from None
-        return f"http://127.0.0.1:{self.config.model_port}"
 
     def start_container(self, image: ImageInfo, limits: Limits, rollout_id: str) -> tuple[str, str]:
         """Create and start one container, retrying transient engine errors; nothing is left on failure."""
@@ -263,47 +204,8 @@ class DockerBackend(SandboxBackend):
         self.api.start(container["Id"])
         return container["Id"]
 
-    # -- removal -----------------------------------------------------------------------------------
-
     def discard(self, name: str) -> None:
         """Remove a container by name (if the engine made it) and its host folder; errors are ignored."""
         with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
             self.api.remove_container(name, force=True, v=True)
         shutil.rmtree(self.config.runtime_dir / name, ignore_errors=True)
-
-    def remove(self, sandbox: DockerSandbox) -> None:
-        """Remove a sandbox (SIGKILL, no grace period); safe to call twice."""
-        with self._lock:
-            if sandbox.killed:
-                return
-            sandbox.killed = True
-            self._live.pop(sandbox.sandbox_id, None)
-        try:
-            self.api.remove_container(sandbox.sandbox_id, force=True, v=True)
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.DockerException as exc:
-            raise SandboxError(
-                f"cannot remove sandbox {sandbox.name}: {exc}; `agentbake gc` removes it later"
-            ) from None
-        finally:
-            shutil.rmtree(self.config.runtime_dir / sandbox.name, ignore_errors=True)
-
-    def live(self) -> list[DockerSandbox]:
-        with self._lock:
-            return list(self._live.values())
-
-    def close(self) -> None:
-        """Remove every sandbox this backend created that is still alive, and the warm pool's; a `create`
-        still running when this is called removes its sandbox and fails."""
-        with self._lock:
-            self._closed = True
-        self.pool.close()
-        errors = []
-        for sandbox in self.live():
-            try:
-                sandbox.kill()
-            except SandboxError as exc:
-                errors.append(str(exc))
-        if errors:
-            raise SandboxError("; ".join(errors))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentbake.errors import TaskError
-from agentbake.runner.task import DEFAULT_TIMEOUT_SEC, discover_tasks, load_task
+from agentbake.tasks.task import DEFAULT_TIMEOUT_SEC, discover_tasks, load_task
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"
 

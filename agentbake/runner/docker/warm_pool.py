@@ -10,21 +10,18 @@ from __future__ import annotations
 import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING
 
-from agentbake.runner import labels
+from agentbake.runner.docker import labels
+from agentbake.runner.docker.engine import DockerEngine, ImageInfo, Limits
 
-if TYPE_CHECKING:
-    from agentbake.runner.docker import DockerBackend, ImageInfo, Limits
-
-Key = tuple[str, "Limits"]
+Key = tuple[str, Limits]
 
 
 class WarmPool:
     """Keeps `size` started containers per key; refills in background threads."""
 
-    def __init__(self, backend: DockerBackend, size: int):
-        self._backend = backend
+    def __init__(self, engine: DockerEngine, size: int):
+        self._engine = engine
         self.size = size
         self._ready: dict[Key, deque[tuple[str, str]]] = {}
         self._pending: dict[Key, set[Future[None]]] = {}
@@ -71,7 +68,7 @@ class WarmPool:
 
     def _start_one(self, key: Key, image: ImageInfo, limits: Limits) -> None:
         try:
-            started = self._backend.start_container(image, limits, labels.WARM_ROLLOUT)
+            started = self._engine.start_container(image, limits, labels.WARM_ROLLOUT)
         except Exception as exc:
             with self._lock:
                 self.errors.append(exc)
@@ -80,7 +77,7 @@ class WarmPool:
             if not self._closed:
                 self._ready.setdefault(key, deque()).append(started)
                 return
-        self._backend.discard(started[1])
+        self._engine.discard(started[1])
 
     def close(self) -> None:
         """Stop refilling, wait for starts under way, remove every container still waiting."""
@@ -94,4 +91,4 @@ class WarmPool:
             self._ready.clear()
         if waiting:
             with ThreadPoolExecutor(max_workers=4) as removers:
-                wait([removers.submit(self._backend.discard, name) for name in waiting])
+                wait([removers.submit(self._engine.discard, name) for name in waiting])

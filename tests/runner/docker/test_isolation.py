@@ -18,8 +18,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from agentbake.runner.docker import DockerBackend
-from agentbake.runner.docker_sandbox import DockerSandbox
+from agentbake.runner.docker.backend import DockerBackend
+from agentbake.runner.docker.sandbox import DockerSandbox
 from agentbake.runner.sandbox import SandboxRequest
 from agentbake.serve import ServedApp, serve_in_thread
 

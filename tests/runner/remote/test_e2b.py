@@ -16,9 +16,9 @@ import pytest
 
 from agentbake.buildkit.build import BuildResult
 from agentbake.errors import SandboxError
-from agentbake.runner.e2b import ROLLOUT_KEY, E2BBackend, E2BSandbox
-from agentbake.runner.e2b_config import E2BConfig
-from agentbake.runner.remote import ImageFacts
+from agentbake.runner.remote.base import ImageFacts
+from agentbake.runner.remote.e2b import ROLLOUT_KEY, E2BBackend, E2BSandbox
+from agentbake.runner.remote.e2b_config import E2BConfig
 from agentbake.runner.sandbox import SandboxRequest
 from tests.runner.fakes.containers import LocalMachines, facts_of, remove_leftovers
 from tests.runner.fakes.e2b_fake import FakeE2B

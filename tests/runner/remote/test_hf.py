@@ -18,9 +18,9 @@ import pytest
 
 from agentbake.buildkit.build import BuildResult
 from agentbake.errors import SandboxError
-from agentbake.runner.hf import ROLLOUT_LABEL, HFBackend, HFSandbox
-from agentbake.runner.hf_config import HFConfig
-from agentbake.runner.remote import ImageFacts
+from agentbake.runner.remote.base import ImageFacts
+from agentbake.runner.remote.hf import ROLLOUT_LABEL, HFBackend, HFSandbox
+from agentbake.runner.remote.hf_config import HFConfig
 from agentbake.runner.sandbox import SandboxRequest
 from tests.runner.fakes.containers import LocalMachines, facts_of, remove_leftovers
 from tests.runner.fakes.hf_fake import FakeHub

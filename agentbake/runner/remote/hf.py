@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentbake.errors import SandboxError
-from agentbake.runner import remote
-from agentbake.runner.hf_config import HFConfig
+from agentbake.runner.remote import base
+from agentbake.runner.remote.hf_config import HFConfig
 from agentbake.runner.sandbox import ExecResult, SandboxRequest
 
 logger = logging.getLogger("agentbake.runner")
@@ -57,22 +57,22 @@ def transient(exc: Exception) -> bool:
     return isinstance(exc, httpx2.TransportError | OSError)
 
 
-class HFBackend(remote.RemoteBackend):
+class HFBackend(base.RemoteBackend):
     """Creates Hugging Face sandboxes (one Job each); `close()` kills every one still alive."""
 
     name = "hf"
 
-    def __init__(self, config: HFConfig | None = None, *, image_facts: remote.ImageFacts | None = None) -> None:
+    def __init__(self, config: HFConfig | None = None, *, image_facts: base.ImageFacts | None = None) -> None:
         self.config = config or HFConfig()
         super().__init__(self.config.relay, image_facts)
         self.sdk = _sdk()
         self.api = self.sdk.HfApi()
 
-    def image(self, facts: remote.ImageFacts) -> str:
+    def image(self, facts: base.ImageFacts) -> str:
         """The reference to start: the config's, else the published manifest's for this content hash."""
         if self.config.image:
             return self._pinned(self.config.image, "HFConfig.image")
-        image = remote.published_reference(
+        image = base.published_reference(
             facts, self.config.manifest, "hf_image", "Hugging Face reference", "--hf` (or set HFConfig.image)"
         )
         return self._pinned(image, "published Hugging Face image")
@@ -81,7 +81,7 @@ class HFBackend(remote.RemoteBackend):
     def _pinned(image: str, what: str) -> str:
         if image.startswith("hf.co/spaces/"):
             return image  # a Space is rebuilt from its own pinned files; the manifest names it per content hash
-        return remote.refuse_moving_tag(image, what)
+        return base.refuse_moving_tag(image, what)
 
     def create(self, request: SandboxRequest) -> HFSandbox:
         facts = self.facts(request.image)
@@ -101,7 +101,7 @@ class HFBackend(remote.RemoteBackend):
                 start_timeout=self.config.start_timeout_s,
             )
 
-        sdk_sandbox = remote.with_create_retries(
+        sdk_sandbox = base.with_create_retries(
             create_once,
             attempts=self.config.create_attempts,
             backoff_s=self.config.retry_backoff_s,
@@ -113,11 +113,11 @@ class HFBackend(remote.RemoteBackend):
         return self.adopt(sandbox, first=f"umask 077 && mkdir -p {_JOBS_DIR}")
 
 
-class HFSandbox(remote.RemoteSandbox):
+class HFSandbox(base.RemoteSandbox):
     """One Hugging Face sandbox; commands through `run`, files through `files`."""
 
     def __init__(
-        self, backend: HFBackend, sdk_sandbox: Any, facts: remote.ImageFacts, rollout_id: str, model_url: str | None
+        self, backend: HFBackend, sdk_sandbox: Any, facts: base.ImageFacts, rollout_id: str, model_url: str | None
     ) -> None:
         self._backend = backend
         self._sandbox = sdk_sandbox
@@ -157,7 +157,7 @@ class HFSandbox(remote.RemoteSandbox):
     ) -> ExecResult:
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-        command = self.as_user(remote.shell_command(cmd), user)
+        command = self.as_user(base.shell_command(cmd), user)
         try:
             done = self._sandbox.run(command, env=dict(envs or {}), cwd=cwd, timeout=timeout, check=False)
         except Exception as exc:
@@ -165,7 +165,7 @@ class HFSandbox(remote.RemoteSandbox):
         if done.timed_out or done.exit_code is None:
             # The server killed the command's process group at its deadline (or a signal ended it).
             if done.timed_out:
-                return ExecResult(remote.TIMEOUT_EXIT, done.stdout, done.stderr, timed_out=True)
+                return ExecResult(base.TIMEOUT_EXIT, done.stdout, done.stderr, timed_out=True)
             return ExecResult(128 + (done.signal or 9), done.stdout, done.stderr)
         return ExecResult(done.exit_code, done.stdout, done.stderr)
 
@@ -175,13 +175,13 @@ class HFSandbox(remote.RemoteSandbox):
         envs: Mapping[str, str] | None = None,
         cwd: str | None = None,
         user: str | None = None,
-    ) -> remote.ThreadedJob:
+    ) -> base.ThreadedJob:
         with self._jobs_lock:
             self._jobs += 1
-            base = f"{_JOBS_DIR}/{self._jobs}"
+            capture = f"{_JOBS_DIR}/{self._jobs}"
         # The root shell opens the capture files before the command drops to the user: it cannot forge them.
-        inner = self.as_user(remote.shell_command(cmd), user)
-        wrapper = f"{inner} > {base}.out 2> {base}.err; rc=$?; echo $rc > {base}.rc; exit $rc"
+        inner = self.as_user(base.shell_command(cmd), user)
+        wrapper = f"{inner} > {capture}.out 2> {capture}.err; rc=$?; echo $rc > {capture}.rc; exit $rc"
         try:
             process = self._sandbox.run(wrapper, env=dict(envs or {}), cwd=cwd, background=True)
         except Exception as exc:
@@ -189,7 +189,7 @@ class HFSandbox(remote.RemoteSandbox):
 
         def wait() -> ExecResult:
             code = self._poll(process)
-            out, err = self._capture(f"{base}.out"), self._capture(f"{base}.err")
+            out, err = self._capture(f"{capture}.out"), self._capture(f"{capture}.err")
             return ExecResult(code, out, err)
 
         def kill() -> None:
@@ -198,7 +198,7 @@ class HFSandbox(remote.RemoteSandbox):
             except Exception as exc:
                 raise self._error("kill a background command in", exc) from None
 
-        return remote.ThreadedJob(process.pid, wait, kill, name=f"hf-{self.sandbox_id}-{process.pid}")
+        return base.ThreadedJob(process.pid, wait, kill, name=f"hf-{self.sandbox_id}-{process.pid}")
 
     def _poll(self, process: Any) -> int:
         """The process's exit code once `processes()` lists it as ended; vanished from the listing is an error."""
@@ -272,7 +272,7 @@ class HFSandbox(remote.RemoteSandbox):
                 api.cancel_job(job_id=self.sandbox_id, namespace=namespace)
 
         try:
-            remote.kill_with_retries(
+            base.kill_with_retries(
                 kill_and_check,
                 what=f"HF sandbox {self.sandbox_id}",
                 backstop=f"it ends itself after {self._backend.config.idle_timeout_s} s idle, or cancel it with "

@@ -9,10 +9,10 @@ import docker
 import pytest
 
 from agentbake.errors import SandboxError
-from agentbake.runner import labels
-from agentbake.runner.docker import DockerBackend
-from agentbake.runner.docker_config import DockerConfig
-from agentbake.runner.docker_sandbox import DockerSandbox
+from agentbake.runner.docker import labels
+from agentbake.runner.docker.backend import DockerBackend
+from agentbake.runner.docker.config import DockerConfig
+from agentbake.runner.docker.sandbox import DockerSandbox
 from agentbake.runner.sandbox import SandboxRequest
 
 RUN = secrets.token_hex(3)  # rollout ids unique per session: other sessions share the engine

@@ -1,73 +1,27 @@
-"""Removing what sandboxes leave behind: a batch's own teardown on Ctrl-C / SIGTERM, and `agentbake gc`.
+"""`agentbake gc`: removing what Docker sandboxes leave behind when their runner could not.
 
-`teardown_on_signals` covers a runner that is told to stop. A runner killed with SIGKILL cannot clean
-up, so everything it creates carries labels (labels.py) and `collect` removes, on the next run, each
+A runner that is told to stop closes its backend (`agentbake.runner.teardown`). A runner killed with SIGKILL
+cannot clean up, so everything it creates carries labels (labels.py) and `collect` removes, on the next run, each
 labelled container or network that is expired or whose owner process is gone, with its host folder.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import logging
 import shutil
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 import docker
 import docker.errors
 
-from agentbake.runner import labels
-from agentbake.runner.docker_config import default_runtime_dir
-
-logger = logging.getLogger("agentbake.runner")
+from agentbake.runner.docker import labels
+from agentbake.runner.docker.config import default_runtime_dir
 
 # A host folder with no container is only an orphan once a create in flight would have made one.
 _ORPHAN_AGE_S = 120
-
-
-class Closeable(Protocol):
-    def close(self) -> None: ...
-
-
-@contextlib.contextmanager
-def teardown_on_signals(*closeables: Closeable) -> Iterator[None]:
-    """Run a batch; on leaving the block (normally, on error, Ctrl-C or SIGTERM) close each closeable
-    (`DockerBackend.close()` removes its live sandboxes and warm pool).
-
-    SIGTERM raises SystemExit(143) in the main thread, so the block unwinds as for Ctrl-C. While the
-    closeables close, further SIGINT / SIGTERM are ignored: a second Ctrl-C does not leave half a teardown.
-    Outside the main thread no handler can be installed and only the closing applies.
-    """
-    in_main = threading.current_thread() is threading.main_thread()
-    previous = None
-    if in_main:
-
-        def on_term(signum: int, frame: object) -> None:
-            raise SystemExit(128 + signum)
-
-        previous = signal.signal(signal.SIGTERM, on_term)
-    try:
-        yield
-    finally:
-        if in_main:
-            previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        try:
-            for closeable in closeables:
-                try:
-                    closeable.close()
-                except Exception as exc:  # the others still close; gc removes what this one left
-                    logger.warning("teardown: %s", exc)
-        finally:
-            if in_main:
-                signal.signal(signal.SIGINT, previous_int)
-                signal.signal(signal.SIGTERM, previous)
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import docker
 
-from agentbake.runner import labels
-from agentbake.runner.docker import DockerBackend
-from agentbake.runner.docker_config import DockerConfig
+from agentbake.runner.docker import labels
+from agentbake.runner.docker.backend import DockerBackend
+from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.sandbox import SandboxRequest
 from agentbake.serve import serve_in_thread
-from tests.runner.test_isolation import echo_app, wait_for_model
+from tests.runner.docker.test_isolation import echo_app, wait_for_model
 
 RUN = secrets.token_hex(3)  # rollout ids unique per session: other sessions share the engine
 

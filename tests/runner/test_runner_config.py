@@ -13,11 +13,11 @@ from pydantic import ValidationError
 
 from agentbake.errors import ConfigError
 from agentbake.runner.host_gateway import GATEWAY_DIR_PREFIX, GATEWAY_SOCKET, remove_stale_gateways, served_model
-from agentbake.runner.rollout import new_rollout_id
-from agentbake.runner.rollout_config import RunnerConfig
-from agentbake.runner.task import load_task
+from agentbake.runner.runner import new_rollout_id
+from agentbake.runner.runner_config import RunnerConfig
 from agentbake.scripted import ScriptedModel
 from agentbake.serve import serve_in_thread
+from agentbake.tasks import load_task
 from tests.runner.rollouts import EXAMPLES
 
 

@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from agentbake.gateway import GatewayConfig, create_app
-from agentbake.runner.relay import GatewayRelay, RelayConfig
+from agentbake.runner.remote.relay import GatewayRelay, RelayConfig
 from agentbake.scripted import ScriptedModel
 from agentbake.serve import serve_in_thread
 

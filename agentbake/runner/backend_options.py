@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from agentbake.errors import SandboxError
-from agentbake.runner.relay import RelayConfig
+from agentbake.runner.remote.relay import RelayConfig
 from agentbake.runner.sandbox import SandboxBackend
 
 BACKENDS = ("docker", "e2b", "hf")
@@ -51,12 +51,12 @@ class BackendChoice:
         if warm:
             raise SandboxError(f"--warm keeps Docker sandboxes started; the {self.name} backend has no warm pool")
         if self.name == "e2b":
-            from agentbake.runner.e2b import E2BBackend
-            from agentbake.runner.e2b_config import E2BConfig
+            from agentbake.runner.remote.e2b import E2BBackend
+            from agentbake.runner.remote.e2b_config import E2BConfig
 
             return E2BBackend(E2BConfig(manifest=self.manifest, relay=self.relay()))
-        from agentbake.runner.hf import HFBackend
-        from agentbake.runner.hf_config import HFConfig
+        from agentbake.runner.remote.hf import HFBackend
+        from agentbake.runner.remote.hf_config import HFConfig
 
         return HFBackend(HFConfig(manifest=self.manifest, relay=self.relay()))
 

@@ -13,16 +13,13 @@ import posixpath
 import tarfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping
 
 import docker.errors
 
 from agentbake.errors import SandboxError
+from agentbake.runner.docker.engine import DockerEngine, ImageInfo
 from agentbake.runner.sandbox import BgJob, ExecResult, SandboxHandle
-
-if TYPE_CHECKING:
-    from agentbake.runner.docker import DockerBackend, ImageInfo
 
 TIMEOUT_EXIT = 124
 # Creates the missing parents of $1 (shallowest first) and gives only those to $2 (uid:gid).
@@ -41,11 +38,12 @@ def _decode(data: bytes | None) -> str:
 
 
 class DockerSandbox(SandboxHandle):
-    """A started container; made by `DockerBackend.create`, ended by `kill()` (idempotent)."""
+    """A started container; made by `DockerBackend.create`, ended by `kill()` (idempotent): `remove`, the
+    backend's, removes it and forgets it."""
 
     def __init__(
         self,
-        backend: DockerBackend,
+        engine: DockerEngine,
         container_id: str,
         name: str,
         image: ImageInfo,
@@ -53,9 +51,11 @@ class DockerSandbox(SandboxHandle):
         envs: Mapping[str, str],
         model_url: str | None,
         rollout_id: str,
+        remove: Callable[[DockerSandbox], None],
     ):
-        self._backend = backend
-        self._api = backend.api
+        self._engine = engine
+        self._api = engine.api
+        self._remove = remove
         self.sandbox_id = container_id
         self.name = name
         self.image = image
@@ -105,7 +105,7 @@ class DockerSandbox(SandboxHandle):
         exec_id = self._exec_create(command, envs, cwd, user)
         started = time.monotonic()
         try:
-            stdout, stderr = self._backend.stream_api.exec_start(exec_id, demux=True)
+            stdout, stderr = self._engine.stream_api.exec_start(exec_id, demux=True)
             code = self._exit_code(exec_id)
         except docker.errors.DockerException as exc:
             raise self._error("run a command in", exc) from None
@@ -123,7 +123,7 @@ class DockerSandbox(SandboxHandle):
     ) -> DockerBgJob:
         exec_id = self._exec_create(["sh", "-c", _PID_THEN_EXEC, "sh", *argv(cmd)], envs, cwd, user)
         try:
-            stream = self._backend.stream_api.exec_start(exec_id, stream=True, demux=True)
+            stream = self._engine.stream_api.exec_start(exec_id, stream=True, demux=True)
         except docker.errors.DockerException as exc:
             raise self._error("start a background command in", exc) from None
         return DockerBgJob(self, exec_id, stream)
@@ -137,7 +137,7 @@ class DockerSandbox(SandboxHandle):
 
     def write_bytes(self, path: str, data: bytes, *, mode: int = 0o644, user: str | None = None) -> None:
         path = self._absolute(path)
-        uid, gid = self._backend.ids(self, user or self.user)
+        uid, gid = self._engine.ids(self.image, user or self.user, lambda: self.read_text("/etc/passwd"))
         member = tarfile.TarInfo(posixpath.basename(path))
         member.size, member.mode, member.uid, member.gid = len(data), mode, uid, gid
         member.mtime = int(time.time())
@@ -180,7 +180,7 @@ class DockerSandbox(SandboxHandle):
     # -- lifetime ----------------------------------------------------------------------------------
 
     def kill(self) -> None:
-        self._backend.remove(self)
+        self._remove(self)
 
     def _error(self, action: str, exc: Exception) -> SandboxError:
         gone = " (the sandbox was killed)" if self.killed else ""

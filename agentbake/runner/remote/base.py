@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from agentbake.errors import SandboxError
-from agentbake.runner.relay import GatewayRelay, RelayConfig
+from agentbake.runner.remote.relay import GatewayRelay, RelayConfig
 from agentbake.runner.sandbox import BgJob, ExecResult, SandboxBackend, SandboxHandle, SandboxRequest
 
 logger = logging.getLogger("agentbake.runner")

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentbake.errors import SandboxError
-from agentbake.runner import remote
-from agentbake.runner.e2b_config import E2BConfig
+from agentbake.runner.remote import base
+from agentbake.runner.remote.e2b_config import E2BConfig
 from agentbake.runner.sandbox import ExecResult, SandboxRequest
 
 logger = logging.getLogger("agentbake.runner")
@@ -54,24 +54,24 @@ def transient(exc: Exception) -> bool:
     return isinstance(status, int) and status >= 500
 
 
-class E2BBackend(remote.RemoteBackend):
+class E2BBackend(base.RemoteBackend):
     """Creates E2B sandboxes; `close()` kills every one this backend still has alive."""
 
     name = "e2b"
 
-    def __init__(self, config: E2BConfig | None = None, *, image_facts: remote.ImageFacts | None = None) -> None:
+    def __init__(self, config: E2BConfig | None = None, *, image_facts: base.ImageFacts | None = None) -> None:
         self.config = config or E2BConfig()
         super().__init__(self.config.relay, image_facts)
         self.sdk = _sdk()
 
-    def template(self, facts: remote.ImageFacts) -> str:
+    def template(self, facts: base.ImageFacts) -> str:
         """The template to start: the config's, else the published manifest's for this content hash."""
         if self.config.template:
-            return remote.refuse_moving_tag(self.config.template, "E2BConfig.template")
-        template = remote.published_reference(
+            return base.refuse_moving_tag(self.config.template, "E2BConfig.template")
+        template = base.published_reference(
             facts, self.config.manifest, "e2b_template", "E2B template", "--e2b` (or set E2BConfig.template)"
         )
-        return remote.refuse_moving_tag(template, "published E2B template")
+        return base.refuse_moving_tag(template, "published E2B template")
 
     def create(self, request: SandboxRequest) -> E2BSandbox:
         facts = self.facts(request.image)
@@ -93,7 +93,7 @@ class E2BBackend(remote.RemoteBackend):
                 retries=0,  # E2BConfig.create_attempts is the one bound on tries
             )
 
-        sdk_sandbox = remote.with_create_retries(
+        sdk_sandbox = base.with_create_retries(
             create_once,
             attempts=self.config.create_attempts,
             backoff_s=self.config.retry_backoff_s,
@@ -103,11 +103,11 @@ class E2BBackend(remote.RemoteBackend):
         return self.adopt(E2BSandbox(self, sdk_sandbox, facts, request.rollout_id, model_url))
 
 
-class E2BSandbox(remote.RemoteSandbox):
+class E2BSandbox(base.RemoteSandbox):
     """One E2B sandbox; commands and files through the SDK's `commands` and `files`."""
 
     def __init__(
-        self, backend: E2BBackend, sdk_sandbox: Any, facts: remote.ImageFacts, rollout_id: str, model_url: str | None
+        self, backend: E2BBackend, sdk_sandbox: Any, facts: base.ImageFacts, rollout_id: str, model_url: str | None
     ) -> None:
         self._backend = backend
         self._sdk = backend.sdk
@@ -141,14 +141,14 @@ class E2BSandbox(remote.RemoteSandbox):
         timeout: float | None = None,
         user: str | None = None,
     ) -> ExecResult:
-        command = remote.with_deadline(remote.shell_command(cmd), timeout)
+        command = base.with_deadline(base.shell_command(cmd), timeout)
         started = time.monotonic()
         try:
             done = self._run(command, envs, cwd, user)
             result = ExecResult(done.exit_code, done.stdout, done.stderr)
         except self._sdk.CommandExitException as exc:
             result = ExecResult(exc.exit_code, exc.stdout, exc.stderr)
-        return remote.deadline_result(result, timeout, started)
+        return base.deadline_result(result, timeout, started)
 
     def start_bg(
         self,
@@ -156,8 +156,8 @@ class E2BSandbox(remote.RemoteSandbox):
         envs: Mapping[str, str] | None = None,
         cwd: str | None = None,
         user: str | None = None,
-    ) -> remote.ThreadedJob:
-        handle = self._run(remote.shell_command(cmd), envs, cwd, user, background=True)
+    ) -> base.ThreadedJob:
+        handle = self._run(base.shell_command(cmd), envs, cwd, user, background=True)
 
         def wait() -> ExecResult:
             try:
@@ -174,7 +174,7 @@ class E2BSandbox(remote.RemoteSandbox):
             except Exception as exc:
                 raise self._error("kill a background command in", exc) from None
 
-        return remote.ThreadedJob(handle.pid, wait, kill, name=f"e2b-{self.sandbox_id}-{handle.pid}")
+        return base.ThreadedJob(handle.pid, wait, kill, name=f"e2b-{self.sandbox_id}-{handle.pid}")
 
     def write_bytes(self, path: str, data: bytes, *, mode: int = 0o644, user: str | None = None) -> None:
         owner = user or self.user
@@ -205,7 +205,7 @@ class E2BSandbox(remote.RemoteSandbox):
         if self.killed:
             return
         self.run_before_kill()
-        remote.kill_with_retries(
+        base.kill_with_retries(
             self._sandbox.kill,  # False when E2B no longer has it: gone is what we want
             what=f"E2B sandbox {self.sandbox_id}",
             backstop=f"it ends by itself after {self._backend.config.sandbox_timeout_s} s",

@@ -1,4 +1,4 @@
-"""The sandbox protocol: what every backend (Docker now, E2B and Hugging Face later) implements.
+"""The sandbox protocol: what every backend (Docker, E2B, Hugging Face) implements.
 
 The harness only ever talks to a `SandboxHandle`, so a rollout runs the same steps on every backend.
 Paths come from `handle.home` or the image's `dev.agentbake.*` labels (`SandboxHandle.paths`), never a
@@ -121,7 +121,7 @@ class SandboxHandle(abc.ABC):
 
 
 class SandboxBackend(abc.ABC):
-    """Creates sandboxes; one implementation per file (`docker.py`, later `e2b.py`, `hf.py`)."""
+    """Creates sandboxes; one implementation per backend (`docker/backend.py`, `remote/e2b.py`, `remote/hf.py`)."""
 
     name: str
 

@@ -33,9 +33,9 @@ from agentbake.runner.agents import AgentImage, AgentLaunch, ModelAccess, agent_
 from agentbake.runner.harness import Harness, HarnessOutcome, oracle_launch
 from agentbake.runner.host_gateway import remove_stale_gateways, served_model, start_host_gateway
 from agentbake.runner.result import RolloutResult, Status, Timings
-from agentbake.runner.rollout_config import SCRIPTED, SCRIPTED_MODEL_NAME, RunnerConfig
+from agentbake.runner.runner_config import SCRIPTED, SCRIPTED_MODEL_NAME, RunnerConfig
 from agentbake.runner.sandbox import SandboxBackend, SandboxHandle, SandboxRequest
-from agentbake.runner.task import Task
+from agentbake.tasks import Task
 
 logger = logging.getLogger("agentbake.runner")
 
@@ -248,7 +248,7 @@ class Runner:
         return self._agent.launch(image, access, task.instruction)
 
     def _start_sandbox_gateway(self, handle: SandboxHandle, rollout_id: str, trace: Path) -> None:
-        from agentbake.runner.sandbox_gateway import SandboxGateway, start_sandbox_gateway
+        from agentbake.runner.remote.sandbox_gateway import SandboxGateway, start_sandbox_gateway
 
         gateway = self._shared_gateway()
         spec = SandboxGateway(
@@ -395,8 +395,8 @@ def _write_sequences(result: RolloutResult, trace: Path, out_file: Path, logprob
 
 
 def _docker_backend(config: RunnerConfig) -> SandboxBackend:
-    from agentbake.runner.docker import DockerBackend
-    from agentbake.runner.docker_config import DockerConfig
+    from agentbake.runner.docker.backend import DockerBackend
+    from agentbake.runner.docker.config import DockerConfig
 
     return DockerBackend(DockerConfig(warm=config.warm))
 

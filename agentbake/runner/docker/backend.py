@@ -1,0 +1,126 @@
+"""The Docker backend: hardened, network-less containers through docker-py.
+
+Every sandbox runs with `network_mode="none"` (loopback only), the image's non-root user for every
+command unless root is asked for, `cap_drop=ALL` plus the few capabilities root's setup needs,
+no-new-privileges, pids/memory/CPU limits and an init process. Its only way out is a read-only
+folder from the host holding the gateway's unix socket, which a relay (forwarder.py, the container's
+main process, as root so the agent cannot stop it) serves on the sandbox's 127.0.0.1. See README.md.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import docker.errors
+
+from agentbake.errors import SandboxError
+from agentbake.runner.docker.config import DockerConfig
+from agentbake.runner.docker.engine import GATEWAY_SOCKET, DockerEngine
+from agentbake.runner.docker.sandbox import DockerSandbox
+from agentbake.runner.docker.warm_pool import WarmPool
+from agentbake.runner.sandbox import SandboxBackend, SandboxRequest
+
+
+class DockerBackend(SandboxBackend):
+    """Creates sandboxes on the local engine (DOCKER_HOST); `close()` removes every one still alive."""
+
+    name = "docker"
+
+    def __init__(self, config: DockerConfig | None = None, *, base_url: str | None = None):
+        self.config = config or DockerConfig()
+        self.engine = DockerEngine(self.config, base_url=base_url)
+        self._live: dict[str, DockerSandbox] = {}
+        self._closed = False
+        self._lock = threading.Lock()
+        self.pool = WarmPool(self.engine, self.config.warm)
+
+    # -- create ------------------------------------------------------------------------------------
+
+    def create(self, request: SandboxRequest) -> DockerSandbox:
+        image = self.engine.image(request.image)
+        if request.gateway_socket is not None:
+            if image.python is None:
+                raise SandboxError(
+                    f"image {request.image!r} has no label dev.agentbake.python: the gateway relay needs the image's "
+                    "python; build the image with `agentbake build`"
+                )
+            if not Path(request.gateway_socket).exists():
+                raise SandboxError(f"gateway socket {request.gateway_socket} does not exist; start the gateway first")
+        limits = self.engine.limits(request)
+        taken = self.pool.take(image, limits)
+        container_id, name = taken or self.engine.start_container(image, limits, request.rollout_id)
+        try:
+            model_url = self._connect_gateway(name, request.gateway_socket)
+        except BaseException:
+            self.engine.discard(name)
+            raise
+        sandbox = DockerSandbox(
+            self.engine, container_id, name, image, image.user, request.envs, model_url, request.rollout_id, self.remove
+        )
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._live[container_id] = sandbox
+        if closed:  # closed while this create ran (a batch's teardown): nothing may outlive close()
+            self.engine.discard(name)
+            raise SandboxError(f"the Docker backend was closed while sandbox {name} started; it was removed")
+        return sandbox
+
+    def warm_up(self, request: SandboxRequest) -> None:
+        """Fill the warm pool (DockerConfig.warm) for this request's image and limits; returns once started."""
+        self.pool.fill(self.engine.image(request.image), self.engine.limits(request))
+
+    def _connect_gateway(self, name: str, gateway_socket: str | None) -> str | None:
+        if gateway_socket is None:
+            return None
+        link = self.config.runtime_dir / name / GATEWAY_SOCKET
+        try:
+            os.link(gateway_socket, link)
+        except OSError as exc:
+            raise SandboxError(
+                f"cannot link the gateway socket {gateway_socket} into {link.parent} ({exc.strerror}); it must be on "
+                f"the same filesystem as DockerConfig.runtime_dir ({self.config.runtime_dir})"
+            ) from None
+        return f"http://127.0.0.1:{self.config.model_port}"
+
+    # -- removal -----------------------------------------------------------------------------------
+
+    def remove(self, sandbox: DockerSandbox) -> None:
+        """Remove a sandbox (SIGKILL, no grace period); safe to call twice."""
+        with self._lock:
+            if sandbox.killed:
+                return
+            sandbox.killed = True
+            self._live.pop(sandbox.sandbox_id, None)
+        try:
+            self.engine.api.remove_container(sandbox.sandbox_id, force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.DockerException as exc:
+            raise SandboxError(
+                f"cannot remove sandbox {sandbox.name}: {exc}; `agentbake gc` removes it later"
+            ) from None
+        finally:
+            shutil.rmtree(self.config.runtime_dir / sandbox.name, ignore_errors=True)
+
+    def live(self) -> list[DockerSandbox]:
+        with self._lock:
+            return list(self._live.values())
+
+    def close(self) -> None:
+        """Remove every sandbox this backend created that is still alive, and the warm pool's; a `create`
+        still running when this is called removes its sandbox and fails."""
+        with self._lock:
+            self._closed = True
+        self.pool.close()
+        errors = []
+        for sandbox in self.live():
+            try:
+                sandbox.kill()
+            except SandboxError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise SandboxError("; ".join(errors))
