@@ -8,6 +8,7 @@ with Runner(RunnerConfig(image="agentbake/claude-code:<hash12>", model="scripted
         result.reward, result.status, [r.completion_token_ids for r in result.trace]
 """
 
+from agentbake.runner.backend_registry import BACKENDS, BackendConfig, make_backend
 from agentbake.runner.docker.backend import DockerBackend
 from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.harness import Harness, HarnessOutcome, oracle_launch
@@ -22,8 +23,10 @@ from agentbake.runner.sandbox import BgJob, ExecResult, SandboxBackend, SandboxH
 from agentbake.tasks import Task, discover_tasks, load_task
 
 __all__ = [
+    "BACKENDS",
     "PHASES",
     "SCRIPTED",
+    "BackendConfig",
     "BatchProgress",
     "BatchSummary",
     "BgJob",
@@ -46,6 +49,7 @@ __all__ = [
     "Task",
     "discover_tasks",
     "load_task",
+    "make_backend",
     "new_rollout_id",
     "oracle_launch",
     "percentile",

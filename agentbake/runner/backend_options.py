@@ -1,8 +1,9 @@
-"""`--backend docker|e2b|hf` for `agentbake run` and `agentbake rollout`: the options and the backend they make.
+"""`--backend docker|e2b|hf` for `agentbake run` and `agentbake rollout`: the options and the backend config
+they make (the Runner builds the backend from it, through `backend_registry.make_backend`).
 
-Docker is the default (the Runner makes it itself, with its warm pool). The remote backends start the
-image published for the local image's content hash (the published manifest, `--manifest`), and reach the
-rollout's gateway on this machine through one relay port (`--relay-listen`, `--relay-url`).
+Docker is the default (with its warm pool, `--warm`). The remote backends start the image published for the
+local image's content hash (the published manifest, `--manifest`), and reach the rollout's gateway on this
+machine through one relay port (`--relay-listen`, `--relay-url`).
 """
 
 from __future__ import annotations
@@ -16,15 +17,13 @@ from typing import Any
 import click
 
 from agentbake.errors import SandboxError
+from agentbake.runner.backend_registry import BACKENDS, BackendConfig
 from agentbake.runner.remote.relay import RelayConfig
-from agentbake.runner.sandbox import SandboxBackend
-
-BACKENDS = ("docker", "e2b", "hf")
 
 
 @dataclass(frozen=True)
 class BackendChoice:
-    """What the backend options said; `build()` makes the backend (None: the Runner's own Docker backend)."""
+    """What the backend options said; `config()` is the backend's config, which the Runner builds it from."""
 
     name: str = "docker"
     gateway: str = "host"
@@ -40,25 +39,17 @@ class BackendChoice:
             )
         return RelayConfig(listen_host=host.strip("[]"), listen_port=int(port), public_url=self.relay_url)
 
-    def build(self, *, warm: int = 0) -> SandboxBackend | None:
+    def config(self, *, warm: int = 0) -> BackendConfig:
         if self.name == "docker":
             if self.gateway == "sandbox":
                 raise SandboxError(
                     "--gateway sandbox is for remote backends: a Docker sandbox has no network but its gateway's "
                     "socket; use --backend e2b or hf, or --gateway host"
                 )
-            return None
+            return BACKENDS["docker"].config(warm=warm)
         if warm:
             raise SandboxError(f"--warm keeps Docker sandboxes started; the {self.name} backend has no warm pool")
-        if self.name == "e2b":
-            from agentbake.runner.remote.e2b import E2BBackend
-            from agentbake.runner.remote.e2b_config import E2BConfig
-
-            return E2BBackend(E2BConfig(manifest=self.manifest, relay=self.relay()))
-        from agentbake.runner.remote.hf import HFBackend
-        from agentbake.runner.remote.hf_config import HFConfig
-
-        return HFBackend(HFConfig(manifest=self.manifest, relay=self.relay()))
+        return BACKENDS[self.name].config(manifest=self.manifest, relay=self.relay())
 
 
 def backend_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -81,7 +72,7 @@ def backend_options(command: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option(
             "--backend",
-            type=click.Choice(BACKENDS),
+            type=click.Choice(list(BACKENDS)),
             default="docker",
             show_default=True,
             help="Where sandboxes run: the local Docker engine, E2B, or Hugging Face (see docs/remote.md).",

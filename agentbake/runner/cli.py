@@ -3,13 +3,12 @@ summary table) and `agentbake gc`."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +174,7 @@ def run_command(
     task = load_task(task_dir)
     _warn(task.warnings)
     config = make_config(gateway=backend.gateway)
-    with _closing(sandboxes := backend.build()), teardown_on_signals(runner := Runner(config, sandboxes)):
+    with teardown_on_signals(runner := Runner(config, backend.config())):
         if config.model == SCRIPTED:
             runner.start_scripted([task])
         try:
@@ -216,7 +215,7 @@ def rollout_command(
         _warn(task.warnings)
     config = make_config(warm=warm, gateway=backend.gateway)
     display = _BatchDisplay(len(tasks) * repeats)
-    with _closing(sandboxes := backend.build(warm=warm)), teardown_on_signals(runner := Runner(config, sandboxes)):
+    with teardown_on_signals(runner := Runner(config, backend.config(warm=warm))):
         if config.model == SCRIPTED:
             runner.start_scripted(tasks)
         try:
@@ -235,16 +234,6 @@ def rollout_command(
 
 
 # -- helpers --------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _closing(backend: Any) -> Iterator[None]:
-    """Release a backend the Runner was handed (it closes only the one it makes itself)."""
-    try:
-        yield
-    finally:
-        if backend is not None:
-            backend.close()
 
 
 def resolve_image(image: str) -> str:

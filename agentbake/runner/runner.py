@@ -30,6 +30,8 @@ from agentbake.errors import AgentbakeError, PreflightError, SandboxError, TaskE
 from agentbake.gateway.config import GatewayConfig, LogprobsMode
 from agentbake.gateway.trace import TraceRecord, read_trace
 from agentbake.runner.agents import AgentImage, AgentLaunch, ModelAccess, agent_for_labels
+from agentbake.runner.backend_registry import BackendConfig, make_backend
+from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.harness import Harness, HarnessOutcome, oracle_launch
 from agentbake.runner.host_gateway import remove_stale_gateways, served_model, start_host_gateway
 from agentbake.runner.result import RolloutResult, Status, Timings
@@ -79,7 +81,9 @@ class BatchProgress:
 class Runner:
     """Runs rollouts of one image against one model; thread-safe, so a trainer can share it."""
 
-    def __init__(self, config: RunnerConfig, backend: SandboxBackend | None = None) -> None:
+    def __init__(self, config: RunnerConfig, backend: SandboxBackend | BackendConfig | None = None) -> None:
+        """`backend`: a backend to use (the caller closes it), or the config of one for the runner to build
+        (after the preflight) and close; None builds a Docker backend with `config.warm` sandboxes kept warm."""
         self.config = config
         self._labels = _image_labels(config.image)
         self._agent = None if config.oracle else agent_for_labels(self._labels)
@@ -92,8 +96,11 @@ class Runner:
         self._gateway: GatewayConfig | None = None
         if upstream:  # before the backend: a server that fails the preflight leaves nothing started
             self._use_upstream(upstream)
-        self._own_backend = backend is None
-        self.backend = backend if backend is not None else _docker_backend(config)
+        self._own_backend = not isinstance(backend, SandboxBackend)
+        if isinstance(backend, SandboxBackend):
+            self.backend = backend
+        else:
+            self.backend = make_backend(backend or DockerConfig(warm=config.warm))
         self._live: dict[str, _Live] = {}
         self._lock = threading.Lock()
         self._aborted = threading.Event()
@@ -342,7 +349,9 @@ class Runner:
                 raise
 
 
-def run_rollout(task: Task, config: RunnerConfig, *, backend: SandboxBackend | None = None) -> RolloutResult:
+def run_rollout(
+    task: Task, config: RunnerConfig, *, backend: SandboxBackend | BackendConfig | None = None
+) -> RolloutResult:
     """One rollout with a runner of its own (a batch shares one `Runner` instead)."""
     with Runner(config, backend) as runner:
         if config.model == SCRIPTED and not config.oracle:
@@ -392,13 +401,6 @@ def _write_sequences(result: RolloutResult, trace: Path, out_file: Path, logprob
         return
     (summary,) = write_sequences(trace, out_file, rollout_id=result.rollout_id, logprobs=logprobs)
     result.trainable = bool(summary["trainable"])
-
-
-def _docker_backend(config: RunnerConfig) -> SandboxBackend:
-    from agentbake.runner.docker.backend import DockerBackend
-    from agentbake.runner.docker.config import DockerConfig
-
-    return DockerBackend(DockerConfig(warm=config.warm))
 
 
 def _image_labels(image: str) -> dict[str, str]:
