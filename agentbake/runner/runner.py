@@ -257,6 +257,11 @@ class Runner:
     def _start_sandbox_gateway(self, handle: SandboxHandle, rollout_id: str, trace: Path) -> None:
         from agentbake.runner.remote.sandbox_gateway import SandboxGateway, start_sandbox_gateway
 
+        if not self.backend.capabilities.gateway_in_sandbox:
+            raise SandboxError(
+                f"the {self.backend.name} backend cannot run the gateway in the sandbox; use gateway='host' or a "
+                "remote backend"
+            )
         gateway = self._shared_gateway()
         spec = SandboxGateway(
             upstream=gateway.upstream,

@@ -63,7 +63,8 @@ def gateway_sources() -> bytes:
 
 
 def start_sandbox_gateway(handle: SandboxHandle, labels: Mapping[str, str], spec: SandboxGateway) -> TraceFetcher:
-    """Start the gateway in `handle`, point `handle.model_url` at it, and start fetching its trace."""
+    """Start the gateway in `handle`, point `handle.model_url` at it, and start fetching its trace; the
+    handle's backend must have `Capabilities.gateway_in_sandbox`."""
     python = labels.get("dev.agentbake.python")
     if not python:
         raise SandboxError("--gateway sandbox needs the image's baked venv (label dev.agentbake.python)")
@@ -90,11 +91,11 @@ def start_sandbox_gateway(handle: SandboxHandle, labels: Mapping[str, str], spec
         raise SandboxError(f"sandbox {handle.sandbox_id}: the in-sandbox gateway did not answer on {url}/healthz")
     handle.model_url = url
     fetcher = TraceFetcher(handle, f"{folder}/trace.jsonl", spec.trace)
-    before_kill = getattr(handle, "before_kill", None)
-    if before_kill is None:
+    try:
+        handle.before_kill(fetcher.finish)
+    except SandboxError:  # a backend without Capabilities.gateway_in_sandbox (the Runner checks it first)
         fetcher.finish()
-        raise SandboxError(f"the {type(handle).__name__} backend cannot run the gateway in the sandbox")
-    before_kill(fetcher.finish)
+        raise
     return fetcher
 
 
