@@ -50,4 +50,3 @@ def to_trl(document: dict) -> dict[str, Any]:
     lengths = {call["index"]: call["completion_len"] for call in document["calls"]}
     row["untrained_tokens"] = sum(lengths[call] for call in others)
     return row
-
