@@ -44,6 +44,10 @@ class TaskError(AgentbakeError):
     """A task directory is invalid: names the path, the key and what was expected."""
 
 
+class TaskImageError(TaskError):
+    """A task's own image cannot be built, pulled or run by agentbake: names the task and what to do."""
+
+
 class ServeError(AgentbakeError):
     """An app could not be served: its address could not be bound or its startup failed."""
 

@@ -9,14 +9,19 @@ Both read the same tar context, so a rendered Dockerfile builds unchanged with e
 from __future__ import annotations
 
 import base64
-import io
+import contextlib
 import json
 import re
+import socket
+import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from typing import Any, Literal
 
 import docker
+import requests
+import urllib3
 
 from agentbake.errors import BuildError
 
@@ -43,53 +48,95 @@ def run_build(
     no_cache: bool = False,
     labels: dict[str, str] | None = None,
     progress: Progress | None = None,
+    timeout_s: float | None = None,
 ) -> str:
-    """Build the tar `context` as `tag`; returns the image id or raises BuildError with the failing step."""
+    """Build the tar `context` as `tag`; returns the image id or raises BuildError with the failing step.
+    A build still running after `timeout_s` is cancelled: its request is closed, and the engine stops a
+    build whose client went away."""
     progress = progress or Progress()
-    events = (
-        _legacy(client, context, tag, no_cache, labels or {})
-        if builder == "legacy"
-        else (_buildkit(client, context, tag, no_cache, labels or {}))
-    )
+    started = time.monotonic()
+    response = _post_build(client, context, tag, builder, no_cache, labels or {})
+    timer = threading.Timer(timeout_s, _cancel, (client, response)) if timeout_s else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    events = _legacy(client, response) if builder == "legacy" else _buildkit(response)
     step = "(before the first step)"
     tail: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
     built_id = None
-    for kind, value in events:
-        if kind == "step":
-            index, total, text = value
-            step = f"step {index}/{total}: {text}"
-            tail.clear()
-            progress.step(index, total, text)
-        elif kind == "output":
-            tail.append(value)
-            progress.output(value)
-        elif kind == "id":
-            built_id = value
-        elif kind == "error":
-            raise BuildError(f"building {tag} failed at {step}: {value.strip()}", step=step, output_tail=list(tail))
+    try:
+        for kind, value in events:
+            if kind == "step":
+                index, total, text = value
+                step = f"step {index}/{total}: {text}"
+                tail.clear()
+                progress.step(index, total, text)
+            elif kind == "output":
+                tail.append(value)
+                progress.output(value)
+            elif kind == "id":
+                built_id = value
+            elif kind == "error":
+                raise BuildError(f"building {tag} failed at {step}: {value.strip()}", step=step, output_tail=list(tail))
+    except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, AttributeError, ValueError):
+        # A closed response fails its reader in one of these ways; only the timer closes it early.
+        if timeout_s is None or time.monotonic() - started < timeout_s:
+            raise
+    finally:
+        if timer is not None:
+            timer.cancel()
+        response.close()
+    if built_id is None and timeout_s is not None and time.monotonic() - started >= timeout_s:
+        raise BuildError(
+            f"building {tag} ran past its {timeout_s:g} s build timeout at {step}; it was cancelled",
+            step=step,
+            output_tail=list(tail),
+        )
     if built_id is None:
         raise BuildError(f"building {tag}: the engine reported no image id", step=step, output_tail=list(tail))
     return built_id
 
 
+def _post_build(
+    client: docker.DockerClient, context: bytes, tag: str, builder: Builder, no_cache: bool, labels: dict[str, str]
+) -> requests.Response:
+    """The engine's /build request, streaming (docker-py's `build` hides the response this needs to cancel)."""
+    params = {
+        "t": tag,
+        "rm": "1",
+        "forcerm": "1",
+        "nocache": str(no_cache).lower(),
+        "pull": "0",
+        "labels": json.dumps(labels),
+    }
+    headers = {"Content-Type": "application/x-tar"}
+    if builder == "buildkit":
+        params["version"] = "2"
+    else:
+        client.api._set_auth_headers(headers)  # registry credentials for the FROM images it may pull
+    response = client.api._post(
+        client.api._url("/build"), params=params, data=context, headers=headers, stream=True, timeout=None
+    )
+    return response
+
+
 Event = tuple[str, Any]
 
 
-def _legacy(
-    client: docker.DockerClient, context: bytes, tag: str, no_cache: bool, labels: dict[str, str]
-) -> Iterator[Event]:
-    stream = client.api.build(
-        fileobj=io.BytesIO(context),
-        custom_context=True,
-        tag=tag,
-        rm=True,
-        forcerm=True,
-        nocache=no_cache,
-        pull=False,
-        labels=labels,
-        decode=True,
-    )
-    for event in stream:
+def _cancel(client: docker.DockerClient, response: requests.Response) -> None:
+    """End a streaming request now: shutting its socket down wakes the reader blocked on it (closing the
+    response alone does not), and the engine cancels the build of a client that went away."""
+    with contextlib.suppress(OSError, AttributeError, docker.errors.APIError):
+        sock = client.api._get_raw_response_socket(response)
+        getattr(sock, "_sock", sock).shutdown(socket.SHUT_RDWR)
+    response.close()
+
+
+def _legacy(client: docker.DockerClient, response: requests.Response) -> Iterator[Event]:
+    if response.status_code != 200:
+        yield "error", f"engine refused the build ({response.status_code}): {response.text.strip()}"
+        return
+    for event in client.api._stream_helper(response, decode=True):
         if "error" in event:
             yield "error", event["error"]
         if "ID" in (event.get("aux") or {}):
@@ -102,25 +149,7 @@ def _legacy(
                 yield "output", line
 
 
-def _buildkit(
-    client: docker.DockerClient, context: bytes, tag: str, no_cache: bool, labels: dict[str, str]
-) -> Iterator[Event]:
-    params = {
-        "version": "2",
-        "t": tag,
-        "rm": "1",
-        "forcerm": "1",
-        "nocache": str(no_cache).lower(),
-        "labels": json.dumps(labels),
-    }
-    response = client.api._post(  # docker-py has no BuildKit build; the engine API does
-        client.api._url("/build"),
-        params=params,
-        data=context,
-        headers={"Content-Type": "application/x-tar"},
-        stream=True,
-        timeout=None,
-    )
+def _buildkit(response: requests.Response) -> Iterator[Event]:
     if response.status_code != 200:
         yield "error", f"engine refused the BuildKit build ({response.status_code}): {response.text.strip()}"
         return

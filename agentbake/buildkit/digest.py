@@ -10,18 +10,18 @@ from agentbake.buildkit.render import Rendered
 HASH_SCHEME = b"agentbake-image-v1"
 
 
-def _field(data: bytes) -> bytes:
-    # Length-prefixed, so no two different input sets can concatenate to the same bytes.
+def length_prefixed(data: bytes) -> bytes:
+    """`data` after its length: hashed fields so framed never concatenate to the same bytes for different inputs."""
     return len(data).to_bytes(8, "big") + data
 
 
 def content_hash(rendered: Rendered, base_image_id: str) -> str:
     """sha256 over the Dockerfile, every context file (sorted paths), the lock and the base image id."""
-    digest = hashlib.sha256(_field(HASH_SCHEME))
+    digest = hashlib.sha256(length_prefixed(HASH_SCHEME))
     for path, data in sorted(rendered.context_files().items()):
-        digest.update(_field(path.encode()) + _field(data))
-    digest.update(_field(json.dumps(rendered.lock, sort_keys=True).encode()))
-    digest.update(_field(base_image_id.encode()))
+        digest.update(length_prefixed(path.encode()) + length_prefixed(data))
+    digest.update(length_prefixed(json.dumps(rendered.lock, sort_keys=True).encode()))
+    digest.update(length_prefixed(base_image_id.encode()))
     return digest.hexdigest()
 
 

@@ -9,7 +9,9 @@ through it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from agentbake.errors import ConfigError
 from agentbake.runner.docker.backend import DockerBackend
@@ -30,7 +32,7 @@ class BackendKind:
 
     name: str
     config: type[BackendConfig]
-    backend: type[SandboxBackend]
+    backend: Callable[[Any], SandboxBackend]
 
 
 BACKENDS: dict[str, BackendKind] = {

@@ -7,22 +7,18 @@
       solution/solve.sh     the reference solution (the scripted model and `--oracle` play it)
       tests/test.sh         the verifier, with its files (required)
 
-A task whose `environment/` holds a Dockerfile (its own image) is refused for now. Keys of Harbor's
-task.toml that agentbake does not use are accepted and reported in `Task.warnings`.
-
-A task's files are read on this host (the instruction, setup.sh as root in the sandbox), so a symlink
-that leads out of the task directory, or a file that is no regular file (a FIFO, a device), is refused
-when the task loads: `instruction.md -> /proc/self/environ` would hand the runner's environment to the
-agent.
+A task may bring its own image (agentbake.tasks.image): `environment/Dockerfile`, built with environment/
+as its context, or `[environment] docker_image`. With a Dockerfile, environment/ is only the build
+context: nothing of it is copied into the workdir and its setup.sh is not run by agentbake (the
+Dockerfile runs what it needs at build time, as Terminal-Bench's do). A `docker-compose.yaml` task
+(several services) is refused. Keys of Harbor's task.toml that agentbake does not use are accepted and
+reported in `Task.warnings`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
-import os
 import re
-import stat
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +29,9 @@ from agentbake.errors import TaskError
 
 DEFAULT_TIMEOUT_SEC = 600.0
 """Harbor's default for both the agent and the verifier."""
+DEFAULT_BUILD_TIMEOUT_SEC = 600.0
+"""Harbor's default for building a task's environment/Dockerfile."""
+COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
 
 SETUP_SCRIPT = "setup.sh"
 
@@ -40,21 +39,16 @@ SETUP_SCRIPT = "setup.sh"
 USED_KEYS: dict[str, set[str]] = {
     "agent": {"timeout_sec"},
     "verifier": {"timeout_sec", "env"},
-    "environment": {"cpus", "memory_mb", "memory", "storage_mb", "storage", "env", "allow_internet", "docker_image"},
+    "environment": {"cpus", "memory_mb", "memory", "env", "allow_internet", "docker_image", "build_timeout_sec"},
     "solution": {"env"},
 }
 KNOWN_UNUSED: dict[str, set[str]] = {
     "": {"version", "schema_version", "metadata", "task", "source", "split"},
     "agent": {"setup_timeout_sec", "user"},
     "verifier": {"user", "environment"},
-    "environment": {"build_timeout_sec", "gpus", "gpu_types", "tpu", "os"},
+    "environment": {"storage_mb", "storage", "gpus", "gpu_types", "tpu", "os", "mcp_servers"},
     "solution": set(),
 }
-MAX_TIMEOUT_SEC = 7 * 24 * 3600.0
-"""Largest `timeout_sec` accepted (a week): past it a value is a mistake, and `inf` would overflow a wait."""
-MAX_CPUS = 1024.0
-MAX_SIZE_MB = 16 * 1024 * 1024
-"""Largest memory or storage size accepted (16 TiB)."""
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|)\s*$", re.IGNORECASE)
 _MEMORY_UNITS = {"": 1 / (1024 * 1024), "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 
@@ -79,13 +73,19 @@ class Task:
     """CPU limit in cores (`[environment] cpus`); None keeps the runner's default."""
     memory_mb: int | None = None
     """Memory limit (`[environment] memory_mb`, or Harbor's older `memory = "4G"`)."""
-    storage_mb: int | None = None
-    """Disk limit of the sandbox's files (`[environment] storage_mb`, or `storage = "10G"`); None keeps the
-    runner's default."""
     environment_dir: Path | None = None
-    """Files copied into the agent's workdir before setup (everything but `setup.sh`)."""
+    """Files copied into the agent's workdir before setup (everything but `setup.sh`); None for a task with
+    a Dockerfile, whose environment/ is its image's build context."""
     setup_script: Path | None = None
-    """`environment/setup.sh`, run as root before the agent starts (agentbake's extension)."""
+    """`environment/setup.sh`, run as root before the agent starts (agentbake's extension; never for a task
+    with a Dockerfile)."""
+    dockerfile: Path | None = None
+    """`environment/Dockerfile`: the task's own image is built from it, environment/ being the context."""
+    docker_image: str | None = None
+    """`[environment] docker_image`: the task's own prebuilt image (used over the Dockerfile when the engine
+    has it or can pull it, as Harbor does)."""
+    build_timeout_sec: float = DEFAULT_BUILD_TIMEOUT_SEC
+    """Seconds building the Dockerfile may take (`[environment] build_timeout_sec`)."""
     solution_script: Path | None = None
     """`solution/solve.sh`, the reference solution."""
     environment_env: Mapping[str, str] = field(default_factory=dict)
@@ -96,6 +96,11 @@ class Task:
     """`[solution] env`: variables for the reference solution."""
     warnings: tuple[str, ...] = ()
     """Keys of task.toml that were accepted but are not used by agentbake."""
+
+    @property
+    def has_own_image(self) -> bool:
+        """True when the task runs in its own image (Dockerfile or docker_image), with the agent layered on."""
+        return self.dockerfile is not None or self.docker_image is not None
 
     @property
     def environment_files(self) -> list[Path]:
@@ -124,7 +129,6 @@ def load_task(path: str | Path) -> Task:
     root = Path(path).resolve()
     if not root.is_dir():
         raise TaskError(f"{root}: not a directory; a task is a directory holding instruction.md and tests/test.sh")
-    _check_files(root)
     instruction_file = root / "instruction.md"
     if not instruction_file.is_file():
         raise TaskError(f"{instruction_file}: missing; every task needs its prompt in instruction.md")
@@ -139,7 +143,8 @@ def load_task(path: str | Path) -> Task:
         )
 
     config = _Config.read(root / "task.toml")
-    environment_dir, setup_script = _environment(root, config)
+    dockerfile, docker_image = _own_image(root, config)
+    environment_dir, setup_script = (None, None) if dockerfile else _environment(root)
     solution = root / "solution" / "solve.sh"
     return Task(
         path=root,
@@ -149,10 +154,12 @@ def load_task(path: str | Path) -> Task:
         agent_timeout_sec=config.seconds("agent"),
         verifier_timeout_sec=config.seconds("verifier"),
         cpus=config.cpus(),
-        memory_mb=config.size_mb("memory"),
-        storage_mb=config.size_mb("storage"),
+        memory_mb=config.memory_mb(),
         environment_dir=environment_dir,
         setup_script=setup_script,
+        dockerfile=dockerfile,
+        docker_image=docker_image,
+        build_timeout_sec=config.seconds("environment", "build_timeout_sec", DEFAULT_BUILD_TIMEOUT_SEC),
         solution_script=solution if solution.is_file() else None,
         environment_env=config.env("environment"),
         verifier_env=config.env("verifier"),
@@ -214,48 +221,38 @@ class _Config:
     def section(self, name: str) -> dict[str, Any]:
         return self.data.get(name, {})
 
-    def seconds(self, section: str) -> float:
-        value = self.section(section).get("timeout_sec", DEFAULT_TIMEOUT_SEC)
-        if not _is_number_within(value, MAX_TIMEOUT_SEC):
-            raise TaskError(
-                f"{self.file}: [{section}] timeout_sec: expected a positive number of seconds up to "
-                f"{MAX_TIMEOUT_SEC:.0f} (a week), got {value!r}"
-            )
+    def seconds(self, section: str, key: str = "timeout_sec", default: float = DEFAULT_TIMEOUT_SEC) -> float:
+        value = self.section(section).get(key, default)
+        if not _is_positive_number(value):
+            raise TaskError(f"{self.file}: [{section}] {key}: expected a positive number of seconds, got {value!r}")
         return float(value)
 
     def cpus(self) -> float | None:
         value = self.section("environment").get("cpus")
         if value is None:
             return None
-        if not _is_number_within(value, MAX_CPUS):
-            raise TaskError(
-                f"{self.file}: [environment] cpus: expected a positive number of cores up to {MAX_CPUS:.0f}, "
-                f"got {value!r}"
-            )
+        if not _is_positive_number(value):
+            raise TaskError(f"{self.file}: [environment] cpus: expected a positive number of cores, got {value!r}")
         return float(value)
 
-    def size_mb(self, kind: str) -> int | None:
-        """`[environment] <kind>_mb` (an integer of MiB) or Harbor's `<kind> = "4G"`, for memory and storage."""
+    def memory_mb(self) -> int | None:
         environment = self.section("environment")
-        key = f"{kind}_mb"
-        if key in environment:
-            value = environment[key]
-            if isinstance(value, bool) or not isinstance(value, int) or not 16 <= value <= MAX_SIZE_MB:
+        if "memory_mb" in environment:
+            value = environment["memory_mb"]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 16:
                 raise TaskError(
-                    f"{self.file}: [environment] {key}: expected an integer number of MiB "
-                    f"(16 to {MAX_SIZE_MB}), got {value!r}"
+                    f"{self.file}: [environment] memory_mb: expected an integer number of MiB (>= 16), got {value!r}"
                 )
             return value
-        if kind in environment:
-            text = environment[kind]
+        if "memory" in environment:
+            text = environment["memory"]
             match = _MEMORY.match(text) if isinstance(text, str) else None
-            size = float(match.group(1)) * _MEMORY_UNITS[match.group(2)[:1].upper()] if match else math.inf
-            if size > MAX_SIZE_MB:
+            if not match:
                 raise TaskError(
-                    f'{self.file}: [environment] {kind}: expected a size like "2G" or "512M" up to 16T, '
-                    f"got {text!r}; or write {key} = 2048"
+                    f'{self.file}: [environment] memory: expected a size like "2G" or "512M", '
+                    f"got {text!r}; or write memory_mb = 2048"
                 )
-            return max(16, int(size))
+            return max(16, int(float(match.group(1)) * _MEMORY_UNITS[match.group(2)[:1].upper()]))
         return None
 
     def env(self, section: str) -> dict[str, str]:
@@ -265,46 +262,31 @@ class _Config:
         return dict(value)
 
 
-def _is_number_within(value: object, most: float) -> bool:
-    """A number in (0, most]: never a bool, nan or inf."""
-    return not isinstance(value, bool) and isinstance(value, int | float) and 0 < value <= most
+def _is_positive_number(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and value > 0
 
 
-def _check_files(root: Path) -> None:
-    """Refuse a symlink that leads out of the task directory (or nowhere) and anything that is neither a
-    regular file nor a directory: the loader, the digest and the uploads read these files on this host."""
-    for folder, dirs, files in os.walk(root):
-        for name in [*dirs, *files]:
-            entry = Path(folder) / name
-            if entry.is_symlink():
-                target = Path(os.path.realpath(entry))
-                if not target.is_relative_to(root):
-                    raise TaskError(
-                        f"{entry}: a symlink to {os.readlink(entry)}, outside the task directory {root}; task files "
-                        "are never followed out of it: copy the file into the task instead"
-                    )
-            try:
-                mode = entry.stat().st_mode
-            except OSError as exc:
-                raise TaskError(f"{entry}: cannot be read ({exc.strerror}); a broken symlink? remove it") from None
-            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-                raise TaskError(f"{entry}: neither a file nor a directory (a FIFO, socket or device); remove it")
-
-
-def _environment(root: Path, config: _Config) -> tuple[Path | None, Path | None]:
-    if config.section("environment").get("docker_image"):
+def _own_image(root: Path, config: _Config) -> tuple[Path | None, str | None]:
+    """environment/Dockerfile and `[environment] docker_image`; a compose file is refused."""
+    env_dir = root / "environment"
+    for name in COMPOSE_FILES:
+        if (env_dir / name).exists():
+            raise TaskError(
+                f"{env_dir / name}: tasks made of several services (docker compose) are not supported; agentbake "
+                "runs a task in one container: give it an environment/Dockerfile or a docker_image instead"
+            )
+    image = config.section("environment").get("docker_image")
+    if image is not None and (not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image)):
         raise TaskError(
-            f"{config.file}: [environment] docker_image: tasks with their own image are not supported "
-            "yet; remove the key to run the task in the agent's image"
+            f'{config.file}: [environment] docker_image: expected an image reference like "ubuntu:24.04", got {image!r}'
         )
+    dockerfile = env_dir / "Dockerfile"
+    return (dockerfile if dockerfile.is_file() else None), image
+
+
+def _environment(root: Path) -> tuple[Path | None, Path | None]:
     env_dir = root / "environment"
     if not env_dir.is_dir():
         return None, None
-    for name in ("Dockerfile", "docker-compose.yaml", "docker-compose.yml"):
-        if (env_dir / name).exists():
-            raise TaskError(
-                f"{env_dir / name}: tasks with their own image are not supported yet (agentbake runs "
-                "the task in the agent's image); move its setup steps into environment/setup.sh"
-            )
     setup = env_dir / SETUP_SCRIPT
     return env_dir, setup if setup.is_file() else None

@@ -1,0 +1,156 @@
+"""The agent bundle: a catalog agent image's agent, plus a python and a git for the harness, in one Docker
+volume that task-image sandboxes mount read-only at /opt/agentbake.
+
+A task's own image (Terminal-Bench's ubuntu:24.04, python:3.13-slim, ...) has no agent and may have no
+python or git. Rather than installing them per trial (Harbor: apt + curl per trial) or layering 400 MB
+of agent onto every task image, the bundle is made once per agent image (`bundle_script.sh`, run in
+that image with no network) and shared by every task: the volume is the only copy. Its python and git
+run on the bundle's own glibc loader, so they work on any glibc distribution and touch nothing of
+the task image; the agent's native binary runs as it is.
+
+The container that fills the volume is kept (exited) as the record that the volume is complete: a
+bundle is ready when its container exited 0. Its name is the bundle's, so two processes filling the
+same bundle at once meet in the engine (a name conflict) and the second waits for the first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from agentbake.buildkit.builders import Progress
+from agentbake.errors import AgentError
+
+BUNDLE_MOUNT = "/opt/agentbake"
+"""Where the bundle volume is mounted (read-only) in a task-image sandbox."""
+AGENT_BIN = f"{BUNDLE_MOUNT}/bin"
+"""The agent's command; added to the agent's PATH only (after the task image's own PATH)."""
+BUNDLE_PYTHON = f"{BUNDLE_MOUNT}/runtime/bin/python3"
+"""The python that runs the relay to the gateway (forwarder.py)."""
+BUNDLE_GIT = f"{BUNDLE_MOUNT}/runtime/bin/git"
+"""The git of the harness's workdir snapshot and diff."""
+BUNDLE_LABEL = "dev.agentbake.bundle"
+"""On the bundle's volume and container: the agent image id it was made from."""
+FILL_TIMEOUT_S = 600.0
+_SCRIPT = Path(__file__).with_name("bundle_script.sh")
+_COMMAND_LABEL = "dev.agentbake.agent.command"
+_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+@dataclass(frozen=True)
+class AgentBundle:
+    """A ready bundle volume."""
+
+    volume: str
+    """The Docker volume's name (also its filling container's)."""
+    agent_image_id: str
+    """The catalog agent image it was made from."""
+    created: bool
+    """False when it already existed."""
+    seconds: float
+
+
+def bundle_name(agent_image_id: str) -> str:
+    """`agentbake-bundle-<hash12>` over the agent image id and the script that fills it."""
+    digest = hashlib.sha256(agent_image_id.encode() + b"\0" + _SCRIPT.read_bytes()).hexdigest()
+    return f"agentbake-bundle-{digest[:12]}"
+
+
+def ensure_bundle(client: docker.DockerClient, agent_image: str, *, progress: Progress | None = None) -> AgentBundle:
+    """The bundle of `agent_image` (a catalog agent image on this engine), made when missing."""
+    started = time.monotonic()
+    try:
+        attrs = client.api.inspect_image(agent_image)
+    except docker.errors.ImageNotFound:
+        raise AgentError(
+            f"agent image {agent_image!r} is not on this engine; build it with `agentbake build`"
+        ) from None
+    command = ((attrs.get("Config") or {}).get("Labels") or {}).get(_COMMAND_LABEL)
+    if not command:
+        raise AgentError(
+            f"image {agent_image!r} has no label {_COMMAND_LABEL}: only a catalog agent image (built by "
+            "`agentbake build`) can be layered onto a task image"
+        )
+    name = bundle_name(attrs["Id"])
+    with _lock(name):
+        created = False
+        while not _ready(client, name):
+            if _fill(client, name, attrs["Id"], command, progress or Progress()):
+                created = True
+    return AgentBundle(name, attrs["Id"], created, round(time.monotonic() - started, 3))
+
+
+def _lock(name: str) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault(name, threading.Lock())
+
+
+def _ready(client: docker.DockerClient, name: str) -> bool:
+    """True when the filling container exited 0; a running one (another process) is waited for; a failed
+    or killed one is removed with its volume, so the caller fills it anew."""
+    try:
+        state = client.api.inspect_container(name)["State"]
+    except docker.errors.NotFound:
+        return False
+    if state.get("Running"):
+        client.api.wait(name, timeout=FILL_TIMEOUT_S)
+        state = client.api.inspect_container(name)["State"]
+    if state.get("Status") == "exited" and state.get("ExitCode") == 0:
+        return True
+    _remove(client, name)
+    return False
+
+
+def _fill(client: docker.DockerClient, name: str, image_id: str, command: str, progress: Progress) -> bool:
+    """Fill the volume in a container named after it; False when another process's container took the name
+    first (the caller then waits for that one)."""
+    labels = {BUNDLE_LABEL: image_id}
+    client.api.create_volume(name, labels=labels)
+    host_config = client.api.create_host_config(
+        network_mode="none",
+        binds={name: {"bind": "/bundle", "mode": "rw"}},
+        cap_drop=["ALL"],
+        cap_add=["CHOWN", "DAC_OVERRIDE", "FOWNER"],
+    )
+    try:
+        container = client.api.create_container(
+            image_id,
+            command=["bash", "-c", _SCRIPT.read_text(), "bundle_script.sh", command],
+            entrypoint=[],
+            user="root",
+            name=name,
+            labels=labels,
+            host_config=host_config,
+        )
+    except docker.errors.APIError as exc:
+        if exc.status_code == 409:
+            return False
+        raise AgentError(f"cannot create the agent bundle {name}: {exc}") from None
+    progress.step(1, 1, f"agent bundle {name}: copying the agent, python and git (once per agent image)")
+    try:
+        client.api.start(container["Id"])
+        code = client.api.wait(container["Id"], timeout=FILL_TIMEOUT_S)["StatusCode"]
+    except Exception:
+        _remove(client, name)
+        raise
+    if code != 0:
+        tail = client.api.logs(container["Id"], tail=10).decode(errors="replace").strip()
+        _remove(client, name)
+        raise AgentError(f"making the agent bundle {name} from {image_id[:19]} failed (exit {code}): {tail}")
+    return True
+
+
+def _remove(client: docker.DockerClient, name: str) -> None:
+    """The filling container, then its volume (a volume in use by a container cannot be removed)."""
+    with contextlib.suppress(docker.errors.NotFound):
+        client.api.remove_container(name, force=True)
+    with contextlib.suppress(docker.errors.NotFound):
+        client.api.remove_volume(name, force=True)

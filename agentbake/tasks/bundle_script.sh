@@ -1,0 +1,83 @@
+#!/bin/bash
+# Fills an agent bundle volume (mounted at /bundle) from a catalog agent image; run in that image as root
+# with no network. Usage: bundle_script.sh COMMAND (the agent's command, label dev.agentbake.agent.command).
+#
+# Inside a task-image sandbox the volume is mounted read-only at /opt/agentbake:
+#   agent/          the catalog image's /opt/agentbake/agent (the agent CLI, same paths as in its image)
+#   bin/COMMAND     the agent's command (put on the agent's PATH only)
+#   runtime/bin/    python3, git (and node for an npm agent): wrappers that run the binaries under
+#                   runtime/libexec on runtime/lib's own glibc loader and libraries, so they need nothing
+#                   from the task image but /bin/sh, whatever its distribution or glibc version
+set -euo pipefail
+command_name=$1
+B=/bundle
+R=$B/runtime
+M=/opt/agentbake/runtime   # where runtime/ is seen in the sandbox
+mkdir -p "$R/lib" "$R/libexec" "$R/bin" "$R/share" "$B/bin"
+cp -a /opt/agentbake/agent "$B/agent"
+
+# The shared libraries a binary loads (ldd's resolved paths and the loader), copied into runtime/lib.
+copy_libs() {
+    ldd "$1" 2>/dev/null | sed -n -e 's|.*=> \(/[^ ]*\) .*|\1|p' -e 's|^[[:space:]]*\(/[^ ]*\) (.*|\1|p' |
+        while read -r lib; do cp -L -n "$lib" "$R/lib/"; done
+}
+
+# runtime/bin/NAME runs BINARY through the bundle's loader; extra `export` lines come first.
+relocate() {
+    local binary=$1 name=$2 exports=${3:-}
+    cp -L "$binary" "$R/libexec/$name"
+    copy_libs "$binary"
+    loader=$(cd "$R/lib" && ls ld-linux-x86-64.so.2)
+    printf '#!/bin/sh\n%sexec %s/lib/%s --library-path %s/lib %s/libexec/%s "$@"\n' \
+        "$exports" "$M" "$loader" "$M" "$M" "$name" > "$R/bin/$name"
+    chmod 755 "$R/bin/$name"
+}
+
+# python: the forwarder's (the relay to the gateway). It finds its stdlib at runtime/lib/pythonX.Y.
+python=$(readlink -f /opt/agentbake/venv/bin/python3)
+version=$(basename "$python")
+relocate "$python" python3
+cp -a "/usr/lib/$version" "$R/lib/$version"
+rm -rf "$R/lib/$version"/{test,idlelib,tkinter,turtledemo,ensurepip,lib2to3,pydoc_data,site-packages,dist-packages}
+for module in "$R/lib/$version"/lib-dynload/*.so; do copy_libs "$module"; done
+
+# git: the harness's workdir snapshot and diff. Its helpers (auto maintenance) are this same wrapper.
+cp -a /usr/share/git-core/templates "$R/share/git-templates"
+relocate /usr/bin/git git "export GIT_EXEC_PATH=$M/bin GIT_TEMPLATE_DIR=$M/share/git-templates; "
+
+# Replaces a path in binaries by another of the same length (argv: old new file...).
+REPOINT='
+import sys
+old, new, *files = (a.encode() for a in sys.argv[1:])
+assert len(old) == len(new)
+for name in files:
+    with open(name, "rb") as f:
+        data = f.read()
+    if old in data:
+        with open(name, "wb") as f:
+            f.write(data.replace(old, new))
+'
+
+# The agent's command: a native binary runs as it is (it uses the task image's glibc); a script's
+# interpreter (`#!/usr/bin/env node`) is relocated like python, so the task's own node (or none) never matters.
+target=$(readlink -f "$(command -v "$command_name")")
+case "$target" in
+/opt/agentbake/agent/*) ;;
+*) echo "agentbake: $command_name resolves to $target, outside /opt/agentbake/agent" >&2; exit 2 ;;
+esac
+if [ "$(head -c 4 "$target" | od -An -c | tr -d ' ')" = '177ELF' ]; then
+    ln -s "$target" "$B/bin/$command_name"
+else
+    interpreter=$(head -n 1 "$target" | sed -n -e 's|^#! *\(/usr/bin/env \)\{0,1\}\([^ ]*\).*|\2|p')
+    interpreter=$(basename "$interpreter")
+    relocate "$(readlink -f "$(command -v "$interpreter")")" "$interpreter"
+    # Debian's node loads some builtins from /usr/share/nodejs at that path: the bundle carries a copy at
+    # a path of the same length, and its copies of node's libraries name that one instead.
+    if [ -d /usr/share/nodejs ]; then
+        cp -a /usr/share/nodejs "$B/nj"
+        python3 -I -S -c "$REPOINT" /usr/share/nodejs /opt/agentbake/nj $(find "$R/lib" "$R/libexec" -maxdepth 1 -type f)
+    fi
+    printf '#!/bin/sh\nexec %s/bin/%s %s "$@"\n' "$M" "$interpreter" "$target" > "$B/bin/$command_name"
+    chmod 755 "$B/bin/$command_name"
+fi
+chmod -R a+rX,go-w "$B"

@@ -1,0 +1,166 @@
+"""Which image each rollout's sandbox starts from, resolved per task (a Runner holds one resolver).
+
+- A task without an image of its own runs in the agent's catalog image, as it always did.
+- A task with `environment/Dockerfile` or `[environment] docker_image` runs in its runnable image
+  (`runnable.py`, on top of the task image from `image.py`) with the agent's bundle (`bundle.py`)
+  mounted at /opt/agentbake: no network and nothing installed per rollout.
+
+The first rollout of a task builds what is missing (a task image, its runnable layer, the agent's bundle);
+every later one finds them by their content-hash tags, and within a resolver in a dict. Rollouts of the
+same task started together wait for one build.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+
+from agentbake.buildkit.builders import Progress
+from agentbake.errors import AgentbakeError
+from agentbake.tasks.bundle import AGENT_BIN, ensure_bundle
+from agentbake.tasks.image import task_image
+from agentbake.tasks.runnable import runnable_image
+from agentbake.tasks.task import Task
+
+ProgressFactory = Callable[[str], Progress]
+"""Makes the progress display of one build, given what is built (e.g. `ConsoleProgress`)."""
+
+
+@dataclass(frozen=True)
+class ResolvedImage:
+    """What a rollout's sandbox starts from."""
+
+    ref: str
+    """The image the sandbox runs: the agent's catalog tag, or the task's runnable image tag."""
+    labels: Mapping[str, str]
+    """The `dev.agentbake.*` labels the harness reads: the agent's, with the runnable image's paths and user
+    over them for a task image."""
+    bundle: str | None = None
+    """The agent bundle volume to mount at /opt/agentbake (task images only)."""
+    task_image: str | None = None
+    """The task's own image (its Dockerfile's build, or its docker_image), when it has one."""
+    agent_path: str | None = None
+    """PATH for the agent's process (task images: the image's PATH, then the bundle's agent command)."""
+    built: tuple[str, ...] = field(default=())
+    """What resolving this task built or pulled (empty when everything was cached)."""
+
+
+class ImageResolver:
+    """Resolves tasks to images for one agent image; thread-safe, each task resolved once."""
+
+    def __init__(
+        self,
+        agent_image: str,
+        agent_labels: Mapping[str, str],
+        *,
+        client: Callable[[], docker.DockerClient],
+        progress: ProgressFactory | None = None,
+    ) -> None:
+        self.agent_image = agent_image
+        self.agent_labels = dict(agent_labels)
+        self._client_factory = client
+        self._client: docker.DockerClient | None = None
+        self._progress = progress
+        self._resolved: dict[Path, ResolvedImage | AgentbakeError] = {}
+        self._locks: dict[Path, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def resolve(self, task: Task) -> ResolvedImage:
+        """The image `task`'s next rollout starts from; builds, pulls and bundles what the engine lacks."""
+        if not task.has_own_image:
+            return ResolvedImage(self.agent_image, self.agent_labels)
+        with self._guard:
+            lock = self._locks.setdefault(task.path, threading.Lock())
+        with lock:
+            if task.path not in self._resolved:
+                try:
+                    self._resolved[task.path] = self._resolve_own(task)
+                except AgentbakeError as exc:  # every later rollout of the task fails the same, without a retry
+                    self._resolved[task.path] = exc
+            found = self._resolved[task.path]
+        if isinstance(found, AgentbakeError):
+            raise found
+        return found
+
+    def _resolve_own(self, task: Task) -> ResolvedImage:
+        client = self._engine()
+        with self._display(task.name) as progress:
+            image = task_image(
+                client,
+                task.name,
+                environment_dir=None if task.dockerfile is None else task.dockerfile.parent,
+                docker_image=task.docker_image,
+                build_timeout_s=task.build_timeout_sec,
+                progress=progress,
+            )
+        with self._display(f"{task.name} (agentbake layer)") as progress:
+            runnable = runnable_image(client, task.name, image, progress=progress)
+        with self._display(self.agent_image) as progress:
+            bundle = ensure_bundle(client, self.agent_image, progress=progress)
+        built = tuple(
+            name
+            for name, cached in (
+                (image.ref, image.cached),
+                (runnable.tag, runnable.cached),
+                (bundle.volume, not bundle.created),
+            )
+            if not cached
+        )
+        env = dict(
+            e.split("=", 1) for e in client.api.inspect_image(runnable.id)["Config"].get("Env") or [] if "=" in e
+        )
+        image_path = env.get("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        return ResolvedImage(
+            ref=runnable.tag,
+            labels={**self.agent_labels, **runnable.labels},
+            bundle=bundle.volume,
+            task_image=image.ref,
+            agent_path=f"{image_path}:{AGENT_BIN}",
+            built=built,
+        )
+
+    def _engine(self) -> docker.DockerClient:
+        with self._guard:
+            if self._client is None:
+                self._client = self._client_factory()
+            return self._client
+
+    @contextlib.contextmanager
+    def _display(self, what: str) -> Iterator[Progress]:
+        """A progress display made only once something is built (a cached image shows nothing), closed after."""
+        display = _LazyProgress(self._progress, what)
+        try:
+            yield display
+        finally:
+            display.close()
+
+
+class _LazyProgress(Progress):
+    def __init__(self, factory: ProgressFactory | None, what: str) -> None:
+        self._factory, self._what = factory, what
+        self._display: Progress | None = None
+
+    def _get(self) -> Progress | None:
+        if self._display is None and self._factory is not None:
+            self._display = self._factory(self._what)
+        return self._display
+
+    def step(self, index: int, total: int, instruction: str) -> None:
+        display = self._get()
+        if display is not None:
+            display.step(index, total, instruction)
+
+    def output(self, line: str) -> None:
+        display = self._get()
+        if display is not None:
+            display.output(line)
+
+    def close(self) -> None:
+        close = getattr(self._display, "close", None)
+        if close is not None:
+            close()

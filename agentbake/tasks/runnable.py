@@ -1,0 +1,204 @@
+"""The runnable image: a task image made ready for agentbake's harness, the same for every agent.
+
+    FROM <task image>
+    runnable_prepare.sh as root: the tools the harness runs are there; the agent's user (the passwd
+        entry at uid 1000 when the image has one, e.g. `ubuntu` on ubuntu:24.04; else `agent`, uid 1000,
+        HOME /home/agent); its home, log and task dirs; the task's WORKDIR (usually /app, root-owned;
+        /app when the image names none) owned by it, so the agent can work there
+    ENTRYPOINT and CMD emptied (the sandbox's main process is agentbake's relay); LABEL the harness's facts
+
+Tagged `agentbake-run/<task>:<hash12>` over the task image's id and this recipe, so it is built once
+per task image (about a second: one small layer). The agent itself is not in it: it comes from the
+agent bundle mounted at run time (bundle.py), so one runnable image serves claude-code, opencode and pi.
+
+Refused with a TaskImageError naming the task, before any build: images not for linux/amd64, musl
+(Alpine) images and images without glibc's loader (the agents are glibc binaries).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from agentbake.buildkit.build import context_tar
+from agentbake.buildkit.builders import Progress, run_build
+from agentbake.buildkit.digest import length_prefixed
+from agentbake.buildkit.engine import image_id
+from agentbake.errors import BuildError, TaskImageError
+from agentbake.tasks.bundle import BUNDLE_GIT, BUNDLE_PYTHON
+from agentbake.tasks.image import TaskImage, slug
+
+HASH_SCHEME = b"agentbake-runnable-v1"
+TAG_REPOSITORY = "agentbake-run"
+AGENT_UID = 1000
+DEFAULT_WORKDIR = "/app"
+"""The workdir when the task image names none (Harbor's tasks use /app)."""
+BUILD_TIMEOUT_S = 600.0
+_PREPARE = Path(__file__).with_name("runnable_prepare.sh")
+_GLIBC_LOADER = "/lib64/ld-linux-x86-64.so.2"
+_LABEL = "dev.agentbake."
+
+
+@dataclass(frozen=True)
+class AgentUser:
+    """Who the agent runs as in a task image."""
+
+    name: str
+    uid: int
+    gid: int
+    home: str
+    create: bool
+    """True when the image has no user at uid 1000 and the recipe adds one."""
+
+
+@dataclass(frozen=True)
+class RunnableImage:
+    """A built (or found) runnable image."""
+
+    tag: str
+    id: str
+    labels: dict[str, str]
+    """The `dev.agentbake.*` facts the harness reads (user, home, python, dirs)."""
+    cached: bool
+    seconds: float
+
+
+def choose_agent_user(passwd: str) -> AgentUser:
+    """The image's user at uid 1000 (its home, or /home/<name> when that is not a real one), else a new
+    `agent` (or `agentbake` when an `agent` with another uid exists) with group 1000."""
+    names = set()
+    for line in passwd.splitlines():
+        fields = line.split(":")
+        if len(fields) < 7:
+            continue
+        names.add(fields[0])
+        if fields[2] == str(AGENT_UID) and fields[3].isdigit():
+            home = fields[5] if fields[5].startswith("/") and fields[5] not in ("/", "/nonexistent") else ""
+            return AgentUser(fields[0], AGENT_UID, int(fields[3]), home or f"/home/{fields[0]}", create=False)
+    name = "agent" if "agent" not in names else "agentbake"
+    if name in names:
+        raise TaskImageError(f"users named agent and agentbake exist, but none at uid {AGENT_UID}")
+    return AgentUser(name, AGENT_UID, AGENT_UID, f"/home/{name}", create=True)
+
+
+def runnable_labels(task: str, image: TaskImage, user: AgentUser, workdir: str) -> dict[str, str]:
+    facts = {
+        "user": user.name,
+        "uid": str(user.uid),
+        "home": user.home,
+        "python": BUNDLE_PYTHON,
+        "git": BUNDLE_GIT,
+        "dir.workdir": workdir,
+        "dir.task": f"{user.home}/task",
+        "dir.logs_agent": f"{user.home}/logs/agent",
+        "dir.logs_verifier": f"{user.home}/logs/verifier",
+        "task.name": task,
+        "task.image": image.ref,
+        "task.image-id": image.id,
+    }
+    return {_LABEL + key: value for key, value in facts.items()}
+
+
+def dockerfile(image: TaskImage, user: AgentUser, workdir: str, original_user: str) -> str:
+    """The recipe (its labels go with the build request); exec-form RUN, so a task's SHELL does not matter."""
+    args = [user.name, str(user.uid), str(user.gid), user.home, "1" if user.create else "0", workdir]
+    return "\n".join(
+        [
+            f"FROM {image.id}",
+            "USER root",
+            "COPY runnable_prepare.sh /tmp/agentbake-prepare.sh",
+            f"RUN {json.dumps(['/bin/sh', '/tmp/agentbake-prepare.sh', *args])}",
+            f"WORKDIR {workdir}",
+            "ENTRYPOINT []",
+            "CMD []",
+            f"USER {original_user or 'root'}",
+            "",
+        ]
+    )
+
+
+def runnable_image(
+    client: docker.DockerClient, task: str, image: TaskImage, *, progress: Progress | None = None
+) -> RunnableImage:
+    """The runnable image of `image`, built when the engine lacks its tag."""
+    started = time.monotonic()
+    config = _check_platform(client, task, image)
+    files = _read_files(client, image, ["/etc/passwd", "/etc/alpine-release", _GLIBC_LOADER])
+    if "/etc/alpine-release" in files:
+        raise TaskImageError(
+            f"task {task}: image {image.ref} is Alpine (musl libc); agentbake's agents are glibc binaries: "
+            "base the task on a glibc image (debian, ubuntu, python:3.x-slim)"
+        )
+    if _GLIBC_LOADER not in files:
+        raise TaskImageError(
+            f"task {task}: image {image.ref} has no glibc ({_GLIBC_LOADER} is missing); agentbake's agents are "
+            "glibc binaries: base the task on a glibc image (debian, ubuntu, python:3.x-slim)"
+        )
+    try:
+        user = choose_agent_user(files.get("/etc/passwd", ""))
+    except TaskImageError as exc:
+        raise TaskImageError(f"task {task}: image {image.ref}: {exc}") from None
+    workdir = config.get("WorkingDir") or ""
+    workdir = workdir if workdir not in ("", "/") else DEFAULT_WORKDIR
+    labels = runnable_labels(task, image, user, workdir)
+    recipe = dockerfile(image, user, workdir, (config.get("User") or "").strip())
+    digest = hashlib.sha256(length_prefixed(HASH_SCHEME) + length_prefixed(recipe.encode()))
+    digest.update(length_prefixed(_PREPARE.read_bytes()) + length_prefixed(json.dumps(labels, sort_keys=True).encode()))
+    tag = f"{TAG_REPOSITORY}/{slug(task)}:{digest.hexdigest()[:12]}"
+    found = image_id(client, tag)
+    if found is not None:
+        return RunnableImage(tag, found, labels, True, round(time.monotonic() - started, 3))
+    context = context_tar({"Dockerfile": recipe.encode(), _PREPARE.name: _PREPARE.read_bytes()})
+    try:
+        built = run_build(client, context, tag, labels=labels, progress=progress, timeout_s=BUILD_TIMEOUT_S)
+    except BuildError as exc:
+        # The recipe's own message (the legacy builder colours a step's stderr: take what follows the prefix).
+        said = [
+            line.split("agentbake: ", 1)[1].removesuffix("\x1b[0m") for line in exc.output_tail if "agentbake: " in line
+        ]
+        reason = said[-1] if said else str(exc)
+        if "/bin/sh" in str(exc) and "no such file" in str(exc):
+            reason = "it has no /bin/sh, which agentbake's harness needs"
+        raise TaskImageError(f"task {task}: image {image.ref}: {reason}") from None
+    return RunnableImage(tag, built, labels, False, round(time.monotonic() - started, 3))
+
+
+def _check_platform(client: docker.DockerClient, task: str, image: TaskImage) -> dict:
+    attrs = client.api.inspect_image(image.id)
+    platform = f"{attrs.get('Os') or 'linux'}/{attrs.get('Architecture') or 'amd64'}"
+    if platform != "linux/amd64":
+        raise TaskImageError(
+            f"task {task}: image {image.ref} is for {platform}; agentbake runs linux/amd64 images only "
+            "(build the task image for amd64)"
+        )
+    return attrs.get("Config") or {}
+
+
+def _read_files(client: docker.DockerClient, image: TaskImage, paths: list[str]) -> dict[str, str]:
+    """Those of `paths` that exist in the image (their text; a symlink's is empty), read from a created,
+    never started container."""
+    container = client.api.create_container(image.id, command=["/agentbake-never-runs"], entrypoint=[])
+    found: dict[str, str] = {}
+    try:
+        for path in paths:
+            try:
+                chunks, _ = client.api.get_archive(container["Id"], path)
+            except docker.errors.NotFound:
+                continue
+            with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as archive:
+                member = archive.next()
+                data = archive.extractfile(member) if member is not None and member.isfile() else None
+                found[path] = data.read().decode(errors="replace") if data is not None else ""
+    finally:
+        with contextlib.suppress(docker.errors.DockerException):
+            client.api.remove_container(container["Id"], force=True)
+    return found
