@@ -27,7 +27,14 @@ from agentbake.buildkit.render import render
 from tests.conftest import plan_default
 
 # Imported only by commands that need an extra or a maintainer tool, each behind a lazy import.
-OPTIONAL_IMPORTS = {"e2b": "e2b", "huggingface_hub": "hf", "uv": "lock (a maintainer command; uv is a dev tool)"}
+OPTIONAL_IMPORTS = {
+    "e2b": "e2b",
+    "huggingface_hub": "hf",
+    "uv": "lock (a maintainer command; uv is a dev tool)",
+    "transformers": "trl",
+    "trl": "trl",
+    "torch": "trl",
+}
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from agentbake.gateway import GatewayConfig, create_app, read_trace
 
 from agentbake.errors import ConfigError, TraceError
 from agentbake.gateway.app import Gateway, create_app
-from agentbake.gateway.config import GatewayConfig
+from agentbake.gateway.config import GatewayConfig, ModelSettings
 from agentbake.gateway.errors import GatewayError, InvalidRequest, RequestTooLarge, UpstreamError
 from agentbake.gateway.preflight import PreflightReport, run_preflight
 from agentbake.gateway.trace import RolloutCheck, TraceRecord, TraceSummary, check, iter_trace, read_trace, summarize
@@ -26,6 +26,7 @@ __all__ = [
     "GatewayConfig",
     "GatewayError",
     "InvalidRequest",
+    "ModelSettings",
     "PreflightReport",
     "RequestTooLarge",
     "RolloutCheck",

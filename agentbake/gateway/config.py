@@ -19,9 +19,41 @@ ROLLOUT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 LogprobsMode = Literal["raw", "processed"]
 """What an answer's logprobs are, as vLLM's `--logprobs-mode` names them (`raw_logprobs`, `processed_logprobs`)."""
 LOGPROBS_MODES: tuple[str, ...] = get_args(LogprobsMode)
+SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+"""GatewayConfig's sampling settings, set on every upstream request when given."""
 
 
-class GatewayConfig(BaseModel):
+class ModelSettings(BaseModel):
+    """What the gateway changes in agents' requests for the served model's sake: its chat template's quirks and
+    the sampling a trainer needs. `RunnerConfig.model_settings` passes them to every rollout's gateway."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    disable_thinking: bool = False
+    """Send `chat_template_kwargs.enable_thinking=false` (Qwen3-style templates) on every request."""
+
+    inner_system_as_user: bool = False
+    """Send Claude Code's `role: "system"` messages that follow the first user turn as user messages: Qwen3's
+    chat template (and others) accept a system message only at the start and fail the call otherwise."""
+
+    temperature: float | None = Field(default=None, gt=0)
+    """Temperature set on every request, whatever the client asked: a trainer's, so what the agent samples is
+    the policy the trainer computes its ratios for (Claude Code sends its own). None forwards the client's."""
+
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    """`top_p` set on every request (as `temperature`); None forwards the client's."""
+
+    top_k: int | None = None
+    """`top_k` set on every request (0 or -1: the whole vocabulary); None forwards the client's."""
+
+    min_p: float | None = Field(default=None, ge=0, le=1)
+    """`min_p` set on every request; None forwards the client's."""
+
+    repetition_penalty: float | None = Field(default=None, gt=0)
+    """`repetition_penalty` set on every request; None forwards the client's."""
+
+
+class GatewayConfig(ModelSettings):
     """Everything `agentbake gateway` can be told; `create_app(GatewayConfig(...))` takes the same."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
@@ -71,16 +103,9 @@ class GatewayConfig(BaseModel):
     """Glob patterns of upstream model names that reject `max_tokens`; for them it is renamed
     `max_completion_tokens`."""
 
-    disable_thinking: bool = False
-    """Send `chat_template_kwargs.enable_thinking=false` (Qwen3-style templates) on every request."""
-
     drop_billing_header: bool = True
     """Drop Claude Code's `x-anthropic-billing-header: ...` system block: it is noise for the model and it
     changes every call, which defeats prefix caching."""
-
-    inner_system_as_user: bool = False
-    """Send Claude Code's `role: "system"` messages that follow the first user turn as user messages: Qwen3's
-    chat template (and others) accept a system message only at the start and fail the call otherwise."""
 
     capture_logprobs: bool = True
     """Inject `logprobs: true` / `top_logprobs` so every completion token's logprob is recorded."""

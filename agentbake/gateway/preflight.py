@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from agentbake.errors import PreflightError
 from agentbake.gateway.calls import Calls
-from agentbake.gateway.config import LOGPROBS_MODES, GatewayConfig, LogprobsMode
+from agentbake.gateway.config import LOGPROBS_MODES, SAMPLING_FIELDS, GatewayConfig, LogprobsMode
 from agentbake.gateway.preflight_checks import CHECKS, Check, Probes, Verdict, verdict_of
 from agentbake.gateway.preflight_probes import SAMPLING_TEMPERATURES, SAMPLING_TOP_LOGPROBS, model_name, probe
 
@@ -54,8 +54,11 @@ class PreflightReport:
 async def preflight(config: GatewayConfig) -> PreflightReport:
     """Probe `config.upstream` as the gateway would call it (its key, capture settings, CA file) and report.
 
-    The model is `config.model_override`, else the first one `/models` lists. Nothing is traced."""
-    quiet = config.model_copy(update={"trace": None, "preflight": False})
+    The model is `config.model_override`, else the first one `/models` lists. Nothing is traced. The probes
+    choose their own temperatures (the raw/processed check samples at two): the config's sampling settings,
+    which the gateway sets on agents' calls, are left out here."""
+    unset = dict.fromkeys(SAMPLING_FIELDS)
+    quiet = config.model_copy(update={"trace": None, "preflight": False, **unset})
     calls = Calls(quiet)
     # The sampling probes ask for a few alternatives per position: more tokens to compare than one.
     wide = Calls(quiet.model_copy(update={"top_logprobs": max(config.top_logprobs, SAMPLING_TOP_LOGPROBS)}))

@@ -5,18 +5,23 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 
 from agentbake.gateway.capture import Injected
-from agentbake.gateway.config import GatewayConfig
+from agentbake.gateway.config import SAMPLING_FIELDS, GatewayConfig
 from agentbake.gateway.errors import InvalidRequest
 
 
 def rewrite_request(body: dict, config: GatewayConfig, refused: frozenset[str] | set[str] = frozenset()) -> Injected:
-    """Apply model override, token caps, thinking switch and capture fields to `body` in place;
+    """Apply model override, sampling settings, token caps, thinking switch and capture fields to `body` in place;
     `refused` names vLLM-only fields the upstream is known to reject."""
     if config.model_override:
         body["model"] = config.model_override
     model = body.get("model")
     if not isinstance(model, str):
         raise InvalidRequest("model: expected a string")
+
+    for key in SAMPLING_FIELDS:
+        value = getattr(config, key)
+        if value is not None:
+            body[key] = value
 
     for key in ("max_tokens", "max_completion_tokens"):
         value = body.get(key)

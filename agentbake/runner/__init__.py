@@ -19,7 +19,7 @@ from agentbake.runner.remote.hf_config import HFConfig
 from agentbake.runner.result import PHASES, BatchSummary, RolloutResult, Status, percentile, summarize_results
 from agentbake.runner.runner import BatchProgress, Runner, new_rollout_id, run_rollout
 from agentbake.runner.runner_config import SCRIPTED, RunnerConfig
-from agentbake.runner.sandbox import BgJob, ExecResult, SandboxBackend, SandboxHandle, SandboxRequest
+from agentbake.runner.sandbox import BgJob, Capabilities, ExecResult, SandboxBackend, SandboxHandle, SandboxRequest
 from agentbake.tasks import Task, discover_tasks, load_task
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "BatchProgress",
     "BatchSummary",
     "BgJob",
+    "Capabilities",
     "DockerBackend",
     "DockerConfig",
     "E2BBackend",

@@ -40,16 +40,18 @@ class BackendChoice:
         return RelayConfig(listen_host=host.strip("[]"), listen_port=int(port), public_url=self.relay_url)
 
     def config(self, *, warm: int = 0) -> BackendConfig:
-        if self.name == "docker":
-            if self.gateway == "sandbox":
-                raise SandboxError(
-                    "--gateway sandbox is for remote backends: a Docker sandbox has no network but its gateway's "
-                    "socket; use --backend e2b or hf, or --gateway host"
-                )
-            return BACKENDS["docker"].config(warm=warm)
-        if warm:
+        kind = BACKENDS[self.name]
+        if self.gateway == "sandbox" and not kind.backend.capabilities.gateway_in_sandbox:
+            able = " or ".join(name for name, k in BACKENDS.items() if k.backend.capabilities.gateway_in_sandbox)
+            raise SandboxError(
+                f"--gateway sandbox is for remote backends: {self.name} sandboxes cannot reach the model server "
+                f"themselves; use --backend {able}, or --gateway host"
+            )
+        if warm and not kind.backend.capabilities.warm_pool:
             raise SandboxError(f"--warm keeps Docker sandboxes started; the {self.name} backend has no warm pool")
-        return BACKENDS[self.name].config(manifest=self.manifest, relay=self.relay())
+        if self.name == "docker":
+            return kind.config(warm=warm)
+        return kind.config(manifest=self.manifest, relay=self.relay())
 
 
 def backend_options(command: Callable[..., Any]) -> Callable[..., Any]:

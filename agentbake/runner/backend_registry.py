@@ -9,9 +9,7 @@ through it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from agentbake.errors import ConfigError
 from agentbake.runner.docker.backend import DockerBackend
@@ -32,7 +30,7 @@ class BackendKind:
 
     name: str
     config: type[BackendConfig]
-    backend: Callable[[Any], SandboxBackend]
+    backend: type[SandboxBackend]
 
 
 BACKENDS: dict[str, BackendKind] = {

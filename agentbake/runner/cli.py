@@ -20,9 +20,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from agentbake.buildkit.engine import connect
-from agentbake.clikit import json_option, print_json, tasks_option
+from agentbake.clikit import json_option, model_options, print_json, tasks_option
 from agentbake.errors import AgentbakeError
-from agentbake.gateway.config import LOGPROBS_MODES
+from agentbake.gateway.config import LOGPROBS_MODES, ModelSettings
 from agentbake.runner.backend_options import BackendChoice, backend_options
 from agentbake.runner.docker.gc import Leftover, collect
 from agentbake.runner.result import RolloutResult, summarize_results
@@ -63,7 +63,7 @@ def _report(leftovers: list[Leftover], dry_run: bool) -> None:
 
 def _model_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options `run` and `rollout` share: image resolution, model, key, preflight and logprobs modes,
-    output, `--json`. The command
+    the gateway's model settings, output, `--json`. The command
     receives `as_json` and `make_config`, which builds the RunnerConfig from them and the command's own fields
     (warm, gateway), resolving the image; a setting RunnerConfig refuses is a usage error."""
 
@@ -81,6 +81,8 @@ def _model_options(command: Callable[..., Any]) -> Callable[..., Any]:
         expect_logprobs: str,
         **kwargs: Any,
     ) -> Any:
+        settings = {name: kwargs.pop(name) for name in ModelSettings.model_fields}
+
         def make_config(**extra: Any) -> RunnerConfig:
             try:
                 return RunnerConfig(
@@ -93,6 +95,7 @@ def _model_options(command: Callable[..., Any]) -> Callable[..., Any]:
                     preflight=not no_preflight,
                     logprobs_mode=logprobs_mode,
                     expect_logprobs=expect_logprobs,
+                    model_settings=ModelSettings(**settings),
                     **extra,
                 )
             except ValidationError as exc:
@@ -101,7 +104,9 @@ def _model_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
         return command(*args, make_config=make_config, **kwargs)
 
-    decorated: Callable[..., Any] = wrapper
+    # The gateway's model settings (--inner-system-as-user, --disable-thinking, --temperature, ...), from
+    # ModelSettings' fields as `agentbake gateway` has them.
+    decorated: Callable[..., Any] = model_options(ModelSettings)(wrapper)
     for option in reversed(
         [
             click.argument("image"),

@@ -37,7 +37,7 @@ def start_host_gateway(shared: GatewayConfig, *, rollout_id: str, token: str, tr
         uds = runtime_dir / GATEWAY_SOCKET
         per_rollout = {"uds": uds, "rollout_id": rollout_id, "client_token": token, "trace": trace}
         config = GatewayConfig.model_validate({**shared.model_dump(), **per_rollout})  # validates the token too
-        return runtime_dir, serve_in_thread(create_app(config), uds=uds)
+        return runtime_dir, serve_in_thread(create_app(config), uds=uds, limits=config.connection_limits)
     except BaseException:
         shutil.rmtree(runtime_dir, ignore_errors=True)
         raise

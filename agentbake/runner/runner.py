@@ -133,6 +133,7 @@ class Runner:
             model_override=self._model_name,
             api_key_env=self.config.api_key_env,
             logprobs_mode=self.config.logprobs_mode,
+            **self.config.model_settings.model_dump(),
         )
         if self.config.preflight and self.config.gateway == "host":
             try:
@@ -143,6 +144,12 @@ class Runner:
                 raise PreflightError(f"model {upstream}: {exc}\n{hint}", report=exc.report) from None
             gateway = gateway.model_copy(update={"logprobs_mode": found})
         self._gateway = gateway
+
+    @property
+    def logprobs_mode(self) -> LogprobsMode | None:
+        """What the model server's logprobs are, as every rollout's gateway stamps them: `logprobs_mode` when
+        given, else what the preflight found; None when unknown (no preflight, or no model yet)."""
+        return None if self._gateway is None else self._gateway.logprobs_mode
 
     def abort(self) -> None:
         """Remove every live sandbox and gateway now (Ctrl-C, SIGTERM); rollouts in flight end as errors."""
@@ -261,6 +268,11 @@ class Runner:
     def _start_sandbox_gateway(self, handle: SandboxHandle, rollout_id: str, trace: Path) -> None:
         from agentbake.runner.remote.sandbox_gateway import SandboxGateway, start_sandbox_gateway
 
+        if not self.backend.capabilities.gateway_in_sandbox:
+            raise SandboxError(
+                f"the {self.backend.name} backend cannot run the gateway in the sandbox; use gateway='host' or a "
+                "remote backend"
+            )
         gateway = self._shared_gateway()
         spec = SandboxGateway(
             upstream=gateway.upstream,
@@ -270,6 +282,7 @@ class Runner:
             api_key=os.environ.get(gateway.api_key_env),
             model_override=gateway.model_override,
             logprobs_mode=gateway.logprobs_mode,
+            settings=self.config.model_settings,
         )
         start_sandbox_gateway(handle, self._labels, spec)
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agentbake.gateway.config import LogprobsMode
+from agentbake.gateway.config import LogprobsMode, ModelSettings
 
 SCRIPTED = "scripted"
 """`model` value that serves agentbake's scripted model in-process (plays each task's solve.sh)."""
@@ -69,6 +69,12 @@ class RunnerConfig(BaseModel):
     expect_logprobs: LogprobsMode = "raw"
     """The logprobs the trainer computes its ratios with: a rollout whose records are stamped with the other
     mode is not `trainable` (`out/<id>/sequences.json`, `RolloutResult.trainable`)."""
+
+    model_settings: ModelSettings = ModelSettings()
+    """What every rollout's gateway changes in the agent's requests for the served model: chat-template quirks
+    (`inner_system_as_user` for Qwen3 under Claude Code, `disable_thinking`) and sampling set on every call
+    (`temperature`, `top_p`, `top_k`, `min_p`, `repetition_penalty`: a trainer's, e.g. `agentbake.trl`'s).
+    CLI: `--inner-system-as-user`, `--disable-thinking`, `--temperature`, ..."""
 
     @model_validator(mode="after")
     def _model_or_oracle(self) -> RunnerConfig:

@@ -42,8 +42,16 @@ class ScriptedModel:
         tasks: Sequence[Task | str | Path] = (),
         model_name: str = "scripted",
         keep_log: bool = True,
+        tokenizer: str | Path | None = None,
     ) -> None:
         self.model_name = model_name
+        self.vocab: tk.Vocabulary = tk.TOY
+        """How answers and prompts become ids: the toy vocabulary, or with `tokenizer` (a Hugging Face tokenizer
+        folder with a chat template) that tokenizer's ids, prompts rendered by its template as vLLM does."""
+        if tokenizer is not None:
+            from agentbake.scripted.hf_vocabulary import HFVocabulary
+
+            self.vocab = HFVocabulary(Path(tokenizer))
         """The id `/v1/models` lists; chat requests are answered whatever model they name."""
         self.keep_log = keep_log
         """False for long runs (the bench, a rollout batch): nothing is kept per call."""
@@ -64,9 +72,9 @@ class ScriptedModel:
         self.tokenized: list[dict] = []
         self.tokenize_supported = True
         """False answers `/tokenize` with a 404, as a server without the endpoint does."""
-        self.render_prompt: Callable[[dict], list[int]] = tk.render_prompt
-        """The prompt ids of a request; `chat_template.render_consistent` makes them extend the previous call's
-        prompt + completion ids exactly, as a real chat template does."""
+        self.render_prompt: Callable[[dict], list[int]] = self.vocab.render_prompt
+        """The prompt ids of a request; with the toy vocabulary `chat_template.render_consistent` makes them extend
+        the previous call's prompt + completion ids exactly, as a real chat template does."""
         self.reject_fields: set[str] = set()
         """Request fields answered with a 400 "Extra inputs are not permitted", as vLLM before Nov 2024 and
         other strict servers do (vLLM 0.34 accepts unknown fields silently)."""
@@ -147,12 +155,12 @@ class ScriptedModel:
         if "messages" in request and request.get("add_generation_prompt", True):
             ids = self.render_prompt(request)  # what a chat call's prompt_token_ids would be
         elif "messages" in request:
-            ids = tk.render_prompt(request, add_generation_prompt=False)
+            ids = self.vocab.render_messages(request)
         else:
-            ids = tk.encode(str(request["prompt"]))
+            ids = self.vocab.encode(str(request["prompt"]))
         strs = None
         if request.get("return_token_strs"):
-            strs = [tk.SPECIAL_TEXT.get(i, f"<{i}>") for i in ids]
+            strs = [self.vocab.token_text(i) for i in ids]
         await _json(send, 200, {"count": len(ids), "max_model_len": MAX_MODEL_LEN, "tokens": ids, "token_strs": strs})
 
     async def _chat(self, send: Callable, body: bytes, headers: dict[str, str]) -> None:
@@ -184,6 +192,7 @@ class ScriptedModel:
             request_id=headers.get("x-request-id"),
             prompt_ids=self.render_prompt(request),
             logprobs_mode=self.logprobs_mode,
+            vocab=self.vocab,
         )
         if self.keep_log:
             self.emitted.append(completion.token_ids)
@@ -206,18 +215,22 @@ def start_scripted_model(
     port: int = 0,
     model_name: str = "scripted",
     keep_log: bool = False,
+    tokenizer: str | Path | None = None,
 ) -> ServedApp:
-    """Serve `ScriptedModel(tasks=...)` from a background thread; returns once it listens.
+    """Serve `ScriptedModel(tasks=..., tokenizer=...)` from a background thread; returns once it listens.
 
     Its OpenAI base URL is `served.url + "/v1"`; stop it with `served.stop()` (or use it as a context
-    manager). Raises TaskError for a bad task directory, ServeError when the address cannot be bound."""
+    manager). Raises TaskError for a bad task directory, ConfigError for an unusable tokenizer folder,
+    ServeError when the address cannot be bound."""
     from agentbake.scripted.chat_template import render_consistent
     from agentbake.serve import serve_in_thread
 
-    model = ScriptedModel(tasks=tasks, model_name=model_name, keep_log=keep_log)
-    # Rollouts get a template that re-renders history exactly as it was sampled (as a well-behaved
-    # real one does), so their traces export as one agent sequence per rollout.
-    model.render_prompt = render_consistent
+    model = ScriptedModel(tasks=tasks, model_name=model_name, keep_log=keep_log, tokenizer=tokenizer)
+    if tokenizer is None:
+        # Rollouts get a template that re-renders history exactly as it was sampled (as a well-behaved
+        # real one does), so their traces export as one agent sequence per rollout. A tokenizer's own chat
+        # template does that already: the model writes its answers as that template renders them.
+        model.render_prompt = render_consistent
     return serve_in_thread(model, host=host, port=port)
 
 

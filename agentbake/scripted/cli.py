@@ -21,8 +21,16 @@ from agentbake.clikit import tasks_option
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=int, help="0 picks a free port.")
 @click.option("--model-name", default="scripted", show_default=True, help="The model id /v1/models lists.")
+@click.option(
+    "--tokenizer",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A Hugging Face tokenizer folder (tokenizer.json and a chat template, read from disk): ids in its "
+    "vocabulary, prompts rendered by its template, as vLLM serving a model with it. Default: toy ids.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON line (url, tasks) once listening.")
-def scripted_llm(task_dirs: tuple[Path, ...], host: str, port: int, model_name: str, as_json: bool) -> None:
+def scripted_llm(
+    task_dirs: tuple[Path, ...], host: str, port: int, model_name: str, tokenizer: Path | None, as_json: bool
+) -> None:
     """Serve an OpenAI-compatible model that plays each task's reference solution through the agent's shell
     tool, answering with vLLM's token ids and logprobs. Ctrl-C or SIGTERM stops it."""
     from agentbake.scripted.app import start_scripted_model
@@ -32,7 +40,7 @@ def scripted_llm(task_dirs: tuple[Path, ...], host: str, port: int, model_name: 
     names = [task.name for task in loaded]
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with start_scripted_model(loaded, host=host, port=port, model_name=model_name) as served:
+    with start_scripted_model(loaded, host=host, port=port, model_name=model_name, tokenizer=tokenizer) as served:
         if as_json:
             click.echo(json.dumps({"url": served.url, "openai_base_url": served.url + "/v1", "tasks": names}))
         else:

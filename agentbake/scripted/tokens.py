@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -62,6 +63,17 @@ class Token:
     "args" (a tool call's argument text), or "wrapper" (tool-call JSON around name and arguments)."""
     call: int = -1
     """Index of the tool call this token belongs to, or -1."""
+    shown: str | None = None
+    """The part of `text` a stream delta shows, when a token straddles two parts of the answer (a real
+    tokenizer's token holding the end of a text and the start of a tool call); None shows all of `text`."""
+
+    @property
+    def delta(self) -> str:
+        """What the stream shows for this token (its content, reasoning or argument text)."""
+        return self.text if self.shown is None else self.shown
+
+
+TOY_ALTERNATIVES = tuple((piece_id(text), text) for text in ALTERNATIVES)
 
 
 def text_tokens(text: str, kind: str, call: int = -1) -> list[Token]:
@@ -105,18 +117,22 @@ def sampled_logprob(seed: bytes, position: int) -> float:
     return round(-0.001 - 2.5 * _unit(seed, "sampled", position) ** 3, 6)
 
 
-def alternatives(seed: bytes, position: int, sampled: int, count: int) -> list[tuple[int, str, float]]:
-    """(id, text, logprob) of the `count` most likely other tokens, by rank (most likely first)."""
-    start = int(_unit(seed, "alt", position) * len(ALTERNATIVES))
+def alternatives(
+    seed: bytes, position: int, sampled: int, count: int, table: Sequence[tuple[int, str]] | None = None
+) -> list[tuple[int, str, float]]:
+    """(id, text, logprob) of the `count` most likely other tokens, by rank (most likely first), drawn from
+    `table` ((id, text) pairs; by default the toy ids of `ALTERNATIVES`)."""
+    table = TOY_ALTERNATIVES if table is None else table
+    start = int(_unit(seed, "alt", position) * len(table))
     out: list[tuple[int, str, float]] = []
     logprob = -0.05 - _unit(seed, "top", position)
-    for k in range(len(ALTERNATIVES)):
-        text = ALTERNATIVES[(start + k) % len(ALTERNATIVES)]
-        if piece_id(text) == sampled:
+    for k in range(len(table)):
+        token_id, text = table[(start + k) % len(table)]
+        if token_id == sampled:
             continue
         if len(out) == count:
             break
-        out.append((piece_id(text), text, round(logprob, 6)))
+        out.append((token_id, text, round(logprob, 6)))
         logprob -= 0.5 + _unit(seed, "gap", position, k)
     return out
 
@@ -173,3 +189,72 @@ def content_text(content: Any) -> str:
     if isinstance(content, list):
         return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
     return ""
+
+
+class Vocabulary(Protocol):
+    """How the scripted model turns an answer and a prompt into token ids: the toy ids below (`TOY`), or a real
+    tokenizer's (`hf_vocabulary.HFVocabulary`, so a trainer can use the ids with a model of that vocabulary)."""
+
+    def answer_tokens(self, reasoning: str, text: str, tool_calls: Sequence[tuple[str, str]]) -> list[Token]:
+        """The tokens of an answer (reasoning, text, then each (name, arguments JSON) tool call), without the
+        end-of-sequence token."""
+        ...
+
+    def end_token(self) -> Token:
+        """The end-of-sequence token that closes a finished answer."""
+        ...
+
+    def alternative_table(self) -> Sequence[tuple[int, str]]:
+        """(id, text) of the tokens offered as `top_logprobs` alternatives."""
+        ...
+
+    def render_prompt(self, request: dict[str, Any]) -> list[int]:
+        """Prompt ids of a chat request, the assistant's turn opened."""
+        ...
+
+    def render_messages(self, request: dict[str, Any]) -> list[int]:
+        """Ids of a chat request's messages with no generation prompt (`/tokenize` with
+        `add_generation_prompt: false`)."""
+        ...
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of plain text (`/tokenize` with a `prompt`)."""
+        ...
+
+    def token_text(self, token_id: int) -> str:
+        """How `/tokenize` names a token in `token_strs`."""
+        ...
+
+
+class ToyVocabulary:
+    """The default vocabulary: ids from a hash of each text piece, Qwen's special ids, no tokenizer needed."""
+
+    def answer_tokens(self, reasoning: str, text: str, tool_calls: Sequence[tuple[str, str]]) -> list[Token]:
+        tokens: list[Token] = []
+        if reasoning:
+            tokens += [special(THINK_OPEN), *text_tokens(reasoning, "reasoning"), special(THINK_CLOSE)]
+        tokens += text_tokens(text, "content")
+        for n, (name, arguments) in enumerate(tool_calls):
+            tokens += tool_call_tokens(n, name, arguments)
+        return tokens
+
+    def end_token(self) -> Token:
+        return special(IM_END)
+
+    def alternative_table(self) -> Sequence[tuple[int, str]]:
+        return TOY_ALTERNATIVES
+
+    def render_prompt(self, request: dict[str, Any]) -> list[int]:
+        return render_prompt(request)
+
+    def render_messages(self, request: dict[str, Any]) -> list[int]:
+        return render_prompt(request, add_generation_prompt=False)
+
+    def encode(self, text: str) -> list[int]:
+        return encode(text)
+
+    def token_text(self, token_id: int) -> str:
+        return SPECIAL_TEXT.get(token_id, f"<{token_id}>")
+
+
+TOY = ToyVocabulary()

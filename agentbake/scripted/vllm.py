@@ -84,8 +84,10 @@ class Completion:
         request_id: str | None = None,
         prompt_ids: list[int] | None = None,
         logprobs_mode: str = "raw",
+        vocab: tk.Vocabulary = tk.TOY,
     ) -> None:
         self.request = request
+        self.vocab = vocab
         self.logprobs_mode = logprobs_mode
         # the policy's logprobs do not depend on how it is sampled: temperature and top_p stay out of their seed
         self.logprob_seed = tk.request_seed({k: v for k, v in request.items() if k not in ("temperature", "top_p")})
@@ -103,7 +105,7 @@ class Completion:
         ]
         self.groups = self._groups()
         self.tokens = [t for g in self.groups for t in g.tokens]
-        self.prompt_ids = tk.render_prompt(request) if prompt_ids is None else prompt_ids
+        self.prompt_ids = vocab.render_prompt(request) if prompt_ids is None else prompt_ids
         # vLLM nulls logprobs and ids (and drops reasoning) when a parser runs and reasoning is not wanted.
         self.hidden = reply.reasoning_parser and request.get("include_reasoning") is False
 
@@ -118,41 +120,49 @@ class Completion:
 
     def _groups(self) -> list[Group]:
         reply = self.reply
+        calls = [(name, arguments_text(arguments)) for name, arguments in reply.tool_calls]
         groups: list[Group] = []
-        if reply.reasoning:
-            groups.append(Group([tk.special(tk.THINK_OPEN)], None))
-            groups += self._text_groups(tk.text_tokens(reply.reasoning, "reasoning"), reply.reasoning_field)
-            groups.append(Group([tk.special(tk.THINK_CLOSE)], None))
-        groups += self._text_groups(tk.text_tokens(reply.text, "content"), "content")
-        for n, (name, arguments) in enumerate(reply.tool_calls):
-            groups += self._call_groups(n, name, arguments)
+        run: list[tk.Token] = []  # consecutive reasoning or content tokens, streamed `step_tokens` at a time
+        for token in [*self.vocab.answer_tokens(reply.reasoning, reply.text, calls), None]:
+            if token is not None and token.kind in ("reasoning", "content") and (not run or run[0].kind == token.kind):
+                run.append(token)
+                continue
+            if run:
+                groups += self._text_groups(run)
+                run = []
+            if token is None:
+                break
+            if token.kind in ("reasoning", "content"):
+                run.append(token)
+            else:
+                groups.append(Group([token], self._call_delta(token)))
         if self.finish in ("stop", "tool_calls"):
             if isinstance(self.stop_reason, int):
                 end = tk.Token(self.stop_reason, "", "control")
             else:
-                end = tk.special(tk.IM_END)
+                end = self.vocab.end_token()
             groups.append(Group([end], {} if reply.tool_calls else {"content": ""}))
         elif self.finish == "abort" or not groups:
             groups.append(Group([], {"content": ""}))  # the engine stopped the request between steps
         return groups
 
-    def _text_groups(self, tokens: list[tk.Token], key: str) -> list[Group]:
+    def _text_groups(self, tokens: list[tk.Token]) -> list[Group]:
+        key = self.reply.reasoning_field if tokens[0].kind == "reasoning" else "content"
         step = self.reply.step_tokens
         chunks = [tokens[i : i + step] for i in range(0, len(tokens), step)]
-        return [Group(chunk, {key: "".join(t.text for t in chunk)}) for chunk in chunks]
+        return [Group(chunk, {key: "".join(t.delta for t in chunk)}) for chunk in chunks]
 
-    def _call_groups(self, n: int, name: str, arguments: dict[str, Any]) -> list[Group]:
-        groups = []
-        for token in tk.tool_call_tokens(n, name, arguments_text(arguments)):
-            if token.kind == "name":
-                call = {"id": self.call_ids[n], "type": "function", "index": n, "function": {"name": name}}
-                groups.append(Group([token], {"content": None, "tool_calls": [call]}))
-            elif token.kind == "args":
-                call = {"index": n, "function": {"arguments": token.text}}
-                groups.append(Group([token], {"content": None, "tool_calls": [call]}))
-            else:  # markers and JSON around name and arguments: the parser shows nothing yet
-                groups.append(Group([token], None))
-        return groups
+    def _call_delta(self, token: tk.Token) -> dict[str, Any] | None:
+        """The delta of a tool-call token: the call's id and name once its name is complete, then argument
+        fragments; markers and the JSON around name and arguments show nothing yet (hermes parsing)."""
+        n = token.call
+        if token.kind == "name":
+            name = self.reply.tool_calls[n][0]
+            call = {"id": self.call_ids[n], "type": "function", "index": n, "function": {"name": name}}
+            return {"content": None, "tool_calls": [call]}
+        if token.kind == "args":
+            return {"content": None, "tool_calls": [{"index": n, "function": {"arguments": token.delta}}]}
+        return None
 
     # ---------------------------------------------------------------- logprobs
 
@@ -188,7 +198,8 @@ class Completion:
         count = len(tk.ALTERNATIVES) + 1 if top == -1 else top
         tops = [(token.id, token.text, value)]
         # The alternatives, like the sampled token's logprob, are the policy's: the same at any temperature.
-        alternatives = tk.alternatives(self.logprob_seed, position, token.id, count - 1) if count > 1 else []
+        table = self.vocab.alternative_table()
+        alternatives = tk.alternatives(self.logprob_seed, position, token.id, count - 1, table) if count > 1 else []
         tops += [(token_id, text, self._stated(logprob)) for token_id, text, logprob in alternatives]
         top_entries = []
         for token_id, text, logprob in tops[:count]:

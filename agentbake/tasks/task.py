@@ -13,12 +13,20 @@ context: nothing of it is copied into the workdir and its setup.sh is not run by
 Dockerfile runs what it needs at build time, as Terminal-Bench's do). A `docker-compose.yaml` task
 (several services) is refused. Keys of Harbor's task.toml that agentbake does not use are accepted and
 reported in `Task.warnings`.
+
+A task's files are read on this host (the instruction, setup.sh as root in the sandbox), so a symlink
+that leads out of the task directory, or a file that is no regular file (a FIFO, a device), is refused
+when the task loads: `instruction.md -> /proc/self/environ` would hand the runner's environment to the
+agent.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+import os
 import re
+import stat
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -39,16 +47,31 @@ SETUP_SCRIPT = "setup.sh"
 USED_KEYS: dict[str, set[str]] = {
     "agent": {"timeout_sec"},
     "verifier": {"timeout_sec", "env"},
-    "environment": {"cpus", "memory_mb", "memory", "env", "allow_internet", "docker_image", "build_timeout_sec"},
+    "environment": {
+        "cpus",
+        "memory_mb",
+        "memory",
+        "storage_mb",
+        "storage",
+        "env",
+        "allow_internet",
+        "docker_image",
+        "build_timeout_sec",
+    },
     "solution": {"env"},
 }
 KNOWN_UNUSED: dict[str, set[str]] = {
     "": {"version", "schema_version", "metadata", "task", "source", "split"},
     "agent": {"setup_timeout_sec", "user"},
     "verifier": {"user", "environment"},
-    "environment": {"storage_mb", "storage", "gpus", "gpu_types", "tpu", "os", "mcp_servers"},
+    "environment": {"gpus", "gpu_types", "tpu", "os", "mcp_servers"},
     "solution": set(),
 }
+MAX_TIMEOUT_SEC = 7 * 24 * 3600.0
+"""Largest `timeout_sec` accepted (a week): past it a value is a mistake, and `inf` would overflow a wait."""
+MAX_CPUS = 1024.0
+MAX_SIZE_MB = 16 * 1024 * 1024
+"""Largest memory or storage size accepted (16 TiB)."""
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|)\s*$", re.IGNORECASE)
 _MEMORY_UNITS = {"": 1 / (1024 * 1024), "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 
@@ -73,6 +96,9 @@ class Task:
     """CPU limit in cores (`[environment] cpus`); None keeps the runner's default."""
     memory_mb: int | None = None
     """Memory limit (`[environment] memory_mb`, or Harbor's older `memory = "4G"`)."""
+    storage_mb: int | None = None
+    """Disk limit of the sandbox's files (`[environment] storage_mb`, or `storage = "10G"`); None keeps the
+    runner's default."""
     environment_dir: Path | None = None
     """Files copied into the agent's workdir before setup (everything but `setup.sh`); None for a task with
     a Dockerfile, whose environment/ is its image's build context."""
@@ -129,6 +155,7 @@ def load_task(path: str | Path) -> Task:
     root = Path(path).resolve()
     if not root.is_dir():
         raise TaskError(f"{root}: not a directory; a task is a directory holding instruction.md and tests/test.sh")
+    _check_files(root)
     instruction_file = root / "instruction.md"
     if not instruction_file.is_file():
         raise TaskError(f"{instruction_file}: missing; every task needs its prompt in instruction.md")
@@ -154,7 +181,8 @@ def load_task(path: str | Path) -> Task:
         agent_timeout_sec=config.seconds("agent"),
         verifier_timeout_sec=config.seconds("verifier"),
         cpus=config.cpus(),
-        memory_mb=config.memory_mb(),
+        memory_mb=config.size_mb("memory"),
+        storage_mb=config.size_mb("storage"),
         environment_dir=environment_dir,
         setup_script=setup_script,
         dockerfile=dockerfile,
@@ -223,36 +251,46 @@ class _Config:
 
     def seconds(self, section: str, key: str = "timeout_sec", default: float = DEFAULT_TIMEOUT_SEC) -> float:
         value = self.section(section).get(key, default)
-        if not _is_positive_number(value):
-            raise TaskError(f"{self.file}: [{section}] {key}: expected a positive number of seconds, got {value!r}")
+        if not _is_number_within(value, MAX_TIMEOUT_SEC):
+            raise TaskError(
+                f"{self.file}: [{section}] {key}: expected a positive number of seconds up to "
+                f"{MAX_TIMEOUT_SEC:.0f} (a week), got {value!r}"
+            )
         return float(value)
 
     def cpus(self) -> float | None:
         value = self.section("environment").get("cpus")
         if value is None:
             return None
-        if not _is_positive_number(value):
-            raise TaskError(f"{self.file}: [environment] cpus: expected a positive number of cores, got {value!r}")
+        if not _is_number_within(value, MAX_CPUS):
+            raise TaskError(
+                f"{self.file}: [environment] cpus: expected a positive number of cores up to {MAX_CPUS:.0f}, "
+                f"got {value!r}"
+            )
         return float(value)
 
-    def memory_mb(self) -> int | None:
+    def size_mb(self, kind: str) -> int | None:
+        """`[environment] <kind>_mb` (an integer of MiB) or Harbor's `<kind> = "4G"`, for memory and storage."""
         environment = self.section("environment")
-        if "memory_mb" in environment:
-            value = environment["memory_mb"]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 16:
+        key = f"{kind}_mb"
+        if key in environment:
+            value = environment[key]
+            if isinstance(value, bool) or not isinstance(value, int) or not 16 <= value <= MAX_SIZE_MB:
                 raise TaskError(
-                    f"{self.file}: [environment] memory_mb: expected an integer number of MiB (>= 16), got {value!r}"
+                    f"{self.file}: [environment] {key}: expected an integer number of MiB "
+                    f"(16 to {MAX_SIZE_MB}), got {value!r}"
                 )
             return value
-        if "memory" in environment:
-            text = environment["memory"]
+        if kind in environment:
+            text = environment[kind]
             match = _MEMORY.match(text) if isinstance(text, str) else None
-            if not match:
+            size = float(match.group(1)) * _MEMORY_UNITS[match.group(2)[:1].upper()] if match else math.inf
+            if size > MAX_SIZE_MB:
                 raise TaskError(
-                    f'{self.file}: [environment] memory: expected a size like "2G" or "512M", '
-                    f"got {text!r}; or write memory_mb = 2048"
+                    f'{self.file}: [environment] {kind}: expected a size like "2G" or "512M" up to 16T, '
+                    f"got {text!r}; or write {key} = 2048"
                 )
-            return max(16, int(float(match.group(1)) * _MEMORY_UNITS[match.group(2)[:1].upper()]))
+            return max(16, int(size))
         return None
 
     def env(self, section: str) -> dict[str, str]:
@@ -262,8 +300,30 @@ class _Config:
         return dict(value)
 
 
-def _is_positive_number(value: object) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int | float) and value > 0
+def _is_number_within(value: object, most: float) -> bool:
+    """A number in (0, most]: never a bool, nan or inf."""
+    return not isinstance(value, bool) and isinstance(value, int | float) and 0 < value <= most
+
+
+def _check_files(root: Path) -> None:
+    """Refuse a symlink that leads out of the task directory (or nowhere) and anything that is neither a
+    regular file nor a directory: the loader, the digest and the uploads read these files on this host."""
+    for folder, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            entry = Path(folder) / name
+            if entry.is_symlink():
+                target = Path(os.path.realpath(entry))
+                if not target.is_relative_to(root):
+                    raise TaskError(
+                        f"{entry}: a symlink to {os.readlink(entry)}, outside the task directory {root}; task files "
+                        "are never followed out of it: copy the file into the task instead"
+                    )
+            try:
+                mode = entry.stat().st_mode
+            except OSError as exc:
+                raise TaskError(f"{entry}: cannot be read ({exc.strerror}); a broken symlink? remove it") from None
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise TaskError(f"{entry}: neither a file nor a directory (a FIFO, socket or device); remove it")
 
 
 def _own_image(root: Path, config: _Config) -> tuple[Path | None, str | None]:

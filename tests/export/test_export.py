@@ -150,9 +150,9 @@ def test_cli_writes_json_and_trl(tmp_path):
     assert document["sequences"][0]["loss_mask"] == [0, 0, 1, 1, 0, 1]
     assert document["sequences"][0]["turn_lengths"] == [2, 2]
     result = CliRunner().invoke(main, ["trace", "export", str(trace), "--format", "trl"])
-    trl = orjson.loads(result.stdout_bytes)
-    assert trl["prompt_ids"] == [[1, 2], [1, 2, 3, 4, 5]] and trl["completion_ids"] == [[3, 4], [6]]
-    assert trl["logprobs"] == [[-0.03, -0.04], [-0.06]] and trl["trainable"] is True
+    trl = orjson.loads(result.stdout_bytes)  # one row of TRL's rollout_func contract (tests/export/test_trl.py)
+    assert trl["prompt_ids"] == [1, 2] and trl["completion_ids"] == [3, 4, 5, 6] and trl["env_mask"] == [1, 1, 0, 1]
+    assert trl["logprobs"] == [-0.03, -0.04, 0.0, -0.06] and trl["trainable"] is True
     assert list(export(trace)) == [document]
     trl_file = tmp_path / "trl.jsonl"
     result = CliRunner().invoke(main, ["trace", "export", str(trace), "--format", "trl", "--out", str(trl_file)])

@@ -124,10 +124,12 @@ def test_a_tool_loop_is_one_agent_sequence_equal_to_the_last_call(gw, upstream):
     errors = [f for f in document["validation"]["findings"] if f["severity"] == "error"]
     assert errors == [] and document["validation"]["trainable"] is True
 
-    trl = to_trl(document)
-    assert trl["completion_ids"] == [c for _, c in calls]
-    assert trl["prompt_ids"] == [p for p, _ in calls]  # each entry's prompt is the call's own prompt ids
-    assert trl["logprobs"] == [r.per_token_logps for r in records]
+    trl = to_trl(document)  # TRL's row: the first prompt, then everything after it, env_mask on sampled ids
+    assert trl["prompt_ids"] == calls[0][0]
+    assert trl["prompt_ids"] + trl["completion_ids"] == last_prompt + last_completion
+    sampled = [i for i, m in zip(trl["completion_ids"], trl["env_mask"], strict=True) if m]
+    assert sampled == [i for _, c in calls for i in c]
+    assert [lp for lp, m in zip(trl["logprobs"], trl["env_mask"], strict=True) if m] == logps
 
 
 def test_a_retried_turn_is_a_discarded_sibling(gw, upstream):

@@ -153,3 +153,13 @@ def test_a_failed_sampling_call_says_why():
     evidence = compare_sampling(_probe(0.5, [{1: -1.0}], [1]), failed)
     assert evidence.sampled_as is None
     assert evidence.reason == "the call at temperature 1.5 failed: HTTP 400: temperature out of range"
+
+
+def test_the_gateways_sampling_settings_leave_the_probes_temperatures_alone(serve_model):
+    """A gateway that sets a trainer's temperature on every call still tells processed logprobs: its probes
+    sample at their own two temperatures."""
+    model, url = serve_model()
+    model.logprobs_mode = "processed"
+    report = run_preflight(GatewayConfig(upstream=url, temperature=0.7, top_p=1.0, top_k=0))
+    assert report.logprobs_mode == "processed", report.summary()
+    assert {r.get("temperature") for r in model.requests} >= set(SAMPLING_TEMPERATURES)

@@ -65,3 +65,11 @@ def test_no_cap_and_no_capture():
 def test_bad_fields(body, message):
     with pytest.raises(InvalidRequest, match=message):
         rewrite(body)
+
+
+def test_sampling_settings_replace_the_clients_and_unset_ones_are_forwarded():
+    body, _ = rewrite({"model": "m", "temperature": 1.0, "top_p": 0.95, "top_k": 20}, temperature=0.6, top_k=0)
+    assert (body["temperature"], body["top_p"], body["top_k"]) == (0.6, 0.95, 0)  # top_p: the client's
+    assert "min_p" not in body and "repetition_penalty" not in body
+    with pytest.raises(ValueError, match="temperature"):
+        GatewayConfig(upstream="http://127.0.0.1:1/v1", temperature=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -61,7 +62,8 @@ timeout_sec = 5
 setup_timeout_sec = 9
 [environment]
 memory = "2G"
-storage_mb = 10240
+build_timeout_sec = 300.0
+gpus = 0
 mcp_servers = []
 allow_internet = true
 [verifier]
@@ -70,11 +72,12 @@ env = { MODE = "strict" }
 x = 1
 """
     task = load_task(make_task(tmp_path, toml))
-    assert task.memory_mb == 2048 and task.agent_timeout_sec == 5.0
+    assert task.memory_mb == 2048 and task.agent_timeout_sec == 5.0 and task.storage_mb is None
     assert task.verifier_env == {"MODE": "strict"}
     joined = "\n".join(task.warnings)
     assert "[agent] setup_timeout_sec: a Harbor key agentbake does not use" in joined
-    assert "[environment] storage_mb" in joined and "allow_internet" in joined
+    assert task.build_timeout_sec == 300.0 and "build_timeout_sec" not in joined
+    assert "[environment] gpus: a Harbor key" in joined and "allow_internet" in joined
     assert "mcp_servers: a Harbor key" in joined
     assert "bogus: unknown key" in joined
 
@@ -82,11 +85,22 @@ x = 1
 @pytest.mark.parametrize(
     ("toml", "expected"),
     [
-        ("[agent]\ntimeout_sec = 'soon'", "[agent] timeout_sec: expected a positive number of seconds, got 'soon'"),
+        ("[agent]\ntimeout_sec = 'soon'", "number of seconds up to 604800 (a week), got 'soon'"),
         ("[verifier]\ntimeout_sec = -1", "[verifier] timeout_sec: expected a positive number"),
         ("[environment]\ncpus = true", "[environment] cpus: expected a positive number of cores"),
         ("[environment]\nmemory_mb = 1.5", "[environment] memory_mb: expected an integer number of MiB"),
         ("[environment]\nmemory = 'lots'", '[environment] memory: expected a size like "2G"'),
+        ("[agent]\ntimeout_sec = inf", "[agent] timeout_sec: expected a positive number of seconds up to 604800"),
+        ("[agent]\ntimeout_sec = nan", "seconds up to 604800 (a week), got nan"),
+        ("[verifier]\ntimeout_sec = 1e12", "[verifier] timeout_sec: expected a positive number of seconds up to"),
+        ("[agent]\ntimeout_sec = 0", "[agent] timeout_sec: expected a positive number"),
+        ("[environment]\ncpus = inf", "[environment] cpus: expected a positive number of cores up to 1024, got inf"),
+        ("[environment]\ncpus = -2", "[environment] cpus: expected a positive number of cores"),
+        ("[environment]\nmemory_mb = 1099511627776", "[environment] memory_mb: expected an integer number of MiB (16"),
+        ("[environment]\nmemory = '99999999T'", '[environment] memory: expected a size like "2G" or "512M" up to 16T'),
+        ("[environment]\nstorage_mb = 8", "[environment] storage_mb: expected an integer number of MiB (16 to"),
+        ("[environment]\nstorage_mb = -1", "[environment] storage_mb: expected an integer number of MiB"),
+        ("[environment]\nstorage = 'big'", '[environment] storage: expected a size like "2G"'),
         ("[environment]\nenv = { A = 1 }", "[environment] env: expected a table of strings"),
         ("[environment]\ndocker_image = 3", "[environment] docker_image: expected an image reference"),
         ("[environment]\ndocker_image = 'a b'", "[environment] docker_image: expected an image reference"),
@@ -100,6 +114,48 @@ def test_bad_task_toml_names_file_key_and_expectation(tmp_path: Path, toml: str,
     with pytest.raises(TaskError) as info:
         load_task(root)
     assert str(root / "task.toml") in str(info.value) and expected in str(info.value)
+
+
+def test_storage_in_mib_or_as_a_size(tmp_path: Path) -> None:
+    assert load_task(make_task(tmp_path, "[environment]\nstorage_mb = 2048", name="a")).storage_mb == 2048
+    assert load_task(make_task(tmp_path, "[environment]\nstorage = '10G'", name="b")).storage_mb == 10240
+
+
+@pytest.mark.parametrize(
+    ("link", "target"),
+    [
+        ("instruction.md", "/proc/self/environ"),  # the runner's environment (API keys) as the prompt
+        ("environment/setup.sh", "/etc/passwd"),  # a host file run as root in the sandbox
+        ("tests/data", "../.."),  # a folder outside, uploaded to /tests
+        ("solution/solve.sh", "../../other/solve.sh"),
+    ],
+)
+def test_symlinks_out_of_the_task_are_refused_naming_the_link(tmp_path: Path, link: str, target: str) -> None:
+    root = make_task(tmp_path)
+    (root / "environment").mkdir()
+    (root / "solution").mkdir()
+    (root / link).unlink(missing_ok=True)
+    (root / link).symlink_to(target)
+    with pytest.raises(TaskError) as info:
+        load_task(root)
+    assert f"{root / link}: a symlink to {target}, outside the task directory" in str(info.value)
+    assert "never followed out of it" in str(info.value)
+
+
+def test_symlinks_inside_the_task_load_and_special_files_do_not(tmp_path: Path) -> None:
+    root = make_task(tmp_path)
+    (root / "environment").mkdir()
+    (root / "environment" / "data.txt").write_text("x")
+    (root / "environment" / "alias.txt").symlink_to("data.txt")
+    (root / "tests" / "env").symlink_to("../environment")
+    assert load_task(root).environment_files == [Path("alias.txt"), Path("data.txt")]
+    (root / "environment" / "gone").symlink_to("missing.txt")
+    with pytest.raises(TaskError, match=r"environment/gone: cannot be read .*a broken symlink\? remove it"):
+        load_task(root)
+    (root / "environment" / "gone").unlink()
+    os.mkfifo(root / "environment" / "pipe")
+    with pytest.raises(TaskError, match=r"environment/pipe: neither a file nor a directory \(a FIFO"):
+        load_task(root)
 
 
 def test_missing_parts(tmp_path: Path) -> None:

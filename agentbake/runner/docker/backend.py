@@ -21,13 +21,14 @@ from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.docker.engine import GATEWAY_SOCKET, DockerEngine
 from agentbake.runner.docker.sandbox import DockerSandbox
 from agentbake.runner.docker.warm_pool import WarmPool
-from agentbake.runner.sandbox import SandboxBackend, SandboxRequest
+from agentbake.runner.sandbox import Capabilities, SandboxBackend, SandboxRequest
 
 
 class DockerBackend(SandboxBackend):
     """Creates sandboxes on the local engine (DOCKER_HOST); `close()` removes every one still alive."""
 
     name = "docker"
+    capabilities = Capabilities(warm_pool=True)
 
     def __init__(self, config: DockerConfig | None = None, *, base_url: str | None = None):
         self.config = config or DockerConfig()

@@ -10,17 +10,20 @@ Standard library only, and no agentbake import: the Docker backend runs this fil
 image's baked python (label `dev.agentbake.python`), which has no agentbake installed. Threads, not
 asyncio: importing asyncio costs a starting sandbox ten times the CPU. The socket need not exist when
 the relay starts (a warm-pool sandbox gets its gateway later): each connection looks it up afresh and
-is closed when it is missing.
+is closed when it is missing. At most MAX_CONNECTIONS are relayed at once (the gateway's own default
+limit); one more is closed as it arrives.
 """
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
 import threading
 import time
 
 CHUNK = 65536
+MAX_CONNECTIONS = 64
 
 
 def _pipe(source: socket.socket, target: socket.socket) -> None:
@@ -32,7 +35,14 @@ def _pipe(source: socket.socket, target: socket.socket) -> None:
         pass
 
 
-def _relay(client: socket.socket, socket_path: str) -> None:
+def _relay(client: socket.socket, socket_path: str, slots: threading.BoundedSemaphore) -> None:
+    try:
+        _connect(client, socket_path)
+    finally:
+        slots.release()
+
+
+def _connect(client: socket.socket, socket_path: str) -> None:
     with client:
         upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         with upstream:
@@ -40,13 +50,22 @@ def _relay(client: socket.socket, socket_path: str) -> None:
                 upstream.connect(socket_path)
             except OSError:
                 return
-            answers = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
+            answers = threading.Thread(target=_answer, args=(upstream, client), daemon=True)
             answers.start()
             _pipe(client, upstream)
             answers.join()
 
 
+def _answer(upstream: socket.socket, client: socket.socket) -> None:
+    _pipe(upstream, client)
+    # The gateway closed its end (its answer is complete, or it closed an idle connection): nothing the client
+    # sends from now on reaches it, so stop reading the client too, which frees this connection's slot.
+    with contextlib.suppress(OSError):
+        client.shutdown(socket.SHUT_RD)
+
+
 def serve(port: int, socket_path: str, host: str = "127.0.0.1") -> None:
+    slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
     with socket.create_server((host, port), backlog=128) as server:
         while True:
             # The relay is the container's main process: it must outlive a fork bomb at the pids limit
@@ -56,9 +75,13 @@ def serve(port: int, socket_path: str, host: str = "127.0.0.1") -> None:
             except OSError:
                 time.sleep(0.05)
                 continue
+            if not slots.acquire(blocking=False):
+                client.close()
+                continue
             try:
-                threading.Thread(target=_relay, args=(client, socket_path), daemon=True).start()
+                threading.Thread(target=_relay, args=(client, socket_path, slots), daemon=True).start()
             except RuntimeError:
+                slots.release()
                 client.close()
 
 

@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from agentbake.errors import SandboxError
 from agentbake.runner.remote.relay import GatewayRelay, RelayConfig
-from agentbake.runner.sandbox import BgJob, ExecResult, SandboxBackend, SandboxHandle, SandboxRequest
+from agentbake.runner.sandbox import BgJob, Capabilities, ExecResult, SandboxBackend, SandboxHandle, SandboxRequest
 
 logger = logging.getLogger("agentbake.runner")
 
@@ -260,6 +260,8 @@ class RemoteSandbox(SandboxHandle):
 
 class RemoteBackend(SandboxBackend):
     """What the E2B and Hugging Face backends share: image facts, the gateway relay, the live sandboxes."""
+
+    capabilities = Capabilities(gateway_in_sandbox=True)
 
     def __init__(self, relay: RelayConfig, image_facts: ImageFacts | None) -> None:
         self._relay_config = relay

@@ -22,6 +22,8 @@ from agentbake.errors import SandboxError
 
 _REQUEST_LINE = re.compile(rb"^[A-Z]+ /r/([A-Za-z0-9._:-]{1,128})/\S* HTTP/1\.[01]\r\n")
 _MAX_REQUEST_LINE = 8192
+_REQUEST_LINE_TIMEOUT_S = 60.0
+"""Seconds a connection may take to send its request line; a silent one is closed (it holds descriptors)."""
 
 
 class RelayConfig(BaseModel):
@@ -91,8 +93,8 @@ class GatewayRelay:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             try:
-                head = await reader.readuntil(b"\r\n")
-            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n"), _REQUEST_LINE_TIMEOUT_S)
+            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
                 return
             match = _REQUEST_LINE.match(head) if len(head) <= _MAX_REQUEST_LINE else None
             with self._lock:

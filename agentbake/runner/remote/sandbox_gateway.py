@@ -24,6 +24,7 @@ from pathlib import Path
 
 import agentbake
 from agentbake.errors import SandboxError
+from agentbake.gateway.config import ModelSettings
 from agentbake.runner.sandbox import SandboxHandle
 
 logger = logging.getLogger("agentbake.runner")
@@ -47,6 +48,8 @@ class SandboxGateway:
     model_override: str | None = None
     logprobs_mode: str | None = None
     """What the server's logprobs are ("raw" or "processed"), stamped on every record; None: unknown."""
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    """Chat-template quirks and sampling the gateway sets on every call (`RunnerConfig.model_settings`)."""
 
 
 def gateway_sources() -> bytes:
@@ -62,8 +65,18 @@ def gateway_sources() -> bytes:
     return buffer.getvalue()
 
 
+def settings_argv(settings: ModelSettings) -> list[str]:
+    """`agentbake gateway` options giving `settings` (its options are named after the fields)."""
+    argv: list[str] = []
+    for name, value in settings.model_dump(exclude_defaults=True).items():
+        option = "--" + name.replace("_", "-")
+        argv += [option] if value is True else [f"--no-{option[2:]}"] if value is False else [option, str(value)]
+    return argv
+
+
 def start_sandbox_gateway(handle: SandboxHandle, labels: Mapping[str, str], spec: SandboxGateway) -> TraceFetcher:
-    """Start the gateway in `handle`, point `handle.model_url` at it, and start fetching its trace."""
+    """Start the gateway in `handle`, point `handle.model_url` at it, and start fetching its trace; the
+    handle's backend must have `Capabilities.gateway_in_sandbox`."""
     python = labels.get("dev.agentbake.python")
     if not python:
         raise SandboxError("--gateway sandbox needs the image's baked venv (label dev.agentbake.python)")
@@ -82,6 +95,7 @@ def start_sandbox_gateway(handle: SandboxHandle, labels: Mapping[str, str], spec
         argv += ["--model-override", spec.model_override]
     if spec.logprobs_mode:
         argv += ["--logprobs-mode", spec.logprobs_mode]
+    argv += settings_argv(spec.settings)
     envs = {spec.api_key_env: spec.api_key} if spec.api_key else {}
     job = handle.start_bg(f"cd {folder} && exec {shlex.join(argv)}", envs=envs, cwd=folder, user="root")
     url = f"http://127.0.0.1:{port}"
@@ -90,11 +104,11 @@ def start_sandbox_gateway(handle: SandboxHandle, labels: Mapping[str, str], spec
         raise SandboxError(f"sandbox {handle.sandbox_id}: the in-sandbox gateway did not answer on {url}/healthz")
     handle.model_url = url
     fetcher = TraceFetcher(handle, f"{folder}/trace.jsonl", spec.trace)
-    before_kill = getattr(handle, "before_kill", None)
-    if before_kill is None:
+    try:
+        handle.before_kill(fetcher.finish)
+    except SandboxError:  # a backend without Capabilities.gateway_in_sandbox (the Runner checks it first)
         fetcher.finish()
-        raise SandboxError(f"the {type(handle).__name__} backend cannot run the gateway in the sandbox")
-    before_kill(fetcher.finish)
+        raise
     return fetcher
 
 

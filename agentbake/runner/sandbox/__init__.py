@@ -1,5 +1,12 @@
 """The sandbox protocol every backend implements (`protocol.py`); the harness talks only to it."""
 
-from agentbake.runner.sandbox.protocol import BgJob, ExecResult, SandboxBackend, SandboxHandle, SandboxRequest
+from agentbake.runner.sandbox.protocol import (
+    BgJob,
+    Capabilities,
+    ExecResult,
+    SandboxBackend,
+    SandboxHandle,
+    SandboxRequest,
+)
 
-__all__ = ["BgJob", "ExecResult", "SandboxBackend", "SandboxHandle", "SandboxRequest"]
+__all__ = ["BgJob", "Capabilities", "ExecResult", "SandboxBackend", "SandboxHandle", "SandboxRequest"]

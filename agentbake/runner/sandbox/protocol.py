@@ -3,13 +3,29 @@
 The harness only ever talks to a `SandboxHandle`, so a rollout runs the same steps on every backend.
 Paths come from `handle.home` or the image's `dev.agentbake.*` labels (`SandboxHandle.paths`), never a
 literal. Names follow the cloud harnesses users already know (`exec`, `start_bg`, `write_text`, ...).
+What only some backends can do is said by their `Capabilities`; callers check those flags, never probe for
+methods.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
+
+from agentbake.errors import SandboxError
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend and its sandboxes can do beyond the methods every backend has."""
+
+    warm_pool: bool = False
+    """`SandboxBackend.warm_up(request)` starts sandboxes ahead of need, which `create` then hands out."""
+    gateway_in_sandbox: bool = False
+    """The rollout's gateway can run inside the sandbox (`gateway="sandbox"`): the sandbox reaches the model
+    server, and `SandboxHandle.before_kill(step)` runs the trace's last fetch before the sandbox is killed."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +129,11 @@ class SandboxHandle(abc.ABC):
     def kill(self) -> None:
         """End the sandbox and free everything it holds; safe to call twice."""
 
+    def before_kill(self, step: Callable[[], None]) -> None:
+        """Run `step` before the sandbox is killed (failures are logged); only with
+        `Capabilities.gateway_in_sandbox`."""
+        raise SandboxError(f"sandbox {self.sandbox_id} cannot run a step before it is killed")
+
     def __enter__(self) -> SandboxHandle:
         return self
 
@@ -124,6 +145,8 @@ class SandboxBackend(abc.ABC):
     """Creates sandboxes; one implementation per backend (`docker/backend.py`, `remote/e2b.py`, `remote/hf.py`)."""
 
     name: str
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    """What it can do beyond `create` and `close`."""
 
     @abc.abstractmethod
     def create(self, request: SandboxRequest) -> SandboxHandle:
@@ -133,3 +156,8 @@ class SandboxBackend(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Release what the backend holds (warm pools, clients) and remove the sandboxes it still runs."""
+
+    def warm_up(self, request: SandboxRequest) -> None:
+        """Start sandboxes for this request ahead of need and return once started; only with
+        `Capabilities.warm_pool`."""
+        raise SandboxError(f"the {self.name} backend keeps no warm pool")

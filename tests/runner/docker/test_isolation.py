@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import re
 import socket
 import threading
@@ -224,4 +225,54 @@ def test_a_fork_bomb_stops_at_the_pids_limit_and_the_relay_survives(sandbox: Doc
         time.sleep(0.5)
     refused = sandbox.exec("cat /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events 2>/dev/null", user="root")
     assert int(refused.stdout.split()[1]) > 0, "no fork was refused: the limit never bit"
+    assert sandbox.exec(["curl", "-sS", "-o", "/dev/null", f"{sandbox.model_url}/"], timeout=30).exit_code == 0
+
+
+# Run by the image's python inside the sandbox: opens N connections to the model port, holds them, prints how
+# many the relay kept open.
+HOLD_CONNECTIONS = """
+import socket, sys, time
+port, count = int(sys.argv[1]), int(sys.argv[2])
+held = [socket.create_connection(("127.0.0.1", port)) for _ in range(count)]
+time.sleep(1)
+still_open = 0
+for conn in held:
+    conn.settimeout(0.05)
+    try:
+        still_open += conn.recv(1) != b""
+    except socket.timeout:
+        still_open += 1
+    except OSError:
+        pass
+print(still_open, flush=True)
+time.sleep(2)
+"""
+
+
+def test_the_forwarder_relays_at_most_max_connections_at_once(sandbox: DockerSandbox) -> None:
+    """An agent opening 200 idle connections holds 64 of the host's descriptors, not 200 (issue 15)."""
+    from agentbake.runner.docker.forwarder import MAX_CONNECTIONS
+
+    wait_for_model(sandbox)
+    port = str(sandbox.model_url).rsplit(":", 1)[1]
+    before = len(os.listdir("/proc/self/fd"))
+    peak = before
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, len(os.listdir("/proc/self/fd")))
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        held = sandbox.exec([sandbox.image.python or "python3", "-c", HOLD_CONNECTIONS, port, "200"], timeout=60)
+    finally:
+        done.set()
+        sampler.join()
+    assert held.exit_code == 0, held.stderr
+    assert int(held.stdout) == MAX_CONNECTIONS
+    assert peak - before <= MAX_CONNECTIONS + 8  # this process serves the gateway stand-in
     assert sandbox.exec(["curl", "-sS", "-o", "/dev/null", f"{sandbox.model_url}/"], timeout=30).exit_code == 0

@@ -60,3 +60,15 @@ def test_the_trace_is_fetched_as_written_and_survives_the_sandbox(
         assert local.read_text().splitlines() == ['{"turn": 0}', '{"turn": 1}', '{"turn": 2}']
         backend.close()
         assert fake.alive == 0
+
+
+def test_the_model_settings_reach_the_in_sandbox_gateway_as_its_own_options() -> None:
+    from agentbake.gateway.cli import gateway
+    from agentbake.gateway.config import ModelSettings
+    from agentbake.runner.remote.sandbox_gateway import settings_argv
+
+    settings = ModelSettings(inner_system_as_user=True, temperature=0.6, top_k=0, repetition_penalty=1.1)
+    argv = settings_argv(settings)
+    assert argv == ["--inner-system-as-user", "--temperature", "0.6", "--top-k", "0", "--repetition-penalty", "1.1"]
+    parsed = gateway.make_context("gateway", ["--upstream", "http://127.0.0.1:1/v1", *argv]).params
+    assert ModelSettings(**{name: parsed[name] for name in ModelSettings.model_fields}) == settings

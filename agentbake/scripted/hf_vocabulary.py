@@ -1,0 +1,191 @@
+"""The scripted model's ids in a real tokenizer's vocabulary, so a trainer can feed them to a model of it.
+
+`ScriptedModel(tokenizer=DIR)` (`agentbake scripted-llm --tokenizer DIR`) loads a Hugging Face tokenizer
+folder (tokenizer.json, tokenizer_config.json with a chat template; from disk only, never the Hub) and
+then answers as vLLM serving a model with that tokenizer would:
+
+- prompt ids: the request's messages and tools rendered by the tokenizer's chat template, the generation
+  prompt added, then tokenized without special tokens added; tool-call arguments are parsed from their JSON
+  string first, as vLLM does before it applies a template;
+- completion ids: the answer written the way a hermes/Qwen template renders an assistant message (text,
+  then `<tool_call>\\n{"name": ..., "arguments": ...}\\n</tool_call>` per call), tokenized, then the
+  tokenizer's end-of-sequence token. So a client sending the answer back unchanged gets prompt ids that
+  extend the previous prompt + completion exactly, as with a real model and its template.
+
+The folder is checked when loaded: a template that renders an assistant message (with and without a tool
+call) differently from how the model writes it is refused, naming both texts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentbake.errors import ConfigError
+from agentbake.scripted import tokens as tk
+
+_PROBE_USER = "probe question"
+_PROBE_CALL = ("probe_tool", '{"command": "ls"}')
+
+
+class HFVocabulary:
+    """A Hugging Face tokenizer folder as the scripted model's vocabulary (see the module docstring)."""
+
+    def __init__(self, directory: Path) -> None:
+        try:
+            from transformers import AutoTokenizer
+        except ImportError:
+            raise ConfigError(
+                f"tokenizer {directory}: the scripted model needs `transformers` to use a tokenizer: "
+                "pip install 'agentbake[trl]'"
+            ) from None
+        if not (directory / "tokenizer.json").is_file():
+            raise ConfigError(
+                f"tokenizer {directory}: no tokenizer.json there; expected a Hugging Face tokenizer folder"
+            )
+        self.directory = directory
+        self.tokenizer = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise ConfigError(f"tokenizer {directory}: tokenizer_config.json has no chat_template")
+        if self.tokenizer.eos_token_id is None:
+            raise ConfigError(f"tokenizer {directory}: no eos_token (the token that ends an assistant turn)")
+        self._end = tk.Token(self.tokenizer.eos_token_id, self.tokenizer.eos_token, "control")
+        self._alternatives = tuple(
+            (ids[0], text) for text in tk.ALTERNATIVES if (ids := self.encode(text)) and len(ids) == 1
+        ) or ((self._end.id, self._end.text),)
+        self._check_template()
+
+    # -- prompts -----------------------------------------------------------------------------------
+
+    def _render(self, request: dict[str, Any], *, generation_prompt: bool) -> str:
+        messages = [_as_template_message(m) for m in request.get("messages") or [] if isinstance(m, dict)]
+        return self.tokenizer.apply_chat_template(
+            messages, tools=request.get("tools") or None, add_generation_prompt=generation_prompt, tokenize=False
+        )
+
+    def render_prompt(self, request: dict[str, Any]) -> list[int]:
+        return self.encode(self._render(request, generation_prompt=True))
+
+    def render_messages(self, request: dict[str, Any]) -> list[int]:
+        return self.encode(self._render(request, generation_prompt=False))
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def token_text(self, token_id: int) -> str:
+        return str(self.tokenizer.convert_ids_to_tokens(token_id))
+
+    # -- answers -----------------------------------------------------------------------------------
+
+    def answer_tokens(self, reasoning: str, text: str, tool_calls: Sequence[tuple[str, str]]) -> list[tk.Token]:
+        if reasoning:
+            raise ConfigError(
+                f"tokenizer {self.directory}: the scripted model writes no reasoning with a tokenizer; "
+                "drop Reply.reasoning"
+            )
+        parts = answer_parts(text, tool_calls)
+        answer = "".join(part for part, _, _ in parts)
+        # Each part's [start, end) in the answer, to tell what every token holds.
+        spans, start = [], 0
+        for part, kind, call in parts:
+            spans.append((start, start + len(part), kind, call))
+            start += len(part)
+        encoding = self.tokenizer(answer, add_special_tokens=False, return_offsets_mapping=True)
+        tokens: list[tk.Token] = []
+        shown_upto = 0  # byte-level tokens of one character share its offsets: it is shown once
+        named: set[int] = set()  # calls whose header delta was sent
+        for token_id, (first, last) in zip(encoding["input_ids"], encoding["offset_mapping"], strict=True):
+            start = max(first, shown_upto)
+            held = [(s, e, kind, call) for s, e, kind, call in spans if s < last and first < e]
+            token = _classify(token_id, answer, (first, start, last), held, named)
+            if token.kind == "name":
+                named.add(token.call)
+            tokens.append(token)
+            shown_upto = max(shown_upto, last)
+        return tokens
+
+    def end_token(self) -> tk.Token:
+        return self._end
+
+    def alternative_table(self) -> Sequence[tuple[int, str]]:
+        return self._alternatives
+
+    # -- the load-time check -------------------------------------------------------------------------
+
+    def _check_template(self) -> None:
+        """Refuse a template that renders an assistant message otherwise than the model writes it: prompt ids
+        would then not extend the previous call's, and the export would see a broken prefix on every turn."""
+        user = {"role": "user", "content": _PROBE_USER}
+        name, arguments = _PROBE_CALL
+        call = {"id": "call_0", "type": "function", "function": {"name": name, "arguments": arguments}}
+        for answer, calls in (("probe answer", []), ("", [call])):
+            prompt = self._render({"messages": [user]}, generation_prompt=True)
+            assistant = {"role": "assistant", "content": answer, "tool_calls": calls} if calls else None
+            assistant = assistant or {"role": "assistant", "content": answer}
+            rendered = self._render({"messages": [user, assistant]}, generation_prompt=False)
+            written = "".join(p for p, _, _ in answer_parts(answer, [(name, arguments)] if calls else []))
+            expected = prompt + written + self._end.text
+            if not rendered.startswith(expected):
+                raise ConfigError(
+                    f"tokenizer {self.directory}: its chat template renders an assistant message as "
+                    f"{rendered[len(prompt) :]!r} after the generation prompt, but the scripted model writes "
+                    f"{written + self._end.text!r} (hermes tool calls, Qwen's layout); use a template that renders "
+                    "answers that way"
+                )
+
+
+def answer_parts(text: str, tool_calls: Sequence[tuple[str, str]]) -> list[tuple[str, str, int]]:
+    """(text, kind, call) parts of an answer as a hermes/Qwen chat template renders an assistant message after
+    its generation prompt: the text, then per call (a newline before it unless it opens the answer)
+    `<tool_call>\\n{"name": "NAME", "arguments": ARGS}\\n</tool_call>`."""
+    parts: list[tuple[str, str, int]] = [(text, "content", -1)] if text else []
+    for n, (name, arguments) in enumerate(tool_calls):
+        opening = ("\n" if parts else "") + '<tool_call>\n{"name": "'
+        parts += [
+            (opening, "wrapper", n),
+            (name, "name", n),
+            ('", "arguments": ', "wrapper", n),
+            (arguments, "args", n),
+            ("}\n</tool_call>", "wrapper", n),
+        ]
+    return parts
+
+
+def _classify(
+    token_id: int,
+    answer: str,
+    offsets: tuple[int, int, int],
+    held: list[tuple[int, int, str, int]],
+    named: set[int],
+) -> tk.Token:
+    """A token of the answer with the kind of what it holds: the end of a tool's name (the call's header delta,
+    once per call), argument text, answer text, or only JSON around them. `offsets` are the token's first
+    character, the first not shown by an earlier token, and its end."""
+    first, start, last = offsets
+    text = answer[first:last]
+    shown = "".join(answer[max(s, start) : min(e, last)] for s, e, kind, _ in held if kind in ("args", "content"))
+    for _, e, kind, call in held:
+        if kind == "name" and last >= e and call not in named:
+            return tk.Token(token_id, text, "name", call)
+    for _, _, kind, call in held:
+        if kind in ("args", "content"):
+            return tk.Token(token_id, text, kind, call, shown=shown if shown != text else None)
+    return tk.Token(token_id, text, "wrapper", held[0][3] if held else -1)
+
+
+def _as_template_message(message: dict[str, Any]) -> dict[str, Any]:
+    """A chat message as vLLM hands it to a template: text content, tool-call arguments parsed from JSON."""
+    out = {**message, "content": tk.content_text(message.get("content"))}
+    calls = []
+    for call in message.get("tool_calls") or []:
+        function = dict((call.get("function") or {}) if isinstance(call, dict) else {})
+        if isinstance(function.get("arguments"), str):
+            with contextlib.suppress(ValueError):  # not JSON: the template gets the string, as with vLLM
+                function["arguments"] = json.loads(function["arguments"])
+        calls.append({**call, "function": function})
+    if calls:
+        out["tool_calls"] = calls
+    return out
