@@ -13,6 +13,7 @@ from agentbake.errors import (
     ServeError,
     SpecError,
     TaskError,
+    TaskImageError,
     TemplateError,
     TraceError,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "ServeError",
     "SpecError",
     "TaskError",
+    "TaskImageError",
     "TemplateError",
     "TraceError",
     "__version__",
