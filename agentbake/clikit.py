@@ -21,14 +21,14 @@ M = TypeVar("M", bound=BaseModel)
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON (one object per line).")
 
 
-def tasks_option(help_text: str) -> Callable[[F], F]:
-    """`--tasks DIR`, repeatable and required: task directories or folders of them (what
-    `agentbake.tasks.discover_tasks` takes), passed to the command as `task_dirs`."""
+def tasks_option(help_text: str, *, required: bool = True) -> Callable[[F], F]:
+    """`--tasks DIR`, repeatable (and required unless said otherwise): task directories or folders of them
+    (what `agentbake.tasks.discover_tasks` takes), passed to the command as `task_dirs`."""
     return click.option(
         "--tasks",
         "task_dirs",
         multiple=True,
-        required=True,
+        required=required,
         type=click.Path(exists=True, file_okay=False, path_type=Path),
         help=help_text,
     )

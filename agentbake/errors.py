@@ -75,3 +75,8 @@ class PreflightError(ConfigError):
 
 class TraceError(AgentbakeError):
     """A trace file cannot be read: names the file and line at fault."""
+
+
+class JobError(AgentbakeError):
+    """A job directory (`agentbake rollout --out` / `--resume`) is taken or unreadable (its config.json or a
+    rollout's result.json), or a resume asks for other settings than the job was started with."""

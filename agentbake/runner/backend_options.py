@@ -77,7 +77,7 @@ def backend_options(command: Callable[..., Any]) -> Callable[..., Any]:
             type=click.Choice(list(BACKENDS)),
             default="docker",
             show_default=True,
-            help="Where sandboxes run: the local Docker engine, E2B, or Hugging Face (see docs/remote.md).",
+            help="Where sandboxes run: the local Docker engine, E2B, or Hugging Face (guide: `agentbake docs remote`).",
         ),
         click.option(
             "--gateway",

@@ -13,23 +13,21 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 from pydantic import ValidationError
-from rich.console import Console
-from rich.live import Live
 from rich.markup import escape
-from rich.table import Table
 
 from agentbake.buildkit.engine import connect
 from agentbake.clikit import json_option, model_options, print_json, tasks_option
 from agentbake.errors import AgentbakeError
 from agentbake.gateway.config import LOGPROBS_MODES, ModelSettings
 from agentbake.runner.backend_options import BackendChoice, backend_options
+from agentbake.runner.display import BatchDisplay, err, print_result, print_summary, warn
 from agentbake.runner.docker.gc import Leftover, collect
-from agentbake.runner.result import RolloutResult, summarize_results
+from agentbake.runner.job import CONFIG_FILE, SUMMARY_FILE, Job, JobConfig, JobTask
 from agentbake.runner.runner_config import SCRIPTED, RunnerConfig
 from agentbake.runner.teardown import teardown_on_signals
-
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+from agentbake.tasks import Task
 
 
 @click.command("gc")
@@ -61,104 +59,112 @@ def _report(leftovers: list[Leftover], dry_run: bool) -> None:
         err.print("nothing to remove")
 
 
-def _model_options(command: Callable[..., Any]) -> Callable[..., Any]:
+MODEL_REQUIRED = (
+    "--model is required for an agent run: 'scripted' (the built-in model that plays each task's "
+    "solution/solve.sh) or the base URL of an OpenAI-compatible server with its /v1; or --oracle (no model)"
+)
+
+
+def _model_options(*, image_required: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The options `run` and `rollout` share: image resolution, model, key, preflight and logprobs modes,
-    the gateway's model settings, output, `--json`. The command
-    receives `as_json` and `make_config`, which builds the RunnerConfig from them and the command's own fields
-    (warm, gateway), resolving the image; a setting RunnerConfig refuses is a usage error."""
+    the gateway's model settings, `--json`. The command receives `image`, `as_json` and `make_config`, which
+    builds the RunnerConfig from them and the command's own fields (out_dir, warm, gateway), resolving the
+    image; a setting RunnerConfig refuses is a usage error."""
 
-    @functools.wraps(command)
-    def wrapper(
-        *args: Any,
-        image: str,
-        model: str,
-        model_name: str | None,
-        api_key_env: str,
-        oracle: bool,
-        out_dir: Path,
-        no_preflight: bool,
-        logprobs_mode: str | None,
-        expect_logprobs: str,
-        **kwargs: Any,
-    ) -> Any:
-        settings = {name: kwargs.pop(name) for name in ModelSettings.model_fields}
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(command)
+        def wrapper(
+            *args: Any,
+            image: str | None,
+            model: str | None,
+            model_name: str | None,
+            api_key_env: str,
+            oracle: bool,
+            no_preflight: bool,
+            logprobs_mode: str | None,
+            expect_logprobs: str,
+            **kwargs: Any,
+        ) -> Any:
+            settings = {name: kwargs.pop(name) for name in ModelSettings.model_fields}
 
-        def make_config(**extra: Any) -> RunnerConfig:
-            try:
-                return RunnerConfig(
-                    image=resolve_image(image),
-                    model=None if oracle else model,
-                    model_name=model_name,
-                    api_key_env=api_key_env,
-                    oracle=oracle,
-                    out_dir=out_dir,
-                    preflight=not no_preflight,
-                    logprobs_mode=logprobs_mode,
-                    expect_logprobs=expect_logprobs,
-                    model_settings=ModelSettings(**settings),
-                    **extra,
-                )
-            except ValidationError as exc:
-                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in exc.errors())
-                raise click.UsageError(problems) from None
+            def make_config(**extra: Any) -> RunnerConfig:
+                if image is None:
+                    raise click.UsageError("IMAGE is required: a catalog name (e.g. claude-code) or an image tag")
+                if oracle and model is not None:
+                    raise click.UsageError("--oracle runs the task's reference solution with no model: drop --model")
+                if not oracle and model is None:
+                    raise click.UsageError(MODEL_REQUIRED)
+                try:
+                    return RunnerConfig(
+                        image=resolve_image(image),
+                        model=model,
+                        model_name=model_name,
+                        api_key_env=api_key_env,
+                        oracle=oracle,
+                        preflight=not no_preflight,
+                        logprobs_mode=logprobs_mode,
+                        expect_logprobs=expect_logprobs,
+                        model_settings=ModelSettings(**settings),
+                        **extra,
+                    )
+                except ValidationError as exc:
+                    problems = "; ".join(
+                        f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in exc.errors()
+                    )
+                    raise click.UsageError(problems) from None
 
-        return command(*args, make_config=make_config, **kwargs)
+            return command(*args, image=image, make_config=make_config, **kwargs)
 
-    # The gateway's model settings (--inner-system-as-user, --disable-thinking, --temperature, ...), from
-    # ModelSettings' fields as `agentbake gateway` has them.
-    decorated: Callable[..., Any] = model_options(ModelSettings)(wrapper)
-    for option in reversed(
-        [
-            click.argument("image"),
-            click.option(
-                "--model",
-                default=SCRIPTED,
-                show_default=True,
-                help="'scripted' (the built-in model that plays each task's solution/solve.sh) or the base URL "
-                "of an OpenAI-compatible server, with its /v1.",
-            ),
-            click.option("--model-name", help="Model name sent upstream and configured in the agent."),
-            click.option(
-                "--api-key-env",
-                default="AGENTBAKE_UPSTREAM_API_KEY",
-                show_default=True,
-                help="Variable holding the upstream API key; only the gateway on this host reads it.",
-            ),
-            click.option("--oracle", is_flag=True, help="Run the task's solution/solve.sh instead of an agent."),
-            click.option(
-                "--no-preflight",
-                is_flag=True,
-                help="Skip the model server's preflight (runs that need no capture, e.g. an evaluation).",
-            ),
-            click.option(
-                "--logprobs-mode",
-                type=click.Choice(LOGPROBS_MODES),
-                help="What the server's logprobs are (vLLM --logprobs-mode); default: what the preflight finds.",
-            ),
-            click.option(
-                "--expect-logprobs",
-                type=click.Choice(LOGPROBS_MODES),
-                default="raw",
-                show_default=True,
-                help="The logprobs the trainer uses; rollouts stamped otherwise are not trainable.",
-            ),
-            click.option(
-                "--out",
-                "out_dir",
-                type=click.Path(file_okay=False, path_type=Path),
-                default=Path("out"),
-                show_default=True,
-                help="Each rollout writes OUT/<rollout_id>/.",
-            ),
-            json_option,
-        ]
-    ):
-        decorated = option(decorated)
-    return decorated
+        # The gateway's model settings (--inner-system-as-user, --disable-thinking, --temperature, ...), from
+        # ModelSettings' fields as `agentbake gateway` has them.
+        decorated: Callable[..., Any] = model_options(ModelSettings)(wrapper)
+        for option in reversed(
+            [
+                click.argument("image", required=image_required),
+                click.option(
+                    "--model",
+                    help="Required for an agent run: 'scripted' (the built-in model that plays each task's "
+                    "solution/solve.sh) or the base URL of an OpenAI-compatible server, with its /v1.",
+                ),
+                click.option("--model-name", help="Model name sent upstream and configured in the agent."),
+                click.option(
+                    "--api-key-env",
+                    default="AGENTBAKE_UPSTREAM_API_KEY",
+                    show_default=True,
+                    help="Variable holding the upstream API key (e.g. OPENAI_API_KEY); only the gateway on this "
+                    "host reads it, the sandbox never sees it.",
+                ),
+                click.option(
+                    "--oracle", is_flag=True, help="Run the task's solution/solve.sh instead of an agent, no model."
+                ),
+                click.option(
+                    "--no-preflight",
+                    is_flag=True,
+                    help="Skip the model server's preflight (runs that need no capture, e.g. an evaluation).",
+                ),
+                click.option(
+                    "--logprobs-mode",
+                    type=click.Choice(LOGPROBS_MODES),
+                    help="What the server's logprobs are (vLLM --logprobs-mode); default: what the preflight finds.",
+                ),
+                click.option(
+                    "--expect-logprobs",
+                    type=click.Choice(LOGPROBS_MODES),
+                    default="raw",
+                    show_default=True,
+                    help="The logprobs the trainer uses; rollouts stamped otherwise are not trainable.",
+                ),
+                json_option,
+            ]
+        ):
+            decorated = option(decorated)
+        return decorated
+
+    return decorate
 
 
 @click.command("run")
-@_model_options
+@_model_options(image_required=True)
 @backend_options
 @click.option(
     "--task",
@@ -167,8 +173,21 @@ def _model_options(command: Callable[..., Any]) -> Callable[..., Any]:
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Task directory (Harbor layout).",
 )
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("out"),
+    show_default=True,
+    help="The rollout writes OUT/<rollout_id>/.",
+)
 def run_command(
-    make_config: Callable[..., RunnerConfig], as_json: bool, task_dir: Path, backend: BackendChoice
+    image: str,
+    make_config: Callable[..., RunnerConfig],
+    as_json: bool,
+    task_dir: Path,
+    out_dir: Path,
+    backend: BackendChoice,
 ) -> None:
     """Run one rollout of IMAGE (a catalog name, built when missing, or a tag) on one task.
 
@@ -177,8 +196,8 @@ def run_command(
     from agentbake.tasks import load_task
 
     task = load_task(task_dir)
-    _warn(task.warnings)
-    config = make_config(gateway=backend.gateway)
+    warn(task.warnings)
+    config = make_config(gateway=backend.gateway, out_dir=out_dir)
     with teardown_on_signals(runner := Runner(config, backend.config())):
         if config.model == SCRIPTED:
             runner.start_scripted([task])
@@ -190,52 +209,167 @@ def run_command(
     if as_json:
         print_json(result.summary())
     else:
-        _print_result(result)
+        print_result(result)
     if not result.ok:
         sys.exit(1)
 
 
 @click.command("rollout")
-@_model_options
+@_model_options(image_required=False)
 @backend_options
-@tasks_option("A task directory or a folder of them; repeat for more.")
-@click.option("-n", "--repeats", default=1, show_default=True, type=click.IntRange(min=1), help="Rollouts per task.")
-@click.option("--concurrency", default=4, show_default=True, type=click.IntRange(min=1), help="Rollouts at once.")
+@tasks_option("A task directory or a folder of them; repeat for more.", required=False)
+@click.option(
+    "-k",
+    "--n-attempts",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Rollouts per task (Harbor's -k).",
+)
+@click.option(
+    "-n",
+    "--n-concurrent",
+    default=4,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Rollouts at once (Harbor's -n).",
+)
 @click.option("--warm", default=0, show_default=True, type=click.IntRange(min=0), help="Sandboxes kept started.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The job directory, new or empty: config.json, <task>__<attempt>/ per rollout, summary.json "
+    "[default: jobs/<start time>].",
+)
+@click.option(
+    "--resume",
+    "resume_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Continue the job in this directory, running only the rollouts without a result. Alone it takes every "
+    "setting from DIR/config.json; with IMAGE, --tasks and the rest they must be the job's own (-n, --warm and "
+    "the relay's may differ).",
+)
 def rollout_command(
+    image: str | None,
     make_config: Callable[..., RunnerConfig],
     as_json: bool,
     task_dirs: tuple[Path, ...],
-    repeats: int,
-    concurrency: int,
+    n_attempts: int,
+    n_concurrent: int,
     warm: int,
+    out_dir: Path | None,
+    resume_dir: Path | None,
     backend: BackendChoice,
 ) -> None:
-    """Run every task REPEATS times on IMAGE with live progress, then print a summary table."""
+    """Run every task N_ATTEMPTS times on IMAGE, N_CONCURRENT at once, into a job directory (--out), with live
+    progress, then print a summary table. `--resume DIR` continues an interrupted job."""
     from agentbake.runner.runner import Runner
-    from agentbake.tasks import discover_tasks
 
-    tasks = discover_tasks(task_dirs)
-    for task in tasks:
-        _warn(task.warnings)
-    config = make_config(warm=warm, gateway=backend.gateway)
-    display = _BatchDisplay(len(tasks) * repeats)
-    with teardown_on_signals(runner := Runner(config, backend.config(warm=warm))):
-        if config.model == SCRIPTED:
-            runner.start_scripted(tasks)
-        try:
-            with display:
-                results = runner.run_batch(tasks, repeats=repeats, concurrency=concurrency, on_progress=display.update)
-        except KeyboardInterrupt:
-            err.print("[yellow]interrupted:[/] removed the batch's sandboxes and gateways")
-            sys.exit(130)
-    summary = summarize_results(results)
+    job, tasks = _job(image, make_config, task_dirs, n_attempts, n_concurrent, warm, out_dir, resume_dir, backend)
+    config = job.config
+    pending = job.pending(tasks)
+    if resume_dir is not None:
+        err.print(f"resuming {job.dir}: {len(job.rollouts()) - len(pending)} rollouts finished, {len(pending)} to run")
+    if pending:
+        display = BatchDisplay(len(pending))
+        backend_config = config.backend.config(warm=config.runner.warm)
+        with teardown_on_signals(runner := Runner(config.runner, backend_config)):
+            if config.runner.model == SCRIPTED:
+                runner.start_scripted(tasks)
+            try:
+                with display:
+                    for _ in runner.iter_rollouts(pending, concurrency=config.n_concurrent, on_progress=display.update):
+                        pass
+            except KeyboardInterrupt:
+                err.print(
+                    "[yellow]interrupted:[/] removed the batch's sandboxes and gateways; the finished rollouts are "
+                    f"kept and `agentbake rollout --resume {job.dir}` runs the others"
+                )
+                sys.exit(130)
+            finally:
+                job.write_summary()  # also when interrupted (SIGTERM, Ctrl-C): what finished so far
+    summary = job.write_summary()
+    results = [result for _, _, result in job.results()]
     if as_json:
         for result in results:
             print_json(result.summary())
-        print_json({"summary": summary.as_dict()})
+        print_json({"summary": summary["summary"], "job": str(job.dir), "complete": summary["complete"]})
     else:
-        _print_summary(results)
+        print_summary(results)
+        err.print(
+            f"job {job.dir}: {summary['finished']}/{summary['total']} rollouts finished; totals in {SUMMARY_FILE}"
+        )
+
+
+# What `--resume DIR` alone may set; every other setting comes from the job's config.json.
+_RESUME_MAY_SET = ("resume_dir", "as_json", "n_concurrent", "warm", "relay_listen", "relay_url")
+
+
+def _job(
+    image: str | None,
+    make_config: Callable[..., RunnerConfig],
+    task_dirs: tuple[Path, ...],
+    n_attempts: int,
+    n_concurrent: int,
+    warm: int,
+    out_dir: Path | None,
+    resume_dir: Path | None,
+    backend: BackendChoice,
+) -> tuple[Job, list[Task]]:
+    """The job to run, with the settings to run it with, and its tasks: a new job (in --out); the one
+    --resume names, with its own settings (no IMAGE given); or that one, checked against those given."""
+    from agentbake.tasks import discover_tasks
+
+    if resume_dir is not None and out_dir is not None:
+        raise click.UsageError("--resume DIR is the job's directory: drop --out")
+    if resume_dir is not None and image is None:
+        job = Job.open(resume_dir)
+        return Job(job.dir, _own_settings(job.config, resume_dir, backend)), job.load_tasks()
+    if not task_dirs:
+        raise click.UsageError("--tasks is required: a task directory or a folder of them (or --resume DIR)")
+    tasks = discover_tasks(task_dirs)
+    for task in tasks:
+        warn(task.warnings)
+    directory = (resume_dir or out_dir or Path("jobs") / time.strftime("%Y-%m-%d__%H-%M-%S")).absolute()
+    config = JobConfig(
+        runner=make_config(warm=warm, gateway=backend.gateway, out_dir=directory),
+        backend=backend,
+        tasks=tuple(JobTask.of(task) for task in tasks),
+        n_attempts=n_attempts,
+        n_concurrent=n_concurrent,
+    )
+    if resume_dir is None:
+        return Job.start(directory, config), tasks
+    job = Job.open(resume_dir)
+    job.check(config)
+    return Job(job.dir, config), tasks
+
+
+def _own_settings(stored: JobConfig, resume_dir: Path, backend: BackendChoice) -> JobConfig:
+    """A job resumed by `--resume DIR` alone: its own settings, with the runtime ones the command line gave
+    (-n, --warm, the relay's); any other option given is refused, naming it."""
+    ctx = click.get_current_context()
+    given = {
+        param.name: param
+        for param in ctx.command.params
+        if param.name and ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE
+    }
+    refused = [param.get_error_hint(ctx) for name, param in given.items() if name not in _RESUME_MAY_SET]
+    if refused:
+        raise click.UsageError(
+            f"--resume without IMAGE takes every setting from {resume_dir / CONFIG_FILE}: drop {', '.join(refused)} "
+            "(or repeat the job's whole command, IMAGE and --tasks included, with --resume to have them checked)"
+        )
+    relay = {name: getattr(backend, name) for name in ("relay_listen", "relay_url") if name in given}
+    runner = {"out_dir": resume_dir.absolute(), **({"warm": ctx.params["warm"]} if "warm" in given else {})}
+    update: dict[str, Any] = {
+        "runner": stored.runner.model_copy(update=runner),
+        "backend": dataclasses.replace(stored.backend, **relay),
+    }
+    if "n_concurrent" in given:
+        update["n_concurrent"] = ctx.params["n_concurrent"]
+    return stored.model_copy(update=update)
 
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -265,79 +399,3 @@ def resolve_image(image: str) -> str:
         finally:
             progress.close()
     return build_plan.tag
-
-
-def _warn(warnings: tuple[str, ...]) -> None:
-    for warning in warnings:
-        err.print(f"[yellow]warning:[/] {warning}", markup=True)
-
-
-def _seconds(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
-def _print_result(result: RolloutResult) -> None:
-    colour = "green" if result.ok else "red"
-    err.print(f"[{colour}]{result.status.value}[/] reward {result.reward:g}  {result.rollout_id}  ({result.agent})")
-    if result.error:
-        err.print(f"  {result.error}", markup=False)
-    phases = "  ".join(f"{name} {seconds:.2f}s" for name, seconds in result.timings.items())
-    err.print(f"  {phases}", markup=False)
-    err.print(f"  turns {result.turns}, tokens captured {result.tokens}; files in {result.out_dir}", markup=False)
-
-
-class _BatchDisplay:
-    """Done / running / failed, mean reward and ETA, live on stderr (a line per rollout when not a terminal)."""
-
-    def __init__(self, total: int) -> None:
-        self.total, self.started = total, time.monotonic()
-        self.live = Live(self._render(0, 0, 0, None), console=err, refresh_per_second=4) if err.is_terminal else None
-        self._printed = 0
-
-    def __enter__(self) -> _BatchDisplay:
-        if self.live:
-            self.live.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.live:
-            self.live.stop()
-
-    def _render(self, done: int, running: int, failed: int, mean: float | None) -> str:
-        elapsed = time.monotonic() - self.started
-        eta = "-" if not done else f"{elapsed / done * (self.total - done):.0f}s"
-        reward = "-" if mean is None else f"{mean:.3f}"
-        return (
-            f"rollouts {done}/{self.total} done, {running} running, {failed} failed | "
-            f"mean reward {reward} | {elapsed:.0f}s elapsed, ETA {eta}"
-        )
-
-    def update(self, progress: Any) -> None:
-        text = self._render(progress.done, progress.running, progress.failed, progress.mean_reward)
-        if self.live:
-            self.live.update(text)
-            return
-        for result in progress.results[self._printed :]:
-            err.print(f"{result.status.value} reward {result.reward:g} {result.rollout_id} | {text}", markup=False)
-        self._printed = len(progress.results)
-
-
-def _print_summary(results: list[RolloutResult]) -> None:
-    summary = summarize_results(results)
-    table = Table("rollouts", "reward mean", "statuses", "turns", "tokens captured", "calls without ids")
-    statuses = ", ".join(f"{name} {count}" for name, count in summary.statuses.items())
-    mean = "-" if summary.reward_mean is None else f"{summary.reward_mean:.3f}"
-    table.add_row(
-        str(summary.rollouts),
-        mean,
-        statuses,
-        str(summary.turns),
-        str(summary.tokens),
-        str(summary.calls_without_token_ids),
-    )
-    phases = Table("phase", "p50 (s)", "p95 (s)")
-    for name, stats in summary.phases.items():
-        phases.add_row(name, _seconds(stats["p50"]), _seconds(stats["p95"]))
-    console = Console()
-    console.print(table)
-    console.print(phases)

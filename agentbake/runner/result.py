@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentbake.errors import JobError
 from agentbake.gateway.trace import TraceRecord
 
 RESULT_FILE = "result.json"
@@ -131,10 +132,29 @@ class RolloutResult:
         }
 
     def write(self) -> None:
-        """Write `result.json` into `out_dir` (sorted keys, so equal results give equal files)."""
+        """Write `result.json` into `out_dir` (sorted keys, so equal results give equal files). Written whole
+        or not at all (a temporary file renamed over it): its presence means the rollout finished."""
         if self.out_dir is not None:
             text = json.dumps(self.summary(), indent=2, sort_keys=True) + "\n"
-            (self.out_dir / RESULT_FILE).write_text(text)
+            partial = self.out_dir / f".{RESULT_FILE}.partial"
+            partial.write_text(text)
+            partial.replace(self.out_dir / RESULT_FILE)
+
+    @classmethod
+    def read(cls, folder: Path) -> RolloutResult:
+        """The result a finished rollout wrote into `folder` (its `result.json`), without the trace."""
+        path = folder / RESULT_FILE
+        try:
+            data = json.loads(path.read_text())
+            known = {f.name for f in dataclasses.fields(cls)} - {"trace"}
+            values = {key: value for key, value in data.items() if key in known}
+            values["status"] = Status(values["status"])
+            values["out_dir"] = Path(values["out_dir"]) if values.get("out_dir") else None
+            return cls(**values)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise JobError(
+                f"{path}: not a rollout's result ({exc}); remove {folder} to run that rollout again"
+            ) from None
 
 
 def percentile(values: list[float], q: float) -> float | None:

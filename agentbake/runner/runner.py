@@ -171,11 +171,13 @@ class Runner:
 
     # -- one rollout ------------------------------------------------------------------------------
 
-    def run(self, task: Task, *, rollout_id: str | None = None) -> RolloutResult:
-        """One rollout; failures of the sandbox come back as status `sandbox_error`, not as exceptions."""
+    def run(self, task: Task, *, rollout_id: str | None = None, out_dir: Path | None = None) -> RolloutResult:
+        """One rollout into `out_dir` (default `config.out_dir/<rollout_id>`); failures of the sandbox come
+        back as status `sandbox_error`, not as exceptions. A rollout cut short by `abort()` writes no
+        result.json: it did not finish (a job's resume runs it again)."""
         self._check(task)
         rollout_id = rollout_id or new_rollout_id(task)
-        out_dir = (self.config.out_dir / rollout_id).resolve()
+        out_dir = (out_dir or self.config.out_dir / rollout_id).resolve()
         out_dir.mkdir(parents=True, exist_ok=True)
         timings = Timings()
         result = RolloutResult(
@@ -204,7 +206,8 @@ class Runner:
         result.timings = timings.finish()
         _add_trace(result, out_dir / TRACE_FILE)
         _write_sequences(result, out_dir / TRACE_FILE, out_dir / SEQUENCES_FILE, self.config.expect_logprobs)
-        result.write()
+        if not self._aborted.is_set():
+            result.write()
         return result
 
     def _check(self, task: Task) -> None:
@@ -308,7 +311,8 @@ class Runner:
 
         On Ctrl-C (KeyboardInterrupt) or any exception, and on SIGTERM under the CLI (SystemExit), every
         live sandbox and gateway is removed before it propagates."""
-        jobs = [task for _ in range(repeats) for task in tasks]
+        tasks = list(tasks)
+        jobs: list[tuple[Task, Path | None]] = [(task, None) for _ in range(repeats) for task in tasks]
         results: list[RolloutResult | None] = [None] * len(jobs)
         for index, result in self._run_jobs(jobs, concurrency, on_progress):
             results[index] = result
@@ -324,14 +328,29 @@ class Runner:
     ) -> Iterator[RolloutResult]:
         """As `run_batch`, yielding each result as its rollout ends (a trainer can start on it at once).
         Leaving the loop early cancels the rollouts not yet started and waits for the running ones."""
-        jobs = [task for _ in range(repeats) for task in tasks]
-        for _, result in self._run_jobs(jobs, concurrency, on_progress):
+        tasks = list(tasks)
+        jobs = [(task, None) for _ in range(repeats) for task in tasks]
+        yield from self.iter_rollouts(jobs, concurrency=concurrency, on_progress=on_progress)
+
+    def iter_rollouts(
+        self,
+        rollouts: Iterable[tuple[Task, Path | None]],
+        *,
+        concurrency: int = 4,
+        on_progress: Callable[[BatchProgress], None] | None = None,
+    ) -> Iterator[RolloutResult]:
+        """As `iter_batch`, for rollouts each given its folder (None: `config.out_dir/<rollout_id>`), as a
+        job directory lays them out (`<task>__<attempt>`)."""
+        for _, result in self._run_jobs(list(rollouts), concurrency, on_progress):
             yield result
 
     def _run_jobs(
-        self, jobs: list[Task], concurrency: int, on_progress: Callable[[BatchProgress], None] | None
+        self,
+        jobs: list[tuple[Task, Path | None]],
+        concurrency: int,
+        on_progress: Callable[[BatchProgress], None] | None,
     ) -> Iterator[tuple[int, RolloutResult]]:
-        for task in jobs:
+        for task, _ in jobs:
             self._check(task)  # refuse the batch up front, not rollout by rollout
         progress = BatchProgress(total=len(jobs))
 
@@ -339,7 +358,8 @@ class Runner:
             with self._lock:
                 progress.running += 1
             _notify(on_progress, progress)
-            return self.run(jobs[index])
+            task, out_dir = jobs[index]
+            return self.run(task, out_dir=out_dir)
 
         with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="rollout") as pool:
             pending: dict[Future[RolloutResult], int] = {pool.submit(job, i): i for i in range(len(jobs))}

@@ -53,7 +53,7 @@ def test_run_oracle_json_prints_one_result_object(built_images: dict[str, BuildR
 
 
 def test_rollout_json_prints_each_result_then_the_summary(built_images: dict, tmp_path: Path) -> None:
-    args = ["rollout", "claude-code", "--tasks", str(EXAMPLES), "--oracle", "--concurrency", "3", "--json"]
+    args = ["rollout", "claude-code", "--tasks", str(EXAMPLES), "--oracle", "-n", "3", "--json"]
     done = agentbake(*args, "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     *results, summary = [json.loads(line) for line in done.stdout.splitlines()]
@@ -98,7 +98,7 @@ def test_a_signal_to_a_batch_removes_its_sandboxes_and_gateways(
     name = f"sig{signum}-{os.getpid()}"
     task = write_task(tmp_path, name, solve="sleep 120\n", test="true\n")
     runner = subprocess.Popen(
-        [*AGENTBAKE, "rollout", "claude-code", "--tasks", str(task), "-n", "2", "--concurrency", "2",
+        [*AGENTBAKE, "rollout", "claude-code", "--tasks", str(task), "--model", "scripted", "-k", "2", "-n", "2",
          "--out", str(tmp_path / "out")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

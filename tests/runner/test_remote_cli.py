@@ -84,7 +84,7 @@ def test_run_on_a_remote_backend_solves_the_task_and_leaves_nothing(
     tag = built_images["claude-code"].tag
     fake_cloud = fake_e2b(monkeypatch, machines, {template: (tag, "agent")}) if backend == "e2b" else None
     with fake_cloud or fake_hub(monkeypatch, machines) as fake:
-        run = ("run", "claude-code", "--task", EXAMPLES / "write-file")
+        run = ("run", "claude-code", "--task", EXAMPLES / "write-file", "--model", "scripted")
         result = remote_cli(*run, backend=backend, manifest=manifest, out=tmp_path)[-1]
         assert (result["status"], result["reward"], result["exit_code"]) == ("ok", 1.0, 0), result["error"]
         assert result["turns"] >= 2 and result["tokens"] > 0 and result["calls_without_token_ids"] == 0
@@ -150,7 +150,7 @@ def test_a_batch_spans_sandboxes_concurrently_with_bounded_create_retries(
     manifest, template = published
     with fake_e2b(monkeypatch, machines, {template: (built_images["claude-code"].tag, "agent")}) as fake:
         fake.fail_creates = [503, 429]  # two creates are refused once each, then go through
-        rollout = ("rollout", "claude-code", "--tasks", EXAMPLES, "-n", "2", "--concurrency", "6", "--oracle")
+        rollout = ("rollout", "claude-code", "--tasks", EXAMPLES, "-k", "2", "-n", "6", "--oracle")
         lines = remote_cli(*rollout, backend="e2b", manifest=manifest, out=tmp_path)
         results = [line for line in lines if "rollout_id" in line]
         assert len(results) == 6 and {(r["status"], r["reward"]) for r in results} == {("ok", 1.0)}

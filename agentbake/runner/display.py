@@ -1,0 +1,91 @@
+"""What `agentbake run` and `agentbake rollout` print: warnings, a rollout's result, a batch's live progress
+and its summary tables (on stderr, the tables on stdout)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from agentbake.runner.result import RolloutResult, summarize_results
+
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def warn(warnings: tuple[str, ...]) -> None:
+    for warning in warnings:
+        err.print(f"[yellow]warning:[/] {warning}", markup=True)
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def print_result(result: RolloutResult) -> None:
+    colour = "green" if result.ok else "red"
+    err.print(f"[{colour}]{result.status.value}[/] reward {result.reward:g}  {result.rollout_id}  ({result.agent})")
+    if result.error:
+        err.print(f"  {result.error}", markup=False)
+    phases = "  ".join(f"{name} {seconds:.2f}s" for name, seconds in result.timings.items())
+    err.print(f"  {phases}", markup=False)
+    err.print(f"  turns {result.turns}, tokens captured {result.tokens}; files in {result.out_dir}", markup=False)
+
+
+class BatchDisplay:
+    """Done / running / failed, mean reward and ETA, live on stderr (a line per rollout when not a terminal)."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.started = total, time.monotonic()
+        self.live = Live(self._render(0, 0, 0, None), console=err, refresh_per_second=4) if err.is_terminal else None
+        self._printed = 0
+
+    def __enter__(self) -> BatchDisplay:
+        if self.live:
+            self.live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live:
+            self.live.stop()
+
+    def _render(self, done: int, running: int, failed: int, mean: float | None) -> str:
+        elapsed = time.monotonic() - self.started
+        eta = "-" if not done else f"{elapsed / done * (self.total - done):.0f}s"
+        reward = "-" if mean is None else f"{mean:.3f}"
+        return (
+            f"rollouts {done}/{self.total} done, {running} running, {failed} failed | "
+            f"mean reward {reward} | {elapsed:.0f}s elapsed, ETA {eta}"
+        )
+
+    def update(self, progress: Any) -> None:
+        text = self._render(progress.done, progress.running, progress.failed, progress.mean_reward)
+        if self.live:
+            self.live.update(text)
+            return
+        for result in progress.results[self._printed :]:
+            err.print(f"{result.status.value} reward {result.reward:g} {result.rollout_id} | {text}", markup=False)
+        self._printed = len(progress.results)
+
+
+def print_summary(results: list[RolloutResult]) -> None:
+    summary = summarize_results(results)
+    table = Table("rollouts", "reward mean", "statuses", "turns", "tokens captured", "calls without ids")
+    statuses = ", ".join(f"{name} {count}" for name, count in summary.statuses.items())
+    mean = "-" if summary.reward_mean is None else f"{summary.reward_mean:.3f}"
+    table.add_row(
+        str(summary.rollouts),
+        mean,
+        statuses,
+        str(summary.turns),
+        str(summary.tokens),
+        str(summary.calls_without_token_ids),
+    )
+    phases = Table("phase", "p50 (s)", "p95 (s)")
+    for name, stats in summary.phases.items():
+        phases.add_row(name, _seconds(stats["p50"]), _seconds(stats["p95"]))
+    console = Console()
+    console.print(table)
+    console.print(phases)

@@ -1,0 +1,198 @@
+"""Job directories: the layout, what a resume refuses, and `agentbake rollout --resume` continuing a batch
+interrupted by SIGTERM with real oracle rollouts on the engine (finished rollouts are not run again)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import docker
+import pytest
+from click.testing import CliRunner
+
+from agentbake.cli import main
+from agentbake.errors import JobError
+from agentbake.runner.backend_options import BackendChoice
+from agentbake.runner.job import CONFIG_FILE, SUMMARY_FILE, Job, JobConfig, JobTask
+from agentbake.runner.result import RESULT_FILE, RolloutResult, Status
+from agentbake.runner.runner_config import RunnerConfig
+from agentbake.tasks import discover_tasks
+from tests.runner.rollouts import leftovers, write_task
+from tests.runner.test_cli import AGENTBAKE, agentbake
+
+
+def _tasks(root: Path) -> Path:
+    for name in ("alpha", "beta"):
+        write_task(root, name, solve=f"echo {name} > out.txt\n", test="grep -q . out.txt\n")
+    return root
+
+
+def _config(job_dir: Path, tasks_root: Path, **changes: object) -> JobConfig:
+    runner = RunnerConfig(image="agentbake/claude-code:000000000000", oracle=True, out_dir=job_dir)
+    fields: dict = {
+        "runner": runner,
+        "backend": BackendChoice(),
+        "tasks": tuple(JobTask.of(task) for task in discover_tasks([tasks_root])),
+        "n_attempts": 2,
+        "n_concurrent": 2,
+    }
+    return JobConfig(**{**fields, **changes})
+
+
+def test_the_layout_is_config_one_folder_per_task_and_attempt_and_a_summary(tmp_path: Path) -> None:
+    tasks_root = _tasks(tmp_path / "tasks")
+    job = Job.start(tmp_path / "job", _config(tmp_path / "job", tasks_root))
+    assert [(name, attempt, folder.name) for name, attempt, folder in job.rollouts()] == [
+        ("alpha", 0, "alpha__0"),
+        ("beta", 0, "beta__0"),
+        ("alpha", 1, "alpha__1"),
+        ("beta", 1, "beta__1"),
+    ]
+    assert Job.open(job.dir).config == job.config
+    written = (job.dir / CONFIG_FILE).read_text()
+    assert written == json.dumps(json.loads(written), indent=2, sort_keys=True) + "\n"  # stable bytes
+
+    finished = job.dir / "beta__1"
+    finished.mkdir()
+    RolloutResult("beta-1", "beta", Status.OK, 1.0, "img", "oracle", out_dir=finished).write()
+    unfinished = job.dir / "alpha__0"
+    (unfinished / "agent").mkdir(parents=True)  # what a rollout cut short leaves
+    pending = job.pending(discover_tasks([tasks_root]))
+    assert [(task.name, folder.name) for task, folder in pending] == [
+        ("alpha", "alpha__0"),
+        ("beta", "beta__0"),
+        ("alpha", "alpha__1"),
+    ]
+    assert not unfinished.exists()
+    summary = job.write_summary()
+    assert json.loads((job.dir / SUMMARY_FILE).read_text()) == summary
+    assert (summary["complete"], summary["finished"], summary["total"]) == (False, 1, 4)
+    assert summary["rollouts"] == [
+        {"task": "beta", "attempt": 1, "folder": "beta__1", "rollout_id": "beta-1", "status": "ok", "reward": 1.0}
+    ]
+
+
+def test_a_job_needs_a_folder_of_its_own(tmp_path: Path) -> None:
+    tasks_root = _tasks(tmp_path / "tasks")
+    Job.start(tmp_path / "job", _config(tmp_path / "job", tasks_root))
+    with pytest.raises(JobError, match=r"job: holds a job already; `--resume .*job` continues it"):
+        Job.start(tmp_path / "job", _config(tmp_path / "job", tasks_root))
+    with pytest.raises(JobError, match=r"tasks: not an empty folder; a job writes into a folder of its own"):
+        Job.start(tasks_root, _config(tasks_root, tasks_root))
+
+
+def test_a_resume_with_other_settings_is_refused_naming_each(tmp_path: Path) -> None:
+    tasks_root = _tasks(tmp_path / "tasks")
+    job = Job.start(tmp_path / "job", _config(tmp_path / "job", tasks_root))
+    # How fast and from where it runs may change.
+    runtime = job.config.runner.model_copy(update={"warm": 3, "out_dir": tmp_path / "moved"})
+    job.check(_config(tmp_path / "job", tasks_root, n_concurrent=8, runner=runtime))
+
+    (tasks_root / "beta" / "instruction.md").write_text("Another prompt.\n")
+    write_task(tasks_root, "gamma", solve="true\n", test="true\n")
+    runner = job.config.runner.model_copy(update={"oracle": False, "model": "scripted"})
+    with pytest.raises(JobError) as info:
+        job.check(_config(tmp_path / "job", tasks_root, n_attempts=3, runner=runner))
+    message = str(info.value)
+    assert message.startswith(f"{job.dir / CONFIG_FILE}: the job was started with other settings (")
+    assert "n_attempts: 2 -> 3" in message
+    assert "runner.model: (none) -> 'scripted'; runner.oracle: True -> False" in message
+    assert "tasks: ['alpha', 'beta'] -> ['alpha', 'beta', 'gamma']" in message
+    assert "tasks.beta.digest: '" in message and "tasks.gamma" not in message
+    assert f"`agentbake rollout --resume {job.dir}` alone takes them from config.json" in message
+    with pytest.raises(JobError, match=r"beta: changed since the job .* started"):
+        job.load_tasks()
+
+
+def test_unreadable_job_files_name_the_file(tmp_path: Path) -> None:
+    with pytest.raises(JobError, match=r"config.json: missing; --resume takes the folder of a job"):
+        Job.open(tmp_path)
+    (tmp_path / CONFIG_FILE).write_text('{"schema_version": 1, "n_attempts": 0}')
+    with pytest.raises(JobError, match=r"config.json: not a job's config.json \(.*runner: Field required"):
+        Job.open(tmp_path)
+    (tmp_path / RESULT_FILE).write_text('{"status": "fine"}')
+    with pytest.raises(JobError, match=r"result.json: not a rollout's result .* remove .* to run that rollout again"):
+        RolloutResult.read(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "scripted", "-k", "3"], "drop '--model', '-k' / '--n-attempts'"),
+        (["--out", "elsewhere"], "--resume DIR is the job's directory: drop --out"),
+    ],
+)
+def test_resume_alone_takes_the_settings_from_the_job(tmp_path: Path, args: list[str], message: str) -> None:
+    job = Job.start(tmp_path / "job", _config(tmp_path / "job", _tasks(tmp_path / "tasks")))
+    done = CliRunner().invoke(main, ["rollout", "--resume", str(job.dir), *args])
+    assert done.exit_code == 2 and message in done.output, done.output
+
+
+@pytest.mark.docker
+def test_resume_with_other_settings_on_the_command_line_is_refused(built_images: dict, tmp_path: Path) -> None:
+    tasks_root = _tasks(tmp_path / "tasks")
+    tag = built_images["claude-code"].tag
+    config = _config(tmp_path / "job", tasks_root)
+    job = Job.start(
+        tmp_path / "job", config.model_copy(update={"runner": config.runner.model_copy(update={"image": tag})})
+    )
+    args = ["rollout", "claude-code", "--tasks", str(tasks_root), "--oracle", "-k", "3", "--resume", str(job.dir)]
+    done = agentbake(*args)
+    assert done.returncode == 1 and "the job was started with other settings (n_attempts: 2 -> 3)" in done.stderr
+
+
+@pytest.mark.docker
+def test_an_interrupted_batch_resumes_without_redoing_finished_rollouts(
+    built_images: dict, engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """Oracle rollouts, two at once: SIGTERM once both attempts of the quick task are done and the slow task's
+    are running; the resume runs only the slow task's two, and a second resume runs nothing."""
+    prefix = f"resume{os.getpid()}"
+    write_task(tmp_path / "tasks", f"{prefix}-a", solve="echo done > out.txt\n", test="grep -q done out.txt\n")
+    write_task(
+        tmp_path / "tasks", f"{prefix}-b", solve="sleep 30; echo done > out.txt\n", test="grep -q done out.txt\n"
+    )
+    job = tmp_path / "job"
+    command = [*AGENTBAKE, "rollout", "claude-code", "--tasks", str(tmp_path / "tasks"), "--oracle", "-k", "2"]
+    batch = subprocess.Popen([*command, "-n", "2", "--out", str(job)], stderr=subprocess.PIPE, text=True)
+    quick, slow = [job / f"{prefix}-a__{i}" for i in (0, 1)], [job / f"{prefix}-b__{i}" for i in (0, 1)]
+    try:
+        deadline = time.monotonic() + 120
+        while not all((folder / RESULT_FILE).is_file() for folder in quick):
+            assert batch.poll() is None, batch.communicate()
+            assert time.monotonic() < deadline, "the quick rollouts never finished"
+            time.sleep(0.2)
+        batch.send_signal(signal.SIGTERM)
+        _, stderr = batch.communicate(timeout=60)
+    finally:
+        if batch.poll() is None:
+            batch.kill()
+    assert batch.returncode == 143, stderr
+    assert leftovers(engine, prefix) == []
+    assert [(folder / RESULT_FILE).is_file() for folder in slow] == [False, False], "the slow ones were not cut short"
+    summary = json.loads((job / SUMMARY_FILE).read_text())
+    assert (summary["complete"], summary["finished"]) == (False, 2)
+    kept = {folder: (folder / RESULT_FILE).read_bytes() for folder in quick}
+
+    resumed = agentbake("rollout", "--resume", str(job), "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming {job}: 2 rollouts finished, 2 to run" in resumed.stderr
+    *results, totals = [json.loads(line) for line in resumed.stdout.splitlines()]
+    assert [(r["task"], r["status"], r["reward"]) for r in results] == [
+        (f"{prefix}-a", "ok", 1.0),
+        (f"{prefix}-a", "ok", 1.0),
+        (f"{prefix}-b", "ok", 1.0),
+        (f"{prefix}-b", "ok", 1.0),
+    ]
+    assert {folder: (folder / RESULT_FILE).read_bytes() for folder in quick} == kept  # not run again
+    assert (totals["complete"], totals["summary"]["rollouts"], totals["job"]) == (True, 4, str(job))
+    assert json.loads((job / SUMMARY_FILE).read_text())["complete"] is True
+    assert sorted(p.name for p in job.iterdir()) == sorted([CONFIG_FILE, SUMMARY_FILE, *(f.name for f in quick + slow)])
+
+    again = agentbake("rollout", "--resume", str(job), "-n", "1")
+    assert again.returncode == 0 and f"resuming {job}: 4 rollouts finished, 0 to run" in again.stderr
+    assert leftovers(engine, prefix) == []
