@@ -21,13 +21,14 @@ import posixpath
 import shlex
 import tarfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentbake.errors import SandboxError
 from agentbake.runner.agents import AgentImage, AgentLaunch, headless_launch
 from agentbake.runner.result import Status, Timings
 from agentbake.runner.sandbox import ExecResult, SandboxHandle
+from agentbake.runner.sandbox.copyout import CopyBudget
 from agentbake.tasks import Task
 
 logger = logging.getLogger("agentbake.runner")
@@ -68,6 +69,8 @@ class HarnessOutcome:
     exit_code: int | None = None
     verifier_exit_code: int | None = None
     error: str | None = None
+    notes: list[str] = field(default_factory=list)
+    """What was cut or left out with the status unchanged (copy-out caps, links not followed)."""
 
     def fail(self, status: Status, error: str) -> None:
         """Record a failure; the first one is the status, later ones are appended to the message."""
@@ -286,17 +289,20 @@ class Harness:
         return None
 
     def _collect(self) -> None:
-        """What the agent recorded and the verifier's log dir into out/; best effort, failures are logged."""
+        """What the agent recorded and the verifier's log dir into out/, under one `CopyBudget` for the
+        rollout; what was cut, left out or unreadable goes to the outcome's notes (the status stays)."""
         # The agent-log dir's files land in out/<id>/agent/, any further path in a subfolder named after it.
         first, *more = self.launch.log_paths
         sources = [(first, self.out_dir / "agent")]
         sources += [(path, self.out_dir / "agent" / posixpath.basename(path)) for path in more]
         sources.append((HARBOR_VERIFIER_LOGS, self.out_dir / "verifier" / "logs"))
+        budget = CopyBudget()
         for source, dest in sources:
             try:
-                self._download(source, dest)
-            except (SandboxError, OSError, tarfile.TarError) as exc:  # e.g. a backend that lost the file
-                logger.warning("sandbox %s: could not collect %s: %s", self.handle.sandbox_id, source, exc)
+                self.handle.copy_out(source, dest, budget)
+            except Exception as exc:  # a lost sandbox, a full host disk: the other paths are still tried
+                budget.note(f"{source}: not collected: {exc}")
+        self.outcome.notes += budget.finish()
 
     # -- helpers ----------------------------------------------------------------------------------
 
@@ -338,20 +344,6 @@ class Harness:
         )
         if result.exit_code != 0:
             raise SandboxError(f"could not unpack {len(files)} task files in the sandbox: {_tail(result.stderr)}")
-
-    def _download(self, source: str, dest: Path) -> None:
-        """A sandbox file or directory into `dest` (a directory's contents; a file lands inside `dest`)."""
-        archive = f"{self.private}/download.tar"
-        src = shlex.quote(source)
-        self._root(
-            f"if [ -d {src} ]; then tar -C {src} -cf {archive} .; "
-            f"elif [ -e {src} ]; then tar -C $(dirname {src}) -cf {archive} $(basename {src}); "
-            f"else tar -cf {archive} -T /dev/null; fi",
-            what=f"pack {source}",
-        )
-        dest.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(self.handle.read_bytes(archive))) as tar:
-            tar.extractall(dest, filter="data")  # no absolute paths, no .., no links out of dest
 
     def _save(self, name: str, text: str) -> None:
         self._save_bytes(name, text.encode())

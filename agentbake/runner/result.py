@@ -100,6 +100,9 @@ class RolloutResult:
     """Whether the training export (`sequences.json`) passed its gate; None when nothing was recorded."""
     error: str | None = None
     """What went wrong, when the status is not `ok`."""
+    notes: list[str] = field(default_factory=list)
+    """What was cut or left out while the status stayed (a log cut at the copy-out caps, a link in the logs
+    not followed, a path that could not be collected)."""
     out_dir: Path | None = None
     """The folder holding result.json, trace.jsonl, the agent's log, the verifier's output,
     workdir.diff and sequences.json."""
@@ -128,6 +131,7 @@ class RolloutResult:
             "calls_without_token_ids": self.calls_without_token_ids,
             "trainable": self.trainable,
             "error": self.error,
+            "notes": self.notes,
             "out_dir": str(self.out_dir) if self.out_dir else None,
         }
 

@@ -202,6 +202,7 @@ class Runner:
             with self._lock:
                 self._live.pop(rollout_id, None)
         result.status, result.reward, result.error = outcome.status, outcome.reward, outcome.error
+        result.notes = outcome.notes
         result.exit_code, result.verifier_exit_code = outcome.exit_code, outcome.verifier_exit_code
         result.timings = timings.finish()
         _add_trace(result, out_dir / TRACE_FILE)

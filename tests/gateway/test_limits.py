@@ -4,12 +4,10 @@ and memory are the gateway's alone."""
 
 from __future__ import annotations
 
-import os
 import secrets
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import orjson
 
 from agentbake.gateway import GatewayConfig, create_app
 from agentbake.serve import serve_in_thread
+from tests.resources import Peak
 
 MiB = 1024 * 1024
 
@@ -106,51 +105,29 @@ sys.stdin.readline()
 """
 
 
-def _rss() -> int:
-    with open("/proc/self/status") as status:
-        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
-
-
-def _fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
 def test_a_flood_of_idle_connections_and_big_bodies_holds_bounded_descriptors_and_memory(tmp_path):
     """The issue-15 attack: 12 concurrent 60 MiB requests (once ~890 MB of the runner) and 600 idle connections
     (once ~510 descriptors), from one agent. Nothing upstream: the bodies are what is measured."""
     token = secrets.token_urlsafe(24)
     uds = tmp_path / "gw.sock"
     config = GatewayConfig(upstream="http://127.0.0.1:9/v1", client_token=token, uds=uds)  # defaults otherwise
-    peak = {"rss": 0, "fds": 0}
-    sampling = threading.Event()
-
-    def sample() -> None:
-        while not sampling.is_set():
-            peak["rss"], peak["fds"] = max(peak["rss"], _rss()), max(peak["fds"], _fds())
-            time.sleep(0.01)
-
     with serve_in_thread(create_app(config), uds=uds, limits=config.connection_limits, log_level="critical") as served:
-        rss_before, fds_before = _rss(), _fds()
-        sampler = threading.Thread(target=sample)
-        sampler.start()
-        flood = subprocess.Popen(
-            [sys.executable, "-c", _FLOOD, str(uds), token, "12", "600"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert flood.stdout is not None and flood.stdout.readline().strip() == "holding"
-            time.sleep(0.5)  # what the gateway holds now, sampled
-        finally:
-            sampling.set()
-            sampler.join()
-            flood.communicate("\n", timeout=60)
-        added_mb, added_fds = (peak["rss"] - rss_before) / MiB, peak["fds"] - fds_before
-        print(f"\nflood: +{added_mb:.0f} MiB resident (peak), +{added_fds} descriptors (peak)")
-        assert added_fds <= config.max_client_connections + 8
+        with Peak() as peak:
+            flood = subprocess.Popen(
+                [sys.executable, "-c", _FLOOD, str(uds), token, "12", "600"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            try:
+                assert flood.stdout is not None and flood.stdout.readline().strip() == "holding"
+                time.sleep(0.5)  # what the gateway holds now, sampled
+            finally:
+                flood.communicate("\n", timeout=60)
+        print(f"\nflood: +{peak.added_mib:.0f} MiB resident (peak), +{peak.added_fds} descriptors (peak)")
+        assert peak.added_fds <= config.max_client_connections + 8
         # 128 MiB of bodies in flight at most (max_body_bytes_in_flight), with room for the allocator.
-        assert added_mb < 400
+        assert peak.added_mib < 400
         with httpx.Client(transport=httpx.HTTPTransport(uds=str(uds)), base_url=served.url) as client:
             assert client.get("/healthz").status_code == 200
     assert Path(uds).exists() is False

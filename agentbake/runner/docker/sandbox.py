@@ -1,5 +1,9 @@
 """One Docker sandbox: commands through the exec API, files through the archive API.
 
+Output is streamed and capped (`CappedOutput`: a command printing a gigabyte costs the runner 8 MiB), and
+archives are read as they arrive (`copy_out` writes under the caps of `copyout.py`; `read_bytes` reads one
+file of at most READ_MAX_BYTES, never through a link).
+
 A command with a timeout runs under coreutils `timeout -s KILL`, inside the sandbox: the command and
 every process of its process group die at the deadline even if this process is gone by then. (Each
 exec is its own session and process-group leader; a process that calls setsid itself escapes, and
@@ -14,14 +18,20 @@ import tarfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 
 import docker.errors
 
 from agentbake.errors import SandboxError
 from agentbake.runner.docker.engine import DockerEngine, ImageInfo
 from agentbake.runner.sandbox import BgJob, ExecResult, SandboxHandle
+from agentbake.runner.sandbox.copyout import CopyBudget, extract
+from agentbake.runner.sandbox.output import CappedOutput
 
 TIMEOUT_EXIT = 124
+READ_MAX_BYTES = 64 * 1024 * 1024
+"""Largest file `read_bytes` returns (reward files, the diff, /etc/passwd); a larger one is an error."""
+_ARCHIVE_CHUNK = 1024 * 1024
 # Creates the missing parents of $1 (shallowest first) and gives only those to $2 (uid:gid).
 _MKDIRS = 't=$1; o=$2; set --; while [ ! -e "$t" ]; do set -- "$t" "$@"; t=${t%/*}; t=${t:-/}; done; '
 _MKDIRS += '[ $# -eq 0 ] || { mkdir -- "$@" && chown "$o" -- "$@"; }'
@@ -31,10 +41,6 @@ _PID_THEN_EXEC = 'echo "$$"; exec "$@"'
 
 def argv(cmd: str | list[str]) -> list[str]:
     return ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
-
-
-def _decode(data: bytes | None) -> str:
-    return (data or b"").decode(errors="replace")
 
 
 class DockerSandbox(SandboxHandle):
@@ -104,15 +110,24 @@ class DockerSandbox(SandboxHandle):
             command = ["timeout", "-s", "KILL", f"{timeout:g}", *command]
         exec_id = self._exec_create(command, envs, cwd, user)
         started = time.monotonic()
+        stdout, stderr = CappedOutput(), CappedOutput()
         try:
-            stdout, stderr = self._engine.stream_api.exec_start(exec_id, demux=True)
+            stream = self._engine.stream_api.exec_start(exec_id, stream=True, demux=True)
+            try:
+                for out, err in stream:
+                    if out:
+                        stdout.add(out)
+                    if err:
+                        stderr.add(err)
+            finally:
+                stream.close()
             code = self._exit_code(exec_id)
         except docker.errors.DockerException as exc:
             raise self._error("run a command in", exc) from None
         # `timeout -s KILL` kills its own process group too, so a deadline shows as SIGKILL (137)
         if timeout is not None and code == 137 and time.monotonic() - started >= timeout:
-            return ExecResult(TIMEOUT_EXIT, _decode(stdout), _decode(stderr), timed_out=True)
-        return ExecResult(code, _decode(stdout), _decode(stderr))
+            return ExecResult(TIMEOUT_EXIT, stdout.text(), stderr.text(), timed_out=True)
+        return ExecResult(code, stdout.text(), stderr.text())
 
     def start_bg(
         self,
@@ -159,20 +174,40 @@ class DockerSandbox(SandboxHandle):
     def read_bytes(self, path: str) -> bytes:
         path = self._absolute(path)
         try:
-            chunks, _stat = self._api.get_archive(self.sandbox_id, path)
-            archive = io.BytesIO(b"".join(chunks))
+            chunks, stat = self._api.get_archive(self.sandbox_id, path, chunk_size=_ARCHIVE_CHUNK)
         except docker.errors.NotFound:
             raise FileNotFoundError(f"{self.name}: no such file: {path}") from None
         except docker.errors.DockerException as exc:
             raise self._error(f"read {path} from", exc) from None
+        try:
+            if (stat or {}).get("linkTarget"):
+                raise FileNotFoundError(f"{self.name}: {path} is a symlink (to {stat['linkTarget']!r}), not read")
+            if int((stat or {}).get("size") or 0) > READ_MAX_BYTES:
+                raise SandboxError(f"{self.name}: {path} is {stat['size']} bytes, more than {READ_MAX_BYTES} read")
+            archive = io.BytesIO(b"".join(chunks))
+        finally:
+            chunks.close()  # an archive left half read holds the container's lock in the engine
         with tarfile.open(fileobj=archive) as tar:
             member = tar.next()
             if member is None or member.isdir():
                 raise IsADirectoryError(f"{self.name}: {path} is a directory")
-            extracted = tar.extractfile(member)
-            if extracted is None:  # a symlink's target lies outside what the engine sent
+            extracted = tar.extractfile(member) if member.isreg() else None
+            if extracted is None:
                 raise FileNotFoundError(f"{self.name}: {path} is not a regular file")
             return extracted.read()
+
+    def copy_out(self, path: str, dest: Path, budget: CopyBudget) -> None:
+        path = self._absolute(path)
+        try:
+            chunks, _stat = self._api.get_archive(self.sandbox_id, path, chunk_size=_ARCHIVE_CHUNK)
+        except docker.errors.NotFound:
+            return
+        except docker.errors.DockerException as exc:
+            raise self._error(f"read {path} from", exc) from None
+        try:
+            extract(chunks, dest, budget, source=path)
+        finally:
+            chunks.close()  # the rest is never read: closing the response releases the container in the engine
 
     def exists(self, path: str) -> bool:
         return self.exec(["test", "-e", self._absolute(path)], user="root").exit_code == 0
@@ -195,15 +230,15 @@ class DockerBgJob(BgJob):
     def __init__(self, sandbox: DockerSandbox, exec_id: str, stream: Iterator[tuple[bytes | None, bytes | None]]):
         self._sandbox = sandbox
         self._exec_id = exec_id
-        self._stdout = bytearray()
-        self._stderr = bytearray()
+        self._stdout = CappedOutput()
+        self._stderr = CappedOutput()
         self._started = threading.Event()
         self._error: Exception | None = None
         self._reader = threading.Thread(target=self._read, args=(stream,), daemon=True, name=f"bg-{exec_id[:12]}")
         self._reader.start()
         self._started.wait()
         if self._error is not None or self.pid <= 0:
-            said = self._error or _decode(bytes(self._stdout + self._stderr)).strip()
+            said = self._error or (self._stdout.text() + self._stderr.text()).strip()
             raise SandboxError(f"background command in {sandbox.name} did not start: {said}")
 
     def _read(self, stream: Iterator[tuple[bytes | None, bytes | None]]) -> None:
@@ -211,20 +246,20 @@ class DockerBgJob(BgJob):
         try:
             for out, err in stream:
                 if err:
-                    self._stderr += err
+                    self._stderr.add(err)
                 if not out:
                     continue
                 if self._started.is_set():
-                    self._stdout += out
+                    self._stdout.add(out)
                     continue
                 head += out
                 line, newline, rest = bytes(head).partition(b"\n")
                 if newline:
                     if line.isdigit():
                         self.pid = int(line)
-                        self._stdout += rest
+                        self._stdout.add(rest)
                     else:  # the engine's own message: the command never started
-                        self._stdout += head
+                        self._stdout.add(bytes(head))
                     self._started.set()
         except Exception as exc:  # the engine went away: wait() reports it
             self._error = exc
@@ -248,7 +283,7 @@ class DockerBgJob(BgJob):
             code = self._sandbox._exit_code(self._exec_id)
         except docker.errors.DockerException as exc:
             raise self._sandbox._error("read a background command's exit code from", exc) from None
-        return ExecResult(code, _decode(bytes(self._stdout)), _decode(bytes(self._stderr)))
+        return ExecResult(code, self._stdout.text(), self._stderr.text())
 
     def kill(self) -> None:
         if self.done or self._sandbox.killed:

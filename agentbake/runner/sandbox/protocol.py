@@ -10,11 +10,19 @@ methods.
 from __future__ import annotations
 
 import abc
+import posixpath
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar
 
 from agentbake.errors import SandboxError
+from agentbake.runner.sandbox.copyout import CopyBudget, extract
+
+# Packs $1/$2 to a temp file, cut at $3 bytes, and prints the file's path; exit 3 when nothing is there.
+_PACK = '[ -e "$1/$2" ] || [ -L "$1/$2" ] || exit 3; a=$(mktemp) || exit 1; '
+_PACK += 'tar -C "$1" -cf - -- "$2" 2>/dev/null | head -c "$3" > "$a"; echo "$a"'
+_PACK_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,26 @@ class SandboxHandle(abc.ABC):
 
     def read_text(self, path: str) -> str:
         return self.read_bytes(path).decode(errors="replace")
+
+    def copy_out(self, path: str, dest: Path, budget: CopyBudget) -> None:
+        """Copy sandbox `path` under host `dest` within `budget` (shared by a rollout's copies): a directory's
+        contents land in `dest`, a file inside it; only regular files and directories are made, never
+        through or as a link (`copyout.py`), and what is cut or left out goes to `budget.notes`. Nothing at
+        `path` copies nothing. This default packs `path` with `tar` in the sandbox as root, cut at the
+        budget, and reads that archive whole; the Docker backend streams it instead."""
+        parent, name = posixpath.split(posixpath.normpath(path))
+        cap = min(budget.archive_bytes, budget.bytes + budget.bytes // 8 + 65536)  # headers and padding
+        packed = self.exec(["sh", "-c", _PACK, "sh", parent, name, str(cap)], user="root", timeout=_PACK_TIMEOUT_S)
+        if packed.exit_code == 3:
+            return
+        if packed.exit_code != 0:
+            raise SandboxError(f"sandbox {self.sandbox_id}: cannot pack {path}: {packed.stderr.strip()[:200]}")
+        archive = packed.stdout.strip()
+        try:
+            data = self.read_bytes(archive)
+        finally:
+            self.exec(["rm", "-f", archive], user="root", timeout=_PACK_TIMEOUT_S)
+        extract([data], dest, budget, source=path)
 
     @abc.abstractmethod
     def kill(self) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import re
 import socket
 import threading
@@ -23,6 +22,7 @@ from agentbake.runner.docker.backend import DockerBackend
 from agentbake.runner.docker.sandbox import DockerSandbox
 from agentbake.runner.sandbox import SandboxRequest
 from agentbake.serve import ServedApp, serve_in_thread
+from tests.resources import Peak
 
 SECRET = "sk-isolation-test-4f1d9c2b7e"
 CAPS_OF_ROOT = 0x2B  # CHOWN(0) DAC_OVERRIDE(1) FOWNER(3) KILL(5): DockerConfig.root_capabilities
@@ -255,24 +255,9 @@ def test_the_forwarder_relays_at_most_max_connections_at_once(sandbox: DockerSan
 
     wait_for_model(sandbox)
     port = str(sandbox.model_url).rsplit(":", 1)[1]
-    before = len(os.listdir("/proc/self/fd"))
-    peak = before
-    done = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not done.is_set():
-            peak = max(peak, len(os.listdir("/proc/self/fd")))
-            time.sleep(0.02)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    try:
+    with Peak() as peak:
         held = sandbox.exec([sandbox.image.python or "python3", "-c", HOLD_CONNECTIONS, port, "200"], timeout=60)
-    finally:
-        done.set()
-        sampler.join()
     assert held.exit_code == 0, held.stderr
     assert int(held.stdout) == MAX_CONNECTIONS
-    assert peak - before <= MAX_CONNECTIONS + 8  # this process serves the gateway stand-in
+    assert peak.added_fds <= MAX_CONNECTIONS + 8  # this process serves the gateway stand-in
     assert sandbox.exec(["curl", "-sS", "-o", "/dev/null", f"{sandbox.model_url}/"], timeout=30).exit_code == 0
