@@ -87,7 +87,7 @@ def _model_options(*, image_required: bool) -> Callable[[Callable[..., Any]], Ca
         ) -> Any:
             settings = {name: kwargs.pop(name) for name in ModelSettings.model_fields}
 
-            def make_config(**extra: Any) -> RunnerConfig:
+            def make_config(*, build_missing: bool = True, **extra: Any) -> RunnerConfig:
                 if image is None:
                     raise click.UsageError("IMAGE is required: a catalog name (e.g. claude-code) or an image tag")
                 if oracle and model is not None:
@@ -96,7 +96,7 @@ def _model_options(*, image_required: bool) -> Callable[[Callable[..., Any]], Ca
                     raise click.UsageError(MODEL_REQUIRED)
                 try:
                     return RunnerConfig(
-                        image=resolve_image(image),
+                        image=resolve_image(image, build_missing=build_missing),
                         model=model,
                         model_name=model_name,
                         api_key_env=api_key_env,
@@ -333,7 +333,8 @@ def _job(
         warn(task.warnings)
     directory = (resume_dir or out_dir or Path("jobs") / time.strftime("%Y-%m-%d__%H-%M-%S")).absolute()
     config = JobConfig(
-        runner=make_config(warm=warm, gateway=backend.gateway, out_dir=directory),
+        # A resume checks the tag first: a catalog changed since the job started is refused, not built.
+        runner=make_config(warm=warm, gateway=backend.gateway, out_dir=directory, build_missing=resume_dir is None),
         backend=backend,
         tasks=tuple(JobTask.of(task) for task in tasks),
         n_attempts=n_attempts,
@@ -375,9 +376,9 @@ def _own_settings(stored: JobConfig, resume_dir: Path, backend: BackendChoice) -
 # -- helpers --------------------------------------------------------------------------------------
 
 
-def resolve_image(image: str) -> str:
-    """A catalog name to its current content tag, built (with progress) when the engine lacks it; a
-    reference with a ':' or '/' is taken as it is."""
+def resolve_image(image: str, *, build_missing: bool = True) -> str:
+    """A catalog name to its current content tag, built (with progress) when the engine lacks it and
+    `build_missing`; a reference with a ':' or '/' is taken as it is."""
     from agentbake.buildkit.build import build, plan
     from agentbake.buildkit.ca import detect_ca_bundle
     from agentbake.buildkit.catalog import Catalog
@@ -391,7 +392,7 @@ def resolve_image(image: str) -> str:
         return image
     catalog = Catalog.discover()
     build_plan = plan(client, catalog.load(image), catalog.templates_dir, ca_cert=detect_ca_bundle())
-    if find_image(client, build_plan.tag) is None:
+    if build_missing and find_image(client, build_plan.tag) is None:
         err.print(f"building {build_plan.tag} (missing on this engine)")
         progress = ConsoleProgress(image, err)
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -14,6 +15,7 @@ import docker
 import pytest
 from click.testing import CliRunner
 
+from agentbake.buildkit.catalog import builtin_root
 from agentbake.cli import main
 from agentbake.errors import JobError
 from agentbake.runner.backend_options import BackendChoice
@@ -143,6 +145,29 @@ def test_resume_with_other_settings_on_the_command_line_is_refused(built_images:
     args = ["rollout", "claude-code", "--tasks", str(tasks_root), "--oracle", "-k", "3", "--resume", str(job.dir)]
     done = agentbake(*args)
     assert done.returncode == 1 and "the job was started with other settings (n_attempts: 2 -> 3)" in done.stderr
+
+
+@pytest.mark.docker
+def test_a_catalog_changed_since_the_job_started_is_refused_before_building(
+    built_images: dict, engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """Resumed from a folder whose ./images makes claude-code another image: the tag differs, named, and the
+    other image is not built."""
+    tasks_root = _tasks(tmp_path / "tasks")
+    tag = built_images["claude-code"].tag
+    config = _config(tmp_path / "job", tasks_root)
+    job = Job.start(
+        tmp_path / "job", config.model_copy(update={"runner": config.runner.model_copy(update={"image": tag})})
+    )
+    user_image = tmp_path / "images" / "claude-code"
+    user_image.mkdir(parents=True)
+    (user_image / "image.toml").write_text('extends = "claude-code"\npackages = ["jq"]\n')
+    shutil.copy(builtin_root() / "images" / "claude-code" / "lock.json", user_image / "lock.json")
+    args = ["rollout", "claude-code", "--tasks", str(tasks_root), "--oracle", "-k", "2", "--resume", str(job.dir)]
+    done = agentbake(*args, cwd=tmp_path)
+    assert done.returncode == 1 and f"runner.image: '{tag}' -> 'agentbake/claude-code:" in done.stderr, done.stderr
+    other = done.stderr.split(f"runner.image: '{tag}' -> '")[1].split("'")[0]
+    assert "building" not in done.stderr and not engine.images.list(name=other)
 
 
 @pytest.mark.docker
