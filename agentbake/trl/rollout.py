@@ -1,0 +1,204 @@
+"""TRL's `GRPOTrainer(rollout_func=...)`: each prompt's task run by agentbake, returned in TRL's contract.
+
+TRL calls `rollout_func(prompts, trainer)` with the prompts of this process (each already repeated
+`num_generations` times by its sampler) and wants one completion per prompt, as parallel lists:
+`prompt_ids`, `completion_ids`, `logprobs`, and `env_mask` (1 on sampled tokens), any other key going to the
+reward functions. Each prompt is a task's instruction (`task_dataset`); its rollout runs through the
+`Runner`, and its row is the export's (`agentbake.export.to_trl`: a whole agent conversation as one
+completion, the multi-sequence rule). The verifier's reward goes out as the `agentbake_reward` column, read by
+`verifier_reward`; a rollout that failed for the infrastructure's sake (`INFRASTRUCTURE_FAILURES`) or whose
+tokens could not be captured for training gets no reward (None: TRL leaves it out of its group's baseline),
+never 0.0, and a row with no trained token.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from agentbake.errors import ConfigError
+from agentbake.export import to_trl
+from agentbake.gateway.config import SAMPLING_FIELDS, ModelSettings
+from agentbake.runner.result import RolloutResult, Status
+from agentbake.runner.runner import SEQUENCES_FILE, Runner
+from agentbake.tasks import Task, discover_tasks
+
+INFRASTRUCTURE_FAILURES = frozenset(
+    {Status.SANDBOX_ERROR, Status.SETUP_ERROR, Status.VERIFIER_ERROR, Status.VERIFIER_TIMEOUT}
+)
+"""Statuses that say nothing about the agent: its rollout gets no reward. An agent that failed, timed out or
+ran out of memory keeps the verifier's reward (the verifier still ran)."""
+
+REWARD_COLUMN = "agentbake_reward"
+
+
+def load_tasks(tasks: Iterable[Task | str | Path]) -> list[Task]:
+    """Tasks, or task directories and folders of them (one path can hold a whole dataset of tasks)."""
+    loaded: list[Task] = []
+    paths: list[str | Path] = []
+    for task in tasks:
+        if isinstance(task, Task):
+            loaded.append(task)
+        else:
+            paths.append(task)
+    return loaded + (discover_tasks(paths) if paths else [])
+
+
+def task_dataset(tasks: Iterable[Task | str | Path]) -> list[dict[str, str]]:
+    """One row per task for the trainer's dataset: `prompt` (its instruction, which the rollout function maps
+    back to the task) and `task` (its name). `datasets.Dataset.from_list(task_dataset(...))`."""
+    return [{"prompt": task.instruction, "task": task.name} for task in load_tasks(tasks)]
+
+
+def trainer_model_settings(args: Any, **template: bool) -> ModelSettings:
+    """The gateway settings that make the agent sample as the trainer computes: `args` (a `GRPOConfig`)'s
+    temperature, top_p, top_k, min_p and repetition_penalty, set on every call; `template` adds the chat
+    template's switches (e.g. `inner_system_as_user=True` for Qwen3 under Claude Code)."""
+    return ModelSettings(**template, **{name: getattr(args, name) for name in SAMPLING_FIELDS})
+
+
+def check_alignment(runner: Runner, args: Any) -> None:
+    """Refuse a runner whose rollouts would not be sampled and stamped as TRL trains on them (ConfigError):
+    `check_logprobs`, and the trainer's sampling (`args`, a `GRPOConfig`) set by the gateway."""
+    check_logprobs(runner)
+    check_sampling(runner, {name: getattr(args, name) for name in SAMPLING_FIELDS}, "trainer")
+
+
+def check_logprobs(runner: Runner) -> None:
+    """TRL computes its per-token logprobs from logits divided by its temperature: processed logprobs. So the
+    server must send processed ones (the preflight finds out: `runner.logprobs_mode`) and the export must
+    expect them (else every rollout is untrainable)."""
+    if runner.config.expect_logprobs != "processed":
+        raise ConfigError(
+            "RunnerConfig.expect_logprobs is 'raw', but TRL computes logprobs after temperature (processed): "
+            f"use {_FIX}"
+        )
+    if runner.logprobs_mode != "processed":
+        found = runner.logprobs_mode or "unknown (no preflight, no logprobs_mode)"
+        raise ConfigError(
+            f"the model server's logprobs are {found}; TRL needs processed ones: serve vLLM with "
+            "--logprobs-mode processed_logprobs and keep the runner's preflight on (RunnerConfig.preflight)"
+        )
+
+
+def check_sampling(runner: Runner, wanted: dict[str, Any], who: str) -> None:
+    """The gateway must set `wanted` sampling on every call (the agent's own temperature would sample another
+    policy than the one the trainer computes ratios for). Disabled spellings are equal: top_k 0 or -1, min_p
+    0.0 or None."""
+    settings = runner.config.model_settings
+    wrong = [
+        f"{name} {getattr(settings, name)!r} ({who}: {value!r})"
+        for name, value in wanted.items()
+        if name in SAMPLING_FIELDS
+        and _disabled_as_none(name, getattr(settings, name)) != _disabled_as_none(name, value)
+    ]
+    if wrong:
+        raise ConfigError(
+            "the gateway would let the agent sample otherwise than the "
+            f"{who} computes: RunnerConfig.model_settings {', '.join(wrong)}; use {_FIX}"
+        )
+
+
+_FIX = "RunnerConfig(model_settings=trainer_model_settings(args, ...), expect_logprobs='processed')"
+
+
+def _disabled_as_none(name: str, value: Any) -> Any:
+    if name == "top_k" and isinstance(value, int) and value <= 0:
+        return None
+    if name == "min_p" and value == 0:
+        return None
+    return value
+
+
+class RolloutFunction:
+    """`GRPOTrainer(rollout_func=RolloutFunction(runner, tasks))`: see the module docstring.
+
+    `runner` is a started `Runner` (kept for the whole run; with `model="scripted"`, `start_scripted` called);
+    `tasks` the tasks the dataset's prompts name (Task objects, task dirs, folders of them); `concurrency` how
+    many rollouts run at once; `args`, the trainer's `GRPOConfig`, checks the runner at once instead of at the
+    first call."""
+
+    def __init__(
+        self, runner: Runner, tasks: Iterable[Task | str | Path], *, concurrency: int = 4, args: Any = None
+    ) -> None:
+        self.runner = runner
+        self.concurrency = concurrency
+        self.tasks: dict[str, Task] = {}
+        for task in load_tasks(tasks):
+            key = _instruction_key(task.instruction)
+            if key in self.tasks:
+                raise ConfigError(
+                    f"tasks {self.tasks[key].path} and {task.path} have the same instruction: a prompt could not "
+                    "tell which one to run"
+                )
+            self.tasks[key] = task
+        if args is not None:
+            check_alignment(runner, args)
+        self.results: list[RolloutResult] = []
+        """The last call's rollouts, in the order of its prompts."""
+
+    def task_for(self, prompt: Any) -> Task:
+        """The task a prompt names: its text (or its last user message's) is the task's instruction."""
+        text = prompt
+        if isinstance(prompt, list):
+            users = [m for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+            text = users[-1].get("content") if users else None
+        task = self.tasks.get(_instruction_key(text)) if isinstance(text, str) else None
+        if task is None:
+            shown = json.dumps(prompt)[:120]
+            raise ConfigError(
+                f"prompt {shown} is no task's instruction; the dataset's prompts must be the instructions of "
+                f"the tasks given to RolloutFunction ({len(self.tasks)} tasks; build it with task_dataset)"
+            )
+        return task
+
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        check_alignment(self.runner, trainer.args)
+        tasks = [self.task_for(prompt) for prompt in prompts]
+        self.results = self.runner.run_batch(tasks, concurrency=self.concurrency)
+        placeholder = _placeholder(trainer.processing_class)
+        rows = [rollout_row(result, placeholder) for result in self.results]
+        return {key: [row[key] for row in rows] for key in rows[0]} if rows else {}
+
+
+def rollout_row(result: RolloutResult, placeholder: tuple[int, int]) -> dict[str, Any]:
+    """A finished rollout as TRL's row plus the columns the reward functions get: `agentbake_reward`
+    (None: unscorable), `agentbake_status`, `agentbake_rollout_id`, `agentbake_untrained_tokens` (sampled ids
+    of other agent sequences, see the multi-sequence rule). A rollout with nothing to train on gets a
+    one-token placeholder row (`placeholder`: pad and end-of-sequence ids) whose env_mask is 0."""
+    document_file = result.out_dir / SEQUENCES_FILE if result.out_dir is not None else None
+    row = to_trl(json.loads(document_file.read_text())) if document_file and document_file.exists() else None
+    scorable = result.status not in INFRASTRUCTURE_FAILURES and row is not None and row["trainable"]
+    if row is None or not scorable or not row["completion_ids"]:
+        pad, eos = placeholder
+        row = {"prompt_ids": [pad], "completion_ids": [eos], "logprobs": [0.0], "env_mask": [0], "untrained_tokens": 0}
+    return {
+        "prompt_ids": row["prompt_ids"],
+        "completion_ids": row["completion_ids"],
+        "logprobs": row["logprobs"],
+        "env_mask": row["env_mask"],
+        REWARD_COLUMN: result.reward if scorable else None,
+        "agentbake_status": result.status.value,
+        "agentbake_rollout_id": result.rollout_id,
+        "agentbake_untrained_tokens": row["untrained_tokens"],
+    }
+
+
+def verifier_reward(
+    completions: Sequence[Any], agentbake_reward: Sequence[float | None], **_: Any
+) -> list[float | None]:
+    """TRL reward function: each rollout's verifier reward (`reward_funcs=[verifier_reward]`); None where the
+    rollout is unscorable, which TRL keeps out of the group's baseline."""
+    return list(agentbake_reward)
+
+
+def _instruction_key(text: Any) -> str | None:
+    return " ".join(text.split()) if isinstance(text, str) else None
+
+
+def _placeholder(processing_class: Any) -> tuple[int, int]:
+    tokenizer = getattr(processing_class, "tokenizer", processing_class)
+    eos = tokenizer.eos_token_id
+    return (eos if tokenizer.pad_token_id is None else tokenizer.pad_token_id), eos
