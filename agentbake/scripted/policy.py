@@ -26,7 +26,7 @@ from typing import Any
 from agentbake.errors import TaskError
 from agentbake.scripted.script import Reply
 from agentbake.scripted.tokens import content_text
-from agentbake.tasks import Task, discover_tasks
+from agentbake.tasks import Task, load_tasks
 
 _HEREDOC = re.compile(r"<<(-?)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
 _SPACE = re.compile(r"\s+")
@@ -109,17 +109,8 @@ def _complete(text: str) -> bool:
 
 def load_scripted_tasks(tasks: Iterable[Task | str | Path]) -> list[ScriptedTask]:
     """Tasks given as loaded `Task`s, task directories or folders of task directories."""
-    loaded: list[Task] = []
-    paths: list[str | Path] = []
-    for task in tasks:
-        if isinstance(task, Task):
-            loaded.append(task)
-        else:
-            paths.append(task)
-    if paths:
-        loaded += discover_tasks(paths)
     out = []
-    for task in loaded:
+    for task in load_tasks(tasks):
         script = task.solution_script.read_text(encoding="utf-8") if task.solution_script else ""
         steps = tuple(solution_steps(script))
         if task.solution_script and not steps:

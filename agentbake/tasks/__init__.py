@@ -5,6 +5,6 @@ from agentbake.tasks import discover_tasks, load_task
 tasks = discover_tasks(["examples/tasks"])
 """
 
-from agentbake.tasks.task import Task, discover_tasks, load_task
+from agentbake.tasks.task import Task, discover_tasks, load_task, load_tasks
 
-__all__ = ["Task", "discover_tasks", "load_task"]
+__all__ = ["Task", "discover_tasks", "load_task", "load_tasks"]

@@ -215,6 +215,14 @@ def discover_tasks(paths: Iterable[str | Path]) -> list[Task]:
     return tasks
 
 
+def load_tasks(tasks: Iterable[Task | str | Path]) -> list[Task]:
+    """Tasks given as loaded `Task`s, task directories or folders of task directories (`discover_tasks`)."""
+    given = list(tasks)
+    loaded = [task for task in given if isinstance(task, Task)]
+    paths = [task for task in given if not isinstance(task, Task)]
+    return loaded + (discover_tasks(paths) if paths else [])
+
+
 @dataclass
 class _Config:
     """task.toml's tables, with the file named in every error."""

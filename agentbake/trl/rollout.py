@@ -23,7 +23,7 @@ from agentbake.export import to_trl
 from agentbake.gateway.config import SAMPLING_FIELDS, ModelSettings
 from agentbake.runner.result import RolloutResult, Status
 from agentbake.runner.runner import SEQUENCES_FILE, Runner
-from agentbake.tasks import Task, discover_tasks
+from agentbake.tasks import Task, load_tasks
 
 INFRASTRUCTURE_FAILURES = frozenset(
     {Status.SANDBOX_ERROR, Status.SETUP_ERROR, Status.VERIFIER_ERROR, Status.VERIFIER_TIMEOUT}
@@ -32,18 +32,6 @@ INFRASTRUCTURE_FAILURES = frozenset(
 ran out of memory keeps the verifier's reward (the verifier still ran)."""
 
 REWARD_COLUMN = "agentbake_reward"
-
-
-def load_tasks(tasks: Iterable[Task | str | Path]) -> list[Task]:
-    """Tasks, or task directories and folders of them (one path can hold a whole dataset of tasks)."""
-    loaded: list[Task] = []
-    paths: list[str | Path] = []
-    for task in tasks:
-        if isinstance(task, Task):
-            loaded.append(task)
-        else:
-            paths.append(task)
-    return loaded + (discover_tasks(paths) if paths else [])
 
 
 def task_dataset(tasks: Iterable[Task | str | Path]) -> list[dict[str, str]]:
