@@ -1,0 +1,78 @@
+"""GRPO on an installed agent (Claude Code by default) with TRL and a real vLLM server. Not run in CI (needs a GPU).
+
+The model server is TRL's vLLM server, which is vLLM's OpenAI-compatible server started with processed
+logprobs and the weight-transfer endpoint, so the same process serves the agents (through agentbake's
+gateway) and receives the trainer's weights after every step:
+
+    VLLM_SERVER_DEV_MODE=1 trl vllm-serve --model Qwen/Qwen3-1.7B --port 8000 --max-model-len 32768
+    python examples/trl/grpo_vllm.py --image claude-code --tasks examples/tasks \\
+        --model Qwen/Qwen3-1.7B --vllm-url http://127.0.0.1:8000
+
+Every rollout runs the agent CLI in its own hardened sandbox; the gateway sets the trainer's sampling on
+each call, records the ids vLLM sampled and their processed logprobs, and the verifier's reward goes back to
+TRL (None for a rollout the infrastructure broke). See agentbake/trl/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from datasets import Dataset
+from trl import GRPOConfig, GRPOTrainer
+
+from agentbake.runner import Runner, RunnerConfig
+from agentbake.runner.cli import resolve_image
+from agentbake.trl import RolloutFunction, task_dataset, trainer_model_settings, verifier_reward
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", default="claude-code", help="catalog name or image tag of the agent")
+    parser.add_argument("--tasks", type=Path, nargs="+", required=True, help="task dirs or folders of them")
+    parser.add_argument("--model", required=True, help="the model vLLM serves (and the trainer loads)")
+    parser.add_argument("--vllm-url", default="http://127.0.0.1:8000", help="TRL's vLLM server, without /v1")
+    parser.add_argument("--api-key-env", default="AGENTBAKE_UPSTREAM_API_KEY", help="variable with vLLM's key")
+    parser.add_argument("--num-generations", type=int, default=8, help="rollouts per task per step")
+    parser.add_argument("--concurrency", type=int, default=8, help="sandboxes at once")
+    parser.add_argument("--max-steps", type=int, default=100)
+    parser.add_argument("--out", type=Path, default=Path("out/grpo"))
+    options = parser.parse_args()
+
+    args = GRPOConfig(
+        output_dir=str(options.out / "trainer"),
+        per_device_train_batch_size=options.num_generations,
+        num_generations=options.num_generations,
+        max_steps=options.max_steps,
+        learning_rate=1e-6,
+        temperature=0.7,
+        bf16=True,
+        use_vllm=True,  # weights go to the server after every step; TRL's importance-sampling correction
+        vllm_mode="server",  # compares its own logprobs with the processed ones the gateway recorded
+        vllm_server_base_url=options.vllm_url,
+        logging_steps=1,
+        report_to="none",
+    )
+    config = RunnerConfig(
+        image=resolve_image(options.image),
+        model=options.vllm_url.rstrip("/") + "/v1",
+        model_name=options.model,
+        api_key_env=options.api_key_env,
+        out_dir=options.out / "rollouts",
+        expect_logprobs="processed",  # what `trl vllm-serve` sends and TRL computes
+        # Qwen3's chat template refuses Claude Code's system messages after the first user turn.
+        model_settings=trainer_model_settings(args, inner_system_as_user=True),
+    )
+    with Runner(config) as runner:  # its preflight checks the server sends processed logprobs
+        trainer = GRPOTrainer(
+            model=options.model,
+            args=args,
+            reward_funcs=[verifier_reward],
+            train_dataset=Dataset.from_list(task_dataset(options.tasks)),
+            rollout_func=RolloutFunction(runner, options.tasks, concurrency=options.concurrency, args=args),
+        )
+        trainer.train()
+
+
+if __name__ == "__main__":
+    main()
