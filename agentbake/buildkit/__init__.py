@@ -14,6 +14,7 @@ from agentbake.buildkit.builders import Builder, Progress
 from agentbake.buildkit.catalog import Catalog
 from agentbake.buildkit.digest import content_hash
 from agentbake.buildkit.engine import connect
+from agentbake.buildkit.labels import ImageLabels
 from agentbake.buildkit.lock import read_lock, write_lock
 from agentbake.buildkit.render import Rendered, harness_paths, render
 from agentbake.buildkit.spec import ImageSpec
@@ -24,6 +25,7 @@ __all__ = [
     "BuildResult",
     "Builder",
     "Catalog",
+    "ImageLabels",
     "ImageSpec",
     "Progress",
     "Rendered",

@@ -14,11 +14,11 @@ from typing import Any
 import jinja2
 
 from agentbake import __version__
+from agentbake.buildkit.labels import ImageLabels
 from agentbake.buildkit.lock import read_lock, requirements_txt
 from agentbake.buildkit.spec import ImageSpec
 from agentbake.errors import SpecError, TemplateError
 
-LABEL_PREFIX = "dev.agentbake."
 CA_CONTEXT_PATH = "ca/extra-ca.crt"
 APT_CA_CONTEXT_PATH = "ca/apt.conf"
 APT_CA_CONF = b'Acquire::https::CAInfo "/usr/local/share/ca-certificates/agentbake-extra.crt";\n'
@@ -79,24 +79,30 @@ def harness_paths(spec: ImageSpec) -> dict[str, Any]:
 
 
 def image_labels(spec: ImageSpec, lock: dict[str, Any]) -> dict[str, str]:
+    """The image's OCI labels and its `dev.agentbake.*` labels (`ImageLabels`, what the runner reads)."""
     paths = harness_paths(spec)
-    labels = {
+    ours = ImageLabels(
+        agent_name=spec.agent.name,
+        agent_package=spec.agent.package,
+        agent_version=lock["agent"]["version"],
+        agent_command=spec.agent.command,
+        spec_hash=spec.spec_hash,
+        builder_version=__version__,
+        user=spec.user.name,
+        uid=spec.user.uid,
+        home=paths["home"],
+        python=f"{paths['venv']}/bin/python",
+        dir_workdir=paths["workdir"],
+        dir_task=paths["task"],
+        dir_logs_agent=paths["logs_agent"],
+        dir_logs_verifier=paths["logs_verifier"],
+    )
+    return {
         "org.opencontainers.image.title": f"agentbake/{spec.name}",
         "org.opencontainers.image.description": spec.description,
         "org.opencontainers.image.version": lock["agent"]["version"],
-        "agent.name": spec.agent.name,
-        "agent.package": spec.agent.package,
-        "agent.version": lock["agent"]["version"],
-        "agent.command": spec.agent.command,
-        "spec-hash": spec.spec_hash,
-        "builder-version": __version__,
-        "user": spec.user.name,
-        "uid": str(spec.user.uid),
-        "home": paths["home"],
-        "python": f"{paths['venv']}/bin/python",
-        **{f"dir.{key}": paths[key] for key in ("workdir", "task", "logs_agent", "logs_verifier")},
+        **ours.to_labels(),
     }
-    return {k if k.startswith("org.") else LABEL_PREFIX + k: v for k, v in labels.items()}
 
 
 def _dockerquote(value: object, expand: bool = False) -> str:

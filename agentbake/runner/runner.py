@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentbake.buildkit.labels import ImageLabels
 from agentbake.errors import AgentbakeError, PreflightError, SandboxError, TaskError
 from agentbake.gateway.config import GatewayConfig, LogprobsMode
 from agentbake.gateway.trace import TraceRecord, read_trace
@@ -187,7 +188,7 @@ class Runner:
             reward=0.0,
             image=self.config.image,
             agent="oracle" if self._agent is None else self._agent.name,
-            agent_version=self._labels.get("dev.agentbake.agent.version"),
+            agent_version=self._labels.agent_version,
             out_dir=out_dir,
         )
         live = _Live()
@@ -288,7 +289,7 @@ class Runner:
             logprobs_mode=gateway.logprobs_mode,
             settings=self.config.model_settings,
         )
-        start_sandbox_gateway(handle, self._labels, spec)
+        start_sandbox_gateway(handle, self._labels.python, spec)
 
     def _start_gateway(self, rollout_id: str, token: str, trace: Path) -> tuple[Path, Any]:
         return start_host_gateway(self._shared_gateway(), rollout_id=rollout_id, token=token, trace=trace)
@@ -441,10 +442,11 @@ def _write_sequences(result: RolloutResult, trace: Path, out_file: Path, logprob
     result.trainable = bool(summary["trainable"])
 
 
-def _image_labels(image: str) -> dict[str, str]:
+def _image_labels(image: str) -> ImageLabels:
+    """The image's `dev.agentbake.*` labels as the local engine holds them."""
     from agentbake.buildkit.engine import connect, find_image
 
     found = find_image(connect(timeout=30), image)
     if found is None:
         raise SandboxError(f"image {image!r} is not on this engine; build it with `agentbake build <name>`")
-    return dict(found.labels or {})
+    return ImageLabels.from_labels(image, found.labels or {})

@@ -15,9 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from agentbake.buildkit.labels import ImageLabels
 from agentbake.errors import AgentError
-
-LABEL_PREFIX = "dev.agentbake."
 
 
 @dataclass(frozen=True)
@@ -35,26 +34,16 @@ class AgentImage:
     logs_dir: str
     """Directory the agent's logs go to and are collected from (label `dir.logs_agent`)."""
 
-    _LABELS: ClassVar[dict[str, str]] = {
-        "command": "agent.command",
-        "package": "agent.package",
-        "home": "home",
-        "workdir": "dir.workdir",
-        "logs_dir": "dir.logs_agent",
-    }
-
     @classmethod
-    def from_labels(cls, labels: Mapping[str, str], *, home: str | None = None) -> AgentImage:
-        """Read the image's labels; `home` (the sandbox's home) wins over the `home` label when given."""
-        values = {key: labels.get(LABEL_PREFIX + label, "") for key, label in cls._LABELS.items()}
-        values["home"] = home or values["home"]
-        missing = [LABEL_PREFIX + cls._LABELS[key] for key, value in values.items() if not value]
-        if missing:
-            raise AgentError(
-                f"the image lacks the label(s) {', '.join(missing)}: it was not built by agentbake "
-                "(build it with `agentbake build <name>`)"
-            )
-        return cls(**values)
+    def from_labels(cls, labels: ImageLabels, *, home: str | None = None) -> AgentImage:
+        """The launch's facts from the image's labels; `home` (the sandbox's home) wins over the `home` label."""
+        return cls(
+            command=labels.agent_command,
+            package=labels.agent_package,
+            home=home or labels.home,
+            workdir=labels.dir_workdir,
+            logs_dir=labels.dir_logs_agent,
+        )
 
     def under_home(self, path: str) -> str:
         """`path` relative to the home directory, for `AgentLaunch.files`; refuses paths outside it."""
@@ -214,12 +203,10 @@ def get_agent(name: str) -> Agent:
         raise AgentError(f"unknown agent {name!r}; known agents: {', '.join(sorted(_REGISTRY))}") from None
 
 
-def agent_for_labels(labels: Mapping[str, str]) -> Agent:
+def agent_for_labels(labels: ImageLabels) -> Agent:
     """The agent of an image by its `dev.agentbake.agent.package` label (works for user catalog images that
     extend a built-in one under another name)."""
-    package = labels.get(LABEL_PREFIX + "agent.package")
-    if not package:
-        raise AgentError(f"the image has no {LABEL_PREFIX}agent.package label: it was not built by agentbake")
+    package = labels.agent_package
     for agent in _REGISTRY.values():
         if agent.package == package:
             return agent

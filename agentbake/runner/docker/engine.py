@@ -21,6 +21,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
+from agentbake.buildkit.labels import ImageLabels
 from agentbake.errors import SandboxError
 from agentbake.runner.docker import labels
 from agentbake.runner.docker.config import DockerConfig
@@ -31,7 +32,6 @@ MOUNT = "/run/agentbake"
 FORWARDER = "forwarder.py"
 GATEWAY_SOCKET = "gateway.sock"
 _FORWARDER_SOURCE = Path(__file__).with_name(FORWARDER)
-_DIR_LABEL = "dev.agentbake.dir."
 
 
 @dataclass(frozen=True)
@@ -110,21 +110,22 @@ class DockerEngine:
             raise SandboxError(f"cannot inspect image {ref!r}: {exc}") from None
         config = attrs.get("Config") or {}
         image_labels = config.get("Labels") or {}
-        user = self.config.user or image_labels.get("dev.agentbake.user") or (config.get("User") or "").split(":")[0]
+        # Read label by label, not as a whole ImageLabels: any image with a non-root USER runs here too.
+        user = self.config.user or image_labels.get(ImageLabels.key("user")) or (config.get("User") or "").split(":")[0]
         if user in ("", "root", "0"):
             raise SandboxError(
                 f"image {ref!r} names no non-root user (label dev.agentbake.user or USER) and the agent never runs "
                 "as root; build it with a USER or set DockerConfig.user"
             )
         env = dict(e.split("=", 1) for e in config.get("Env") or [] if "=" in e)
-        uid = image_labels.get("dev.agentbake.uid")
+        uid = image_labels.get(ImageLabels.key("uid"))
         info = ImageInfo(
             ref=ref,
             id=attrs["Id"],
             user=user,
-            home=image_labels.get("dev.agentbake.home") or env.get("HOME") or f"/home/{user}",
-            python=image_labels.get("dev.agentbake.python"),
-            paths={k.removeprefix(_DIR_LABEL): v for k, v in image_labels.items() if k.startswith(_DIR_LABEL)},
+            home=image_labels.get(ImageLabels.key("home")) or env.get("HOME") or f"/home/{user}",
+            python=image_labels.get(ImageLabels.key("python")),
+            paths={short: image_labels[key] for short, key in ImageLabels.path_keys().items() if key in image_labels},
             uid=int(uid) if uid and uid.isdigit() else None,
         )
         self._images[ref] = info

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from agentbake.buildkit.labels import ImageLabels
 from agentbake.errors import SandboxError
 from agentbake.runner.remote.relay import GatewayRelay, RelayConfig
 from agentbake.runner.sandbox import BgJob, Capabilities, ExecResult, SandboxBackend, SandboxHandle, SandboxRequest
@@ -28,8 +29,6 @@ logger = logging.getLogger("agentbake.runner")
 TIMEOUT_EXIT = 124
 """Exit code of a command stopped at its deadline (coreutils `timeout`'s convention)."""
 SIGKILL_EXIT = 137
-LABEL_PREFIX = "dev.agentbake."
-_DIR_LABEL = "dev.agentbake.dir."
 
 T = TypeVar("T")
 RemoteSandboxT = TypeVar("RemoteSandboxT", bound="RemoteSandbox")
@@ -44,30 +43,28 @@ class ImageFacts:
     name: str
     """The catalog name (`claude-code`), the key of the published manifest."""
     content_hash: str
-    """The `dev.agentbake.spec-hash` label, else the tag (a 12-hex prefix of it)."""
+    """The `dev.agentbake.spec-hash` label."""
     user: str
     """The image's non-root user (label `dev.agentbake.user`)."""
-    python: str | None
+    python: str
     """The baked interpreter (label `dev.agentbake.python`): runs the gateway in `--gateway sandbox` mode."""
     paths: dict[str, str] = field(default_factory=dict)
-    labels: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_labels(cls, ref: str, labels: Mapping[str, str]) -> ImageFacts:
-        user = labels.get(LABEL_PREFIX + "user", "")
-        if user in ("", "root", "0"):
+        image = ImageLabels.from_labels(ref, labels)
+        if image.user in ("root", "0"):
             raise SandboxError(
                 f"image {ref!r} has no label dev.agentbake.user naming a non-root user; build it with `agentbake build`"
             )
-        repository, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "")
+        repository = ref.rpartition(":")[0] if ":" in ref.rsplit("/", 1)[-1] else ref
         return cls(
             ref=ref,
             name=repository.rsplit("/", 1)[-1],
-            content_hash=labels.get(LABEL_PREFIX + "spec-hash") or tag,
-            user=user,
-            python=labels.get(LABEL_PREFIX + "python"),
-            paths={k.removeprefix(_DIR_LABEL): v for k, v in labels.items() if k.startswith(_DIR_LABEL)},
-            labels=dict(labels),
+            content_hash=image.spec_hash,
+            user=image.user,
+            python=image.python,
+            paths=image.paths,
         )
 
 

@@ -18,7 +18,6 @@ import secrets
 import shlex
 import tarfile
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,12 +73,10 @@ def settings_argv(settings: ModelSettings) -> list[str]:
     return argv
 
 
-def start_sandbox_gateway(handle: SandboxHandle, labels: Mapping[str, str], spec: SandboxGateway) -> TraceFetcher:
-    """Start the gateway in `handle`, point `handle.model_url` at it, and start fetching its trace; the
-    handle's backend must have `Capabilities.gateway_in_sandbox`."""
-    python = labels.get("dev.agentbake.python")
-    if not python:
-        raise SandboxError("--gateway sandbox needs the image's baked venv (label dev.agentbake.python)")
+def start_sandbox_gateway(handle: SandboxHandle, python: str, spec: SandboxGateway) -> TraceFetcher:
+    """Start the gateway in `handle` with the image's baked `python` (`ImageLabels.python`), point
+    `handle.model_url` at it, and start fetching its trace; the handle's backend must have
+    `Capabilities.gateway_in_sandbox`."""
     made = handle.exec("umask 077 && mktemp -d", user="root", timeout=30)
     if made.exit_code != 0:
         raise SandboxError(f"sandbox {handle.sandbox_id}: cannot make the gateway's directory: {made.stderr.strip()}")

@@ -21,6 +21,7 @@ import docker
 import pytest
 
 from agentbake.buildkit.build import BuildResult
+from agentbake.buildkit.labels import ImageLabels
 from agentbake.gateway import GatewayConfig, TraceRecord, create_app, read_trace
 from agentbake.runner.agents import Agent, AgentImage, AgentLaunch, ModelAccess, get_agent
 from agentbake.scripted import Reply, Script, ScriptedModel
@@ -141,7 +142,7 @@ def run_agent(
     fake.responder = responder or shell_then_finish(agent.shell_tool)
     tag = built_images[name].tag
     labels = engine.images.get(tag).labels
-    image = AgentImage.from_labels(labels)
+    image = AgentImage.from_labels(ImageLabels.from_labels(tag, labels))
     with serve_in_thread(fake, log_level="critical") as upstream:
         config = GatewayConfig(
             upstream=upstream.url + "/v1",
