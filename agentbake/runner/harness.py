@@ -20,15 +20,17 @@ import math
 import posixpath
 import shlex
 import tarfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentbake.errors import SandboxError
+from agentbake.errors import AgentbakeError, SandboxError
+from agentbake.runner.agent_phase import STEP_TIMEOUT_SEC, run_agent, stop_user
 from agentbake.runner.agents import AgentImage, AgentLaunch, headless_launch
 from agentbake.runner.result import Status, Timings
 from agentbake.runner.sandbox import ExecResult, SandboxHandle
 from agentbake.runner.sandbox.copyout import CopyBudget
+from agentbake.runner.workdir import RECREATED, diff_command, restore_command, snapshot_command
 from agentbake.tasks import Task
 
 logger = logging.getLogger("agentbake.runner")
@@ -42,18 +44,6 @@ REWARD_JSON = "reward.json"
 
 SETUP_TIMEOUT_SEC = 600.0
 """Seconds `environment/setup.sh` may run (Harbor's default build/setup budget)."""
-STEP_TIMEOUT_SEC = 120.0
-"""Seconds for the harness's own short steps (uploads, snapshot, diff, collection)."""
-STOP_ROUNDS = 10
-"""`kill -KILL -1` rounds before processes of the agent's user that keep reappearing (a fork loop) fail the rollout."""
-MAX_DIFF_BYTES = 16 * 1024 * 1024
-"""The workdir diff is cut at this size."""
-
-# Processes of a uid that are alive (zombies are dead; init reaps them).
-_LIVE_PIDS_OF_UID = (
-    'for d in /proc/[0-9]*; do [ "$(stat -c %u "$d" 2>/dev/null)" = "$1" ] || continue; '
-    'grep -q "^State:[[:space:]]*Z" "$d/status" 2>/dev/null || echo "${d#/proc/}"; done'
-)
 # The kernel's count of OOM kills in the sandbox's own memory cgroup (namespaced: the container's).
 _OOM_KILLS = (
     "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null | sed -n 's/^oom_kill //p'"
@@ -110,6 +100,10 @@ class Harness:
         self.oom_before = 0
 
     def run(self) -> HarnessOutcome:
+        """The steps in order. Once the agent has started, a step that raises ends as `sandbox_error` with its
+        message (the first failure is the status) and the later steps still run where they can: the diff and
+        the logs are collected whatever the agent did to its sandbox; the verifier runs only when every process
+        of the agent's user is gone."""
         with self.timings.phase("upload"):
             self._prepare()
             self._upload_agent_files()
@@ -117,16 +111,29 @@ class Harness:
             setup_ok = self._setup() and self._snapshot()
         if setup_ok:
             with self.timings.phase("agent"):
-                self._run_agent()
+                self._step(self._run_agent, "the agent's run")
             with self.timings.phase("stop"):
-                self._stop_agent_user()
+                stopped = self._step(self._stop_agent_user, "stopping the agent")
             with self.timings.phase("collect"):
-                self._save_diff()
-            with self.timings.phase("verifier"):
-                self._verify()
+                self._step(self._save_diff, "the workdir diff")
+            if stopped:
+                with self.timings.phase("verifier"):
+                    self._step(self._verify, "the verifier")
         with self.timings.phase("collect"):
             self._collect()
         return self.outcome
+
+    def _step(self, step: Callable[[], None], what: str) -> bool:
+        """Run one step; an exception (any: one rollout's failure must never end the batch) becomes the
+        outcome's failure. Returns whether the step completed."""
+        try:
+            step()
+        except Exception as exc:
+            if not isinstance(exc, SandboxError):
+                logger.exception("sandbox %s: %s failed", self.handle.sandbox_id, what)
+            self.outcome.fail(Status.SANDBOX_ERROR, f"{what} failed: {describe_error(exc)}")
+            return False
+        return True
 
     # -- steps ------------------------------------------------------------------------------------
 
@@ -182,9 +189,7 @@ class Harness:
         """Commit the workdir as the agent will find it into a root-only git dir, for the diff afterwards;
         the same call reads the agent's uid and the OOM-kill count so far (one round trip fewer each)."""
         made = self._root(
-            f"{self._git} init -q && {self._git} add --all --force . && "
-            f"{self._git} -c user.name=agentbake -c user.email=agentbake@localhost commit -q --allow-empty -m start"
-            f" && id -u {shlex.quote(self.handle.user)} && {_OOM_KILLS}",
+            f"{snapshot_command(self.private, self.workdir)} && id -u {shlex.quote(self.handle.user)} && {_OOM_KILLS}",
             what="snapshot the workdir",
         )
         self.agent_uid, *oom_counts = made.stdout.split()
@@ -192,16 +197,17 @@ class Harness:
         return True
 
     def _run_agent(self) -> None:
-        job = self.handle.start_bg(self.launch.argv, envs=dict(self.launch.env), cwd=self.workdir)
-        self.timings.mark("ready")
-        try:
-            result = job.wait(timeout=self.task.agent_timeout_sec)
-        except TimeoutError:
-            job.kill()
-            self.outcome.fail(Status.AGENT_TIMEOUT, f"the agent ran past {self.task.agent_timeout_sec:g} s")
+        end = run_agent(
+            self.handle, self.launch, self.workdir, self.task.agent_timeout_sec, lambda: self.timings.mark("ready")
+        )
+        if end.result is None:
+            self.outcome.fail(end.stopped or Status.SANDBOX_ERROR, end.reason)
             return
+        result = end.result
         self.outcome.exit_code = result.exit_code
-        if self._oom_kills() > self.oom_before:
+        if end.stopped is not None:
+            self.outcome.fail(end.stopped, end.reason)
+        elif self._oom_kills() > self.oom_before:
             self.outcome.fail(Status.OOM, f"the sandbox ran out of memory (agent exit {result.exit_code})")
         elif result.exit_code != 0:
             detail = _tail(result.stderr or result.stdout)
@@ -209,29 +215,36 @@ class Harness:
 
     def _oom_kills(self) -> int:
         """OOM kills so far in the sandbox's memory cgroup (v2 `memory.events`, v1 `memory.oom_control`)."""
-        read = self.handle.exec(["sh", "-c", _OOM_KILLS], user="root", timeout=STEP_TIMEOUT_SEC)
+        try:
+            read = self.handle.exec(["sh", "-c", _OOM_KILLS], user="root", cwd="/", timeout=STEP_TIMEOUT_SEC)
+        except SandboxError as exc:  # no command can start (every pid slot taken): the count is unknown
+            logger.warning("sandbox %s: OOM kills unknown: %s", self.handle.sandbox_id, exc)
+            return self.oom_before
         return sum(int(n) for n in read.stdout.split() if n.isdigit())
 
     def _stop_agent_user(self) -> None:
-        """Kill every process of the agent's user (what it left in the background too), then check."""
-        user, uid = self.handle.user, self.agent_uid
-        alive = ""
-        for _ in range(STOP_ROUNDS):
-            # kill(-1) as that user reaches exactly its processes (and spares the calling shell).
-            self.handle.exec(["sh", "-c", "kill -KILL -1"], user=user, timeout=STEP_TIMEOUT_SEC)
-            alive = self._root(["sh", "-c", _LIVE_PIDS_OF_UID, "sh", uid], what="list the agent's processes").stdout
-            if not alive.split():
-                return
-        raise SandboxError(
-            f"processes of {user} kept running after {STOP_ROUNDS} rounds of kill -KILL -1 "
-            f"(pids {' '.join(alive.split()[:10])}); the verifier cannot run untouched"
+        """Every process of the agent's user killed (`agent_phase.stop_user`, a restart of the sandbox when it
+        must), then the workdir checked."""
+        restarted = stop_user(self.handle, self.agent_uid, self.root_env)
+        if restarted:
+            self.outcome.notes.append(restarted)
+        self._restore_workdir()
+
+    def _restore_workdir(self) -> None:
+        """A workdir the agent removed or replaced (by a file, by a link that git and the verifier would follow)
+        is made again, empty: the diff then shows what was lost, and the verifier gets its cwd."""
+        made = self._root(
+            restore_command(self.workdir, self.agent_uid),
+            what="check the workdir",
+            cwd="/",
         )
+        if made.stdout.strip() == RECREATED:
+            self.outcome.notes.append(f"the agent removed or replaced the workdir {self.workdir}: made again, empty")
 
     def _save_diff(self) -> None:
         diff = f"{self.private}/workdir.diff"
         self._root(
-            f"{self._git} add --all --force . && "
-            f"{self._git} diff --cached --no-color --no-ext-diff --no-textconv | head -c {MAX_DIFF_BYTES} > {diff}",
+            diff_command(self.private, self.workdir, diff),
             what="diff the workdir",
         )
         self._save_bytes("workdir.diff", self.handle.read_bytes(diff))
@@ -306,13 +319,11 @@ class Harness:
 
     # -- helpers ----------------------------------------------------------------------------------
 
-    @property
-    def _git(self) -> str:
-        return f"git --git-dir={self.private}/snapshot.git --work-tree={shlex.quote(self.workdir)}"
-
-    def _root(self, cmd: str | list[str], *, what: str) -> ExecResult:
-        """A harness step as root that must succeed; SandboxError otherwise."""
-        result = self.handle.exec(cmd, envs=self.root_env, cwd=self.workdir, timeout=STEP_TIMEOUT_SEC, user="root")
+    def _root(self, cmd: str | list[str], *, what: str, cwd: str | None = None) -> ExecResult:
+        """A harness step as root (cwd: the workdir unless given) that must succeed; SandboxError otherwise."""
+        result = self.handle.exec(
+            cmd, envs=self.root_env, cwd=cwd or self.workdir, timeout=STEP_TIMEOUT_SEC, user="root"
+        )
         if result.exit_code != 0:
             raise SandboxError(
                 f"could not {what} in sandbox {self.handle.sandbox_id}: "
@@ -359,6 +370,11 @@ def _owned_by_extractor(info: tarfile.TarInfo) -> tarfile.TarInfo:
     info.uid = info.gid = 0
     info.uname = info.gname = ""
     return info
+
+
+def describe_error(exc: BaseException) -> str:
+    """An exception as a result's message: agentbake's own errors say what went wrong, others name their type."""
+    return str(exc) if isinstance(exc, AgentbakeError) else f"{type(exc).__name__}: {exc}"
 
 
 def _tail(text: str, lines: int = 5) -> str:

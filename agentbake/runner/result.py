@@ -29,6 +29,9 @@ class Status(enum.StrEnum):
     """The agent ran past the task's `[agent] timeout_sec` and was stopped; the verifier still ran."""
     OOM = "oom"
     """The kernel killed a process of the sandbox for memory; the verifier still ran."""
+    DISK_LIMIT = "disk_limit"
+    """The sandbox's files grew past its storage limit (`[environment] storage_mb`, else the runner's default)
+    while the agent ran; the agent was stopped, the verifier still ran."""
     SETUP_ERROR = "setup_error"
     """`environment/setup.sh` failed or timed out; the agent never started."""
     VERIFIER_ERROR = "verifier_error"

@@ -33,7 +33,7 @@ from agentbake.gateway.trace import TraceRecord, read_trace
 from agentbake.runner.agents import AgentImage, AgentLaunch, ModelAccess, agent_for_labels
 from agentbake.runner.backend_registry import BackendConfig, make_backend
 from agentbake.runner.docker.config import DockerConfig
-from agentbake.runner.harness import Harness, HarnessOutcome, oracle_launch
+from agentbake.runner.harness import Harness, HarnessOutcome, describe_error, oracle_launch
 from agentbake.runner.host_gateway import remove_stale_gateways, served_model, start_host_gateway
 from agentbake.runner.result import RolloutResult, Status, Timings
 from agentbake.runner.runner_config import SCRIPTED, SCRIPTED_MODEL_NAME, RunnerConfig
@@ -173,13 +173,13 @@ class Runner:
     # -- one rollout ------------------------------------------------------------------------------
 
     def run(self, task: Task, *, rollout_id: str | None = None, out_dir: Path | None = None) -> RolloutResult:
-        """One rollout into `out_dir` (default `config.out_dir/<rollout_id>`); failures of the sandbox come
-        back as status `sandbox_error`, not as exceptions. A rollout cut short by `abort()` writes no
-        result.json: it did not finish (a job's resume runs it again)."""
+        """One rollout into `out_dir` (default `config.out_dir/<rollout_id>`); any failure inside it (the
+        sandbox's, an unexpected exception) comes back as status `sandbox_error` with its message, never as an
+        exception, so a batch always goes on. A rollout cut short by `abort()` writes no result.json: it did
+        not finish (a job's resume runs it again)."""
         self._check(task)
         rollout_id = rollout_id or new_rollout_id(task)
         out_dir = (out_dir or self.config.out_dir / rollout_id).resolve()
-        out_dir.mkdir(parents=True, exist_ok=True)
         timings = Timings()
         result = RolloutResult(
             rollout_id=rollout_id,
@@ -195,10 +195,13 @@ class Runner:
         with self._lock:
             self._live[rollout_id] = live
         try:
+            out_dir.mkdir(parents=True, exist_ok=True)
             outcome = self._run(task, rollout_id, out_dir, timings, live)
-        except AgentbakeError as exc:
+        except Exception as exc:
+            if not isinstance(exc, AgentbakeError):
+                logger.exception("rollout %s failed unexpectedly", rollout_id)
             outcome = HarnessOutcome()
-            outcome.fail(Status.SANDBOX_ERROR, str(exc))
+            outcome.fail(Status.SANDBOX_ERROR, describe_error(exc))
         finally:
             with self._lock:
                 self._live.pop(rollout_id, None)
@@ -206,10 +209,17 @@ class Runner:
         result.notes = outcome.notes
         result.exit_code, result.verifier_exit_code = outcome.exit_code, outcome.verifier_exit_code
         result.timings = timings.finish()
-        _add_trace(result, out_dir / TRACE_FILE)
-        _write_sequences(result, out_dir / TRACE_FILE, out_dir / SEQUENCES_FILE, self.config.expect_logprobs)
+        try:
+            _add_trace(result, out_dir / TRACE_FILE)
+            _write_sequences(result, out_dir / TRACE_FILE, out_dir / SEQUENCES_FILE, self.config.expect_logprobs)
+        except Exception as exc:
+            logger.exception("rollout %s: its trace could not be read", rollout_id)
+            result.notes.append(f"the trace could not be read: {describe_error(exc)}")
         if not self._aborted.is_set():
-            result.write()
+            try:
+                result.write()
+            except OSError as exc:
+                logger.error("rollout %s: cannot write %s: %s", rollout_id, out_dir / "result.json", exc)
         return result
 
     def _check(self, task: Task) -> None:
@@ -235,6 +245,7 @@ class Runner:
                         rollout_id=rollout_id,
                         cpus=self.config.cpus or task.cpus,
                         memory_mb=self.config.memory_mb or task.memory_mb,
+                        storage_mb=self.config.storage_mb or task.storage_mb,
                         gateway_socket=None if live.gateway is None else str(live.gateway.uds),
                     )
                 )

@@ -46,6 +46,10 @@ class RunnerConfig(BaseModel):
     memory_mb: int | None = Field(default=None, ge=16)
     """Memory limit per sandbox (MiB), over the task's `[environment] memory_mb`."""
 
+    storage_mb: int | None = Field(default=None, ge=16)
+    """Disk limit of each sandbox's own files (MiB), over the task's `[environment] storage_mb`; None takes the
+    task's, else the backend's (Docker: 10240). Past it the agent is stopped: status `disk_limit`."""
+
     warm: int = Field(default=0, ge=0)
     """Sandboxes the Docker backend keeps started ahead of need (a warm pool); 0 starts each on demand."""
 

@@ -36,12 +36,20 @@ def runner(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run
     backend.close()
 
 
-def run_beside_a_healthy_task(runner: Runner, root: Path, hostile: dict[str, str]) -> dict[str, RolloutResult]:
-    """The hostile solve.sh scripts (name -> script, judged by NOT_SOLVED) and the write-file example in one batch;
-    the example must end ok with reward 1."""
-    tasks = [load_task(write_task(root, name, solve=solve, test=NOT_SOLVED)) for name, solve in hostile.items()]
+def run_beside_a_healthy_task(
+    runner: Runner, root: Path, hostile: dict[str, str | tuple[str, str, str]]
+) -> dict[str, RolloutResult]:
+    """The hostile tasks (name -> solve.sh, judged by NOT_SOLVED; or (task.toml, solve.sh, test.sh)) and the
+    write-file example in one batch; the example must end ok with reward 1."""
+    tasks = []
+    for name, spec in hostile.items():
+        toml, solve, test = spec if isinstance(spec, tuple) else ("", spec, NOT_SOLVED)
+        path = write_task(root, name, solve=solve, test=test, toml=toml)
+        (path / "environment").mkdir(exist_ok=True)
+        (path / "environment" / "keep.txt").write_text("the task's file\n")
+        tasks.append(load_task(path))
     tasks.append(load_task(copy_example(root, "write-file", "healthy")))
-    results = {r.task: r for r in runner.run_batch(tasks, concurrency=len(tasks))}
+    results = {r.task: r for r in runner.run_batch(tasks, concurrency=4)}
     assert (results["healthy"].status, results["healthy"].reward) == (Status.OK, 1.0), results["healthy"].error
     return results
 
@@ -107,3 +115,63 @@ def test_copy_out_attacks_are_cut_with_notes_and_cost_the_host_little(
     assert log == budget.file_bytes  # the tee'd copy in the agent-log dir, cut at the per-file cap
     assert any("oracle.log: 1073741824 bytes, cut at" in note for note in loud.notes)
     assert all(not leftovers(engine, name) for name in COPY_OUT)
+
+
+BREAKS_ITS_SANDBOX = {
+    # 3 GiB written with a 256 MiB limit: once 3 GiB on the host's disk, nothing stopped it.
+    "disk-flood": (
+        "[environment]\nstorage_mb = 256\n",
+        "for i in $(seq 30); do dd if=/dev/zero of=flood$i.bin bs=1M count=100 2>/dev/null; done\n",
+        NOT_SOLVED,
+    ),
+    # A 300 GB sparse file: once git read it whole, the diff timed out, sandbox_error, no verifier, no logs.
+    "sparse-300g": ("", "truncate -s 300G huge.sparse && sleep 5\n", NOT_SOLVED),
+    "workdir-removed": ("", 'cd / && rm -rf "$HOME/workdir"\n', NOT_SOLVED),
+    "workdir-linked": ("", 'cd / && rm -rf "$HOME/workdir" && ln -s / "$HOME/workdir"\n', NOT_SOLVED),
+    # A fork loop retaking every pid slot: once no command could start, sandbox_error, no verifier, no logs.
+    "fork-loop": (
+        "[agent]\ntimeout_sec = 30\n",
+        "setsid bash -c 'f() { f | f & }; f' </dev/null >/dev/null 2>&1 &\nsleep 2\nexit 0\n",
+        "[ -f solved.txt ]\n",
+    ),
+    # A .gitattributes line: once every change in workdir.diff was "Binary files differ".
+    "gitattributes": ("", "printf '* -diff\\n' > .gitattributes && echo 'a hidden change' > notes.txt\n", NOT_SOLVED),
+    # The verifier's reward file a symlink: once an uncaught KeyError that ended the whole batch.
+    "reward-symlink": ("", "true\n", "ln -s /etc/shadow /logs/verifier/reward.txt\n"),
+}
+
+
+def test_an_agent_breaking_its_sandbox_gets_a_precise_status_and_the_batch_goes_on(
+    runner: Runner, engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    results = run_beside_a_healthy_task(runner, tmp_path, BREAKS_ITS_SANDBOX)
+    for name, result in results.items():  # the logs, the diff and the verifier's output, whatever happened
+        assert (result.out_dir / "agent").is_dir() and (result.out_dir / "workdir.diff").is_file(), name
+        assert (result.out_dir / "result.json").is_file(), name
+    for name in ("disk-flood", "sparse-300g"):
+        result = results[name]
+        assert (result.status, result.reward) == (Status.DISK_LIMIT, 0.0), (name, result.error)
+        assert "past its storage limit" in result.error and (result.out_dir / "verifier" / "stdout.txt").exists()
+    flooded = int(results["disk-flood"].error.split("grew to ")[1].split(" MiB")[0])
+    print(f"\ndisk flood stopped at {flooded} MiB of 3000 (limit 256)")
+    assert 256 < flooded < 3000
+    assert "grew to 307200 MiB" in results["sparse-300g"].error  # the default limit, 10 GiB, by apparent size
+
+    for name in ("workdir-removed", "workdir-linked"):
+        result = results[name]
+        assert (result.status, result.reward, result.verifier_exit_code) == (Status.OK, 0.0, 1), (name, result.error)
+        assert any("removed or replaced the workdir" in note for note in result.notes), result.notes
+        assert "deleted file mode" in (result.out_dir / "workdir.diff").read_text()
+
+    fork = results["fork-loop"]
+    assert fork.status in (Status.OK, Status.AGENT_TIMEOUT) and fork.reward == 0.0, fork.error
+    assert fork.verifier_exit_code == 1 and (fork.out_dir / "agent" / "oracle.log").is_file()
+    assert any("the sandbox was restarted" in note for note in fork.notes), fork.notes
+
+    diff = (results["gitattributes"].out_dir / "workdir.diff").read_text()
+    assert "+a hidden change" in diff and "Binary files" not in diff
+
+    linked_reward = results["reward-symlink"]
+    assert linked_reward.status in (Status.SANDBOX_ERROR, Status.VERIFIER_ERROR) and linked_reward.reward == 0.0
+    assert "reward.txt" in linked_reward.error and (linked_reward.out_dir / "verifier" / "stdout.txt").exists()
+    assert all(not leftovers(engine, name) for name in BREAKS_ITS_SANDBOX)

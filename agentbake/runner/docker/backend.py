@@ -61,6 +61,7 @@ class DockerBackend(SandboxBackend):
         sandbox = DockerSandbox(
             self.engine, container_id, name, image, image.user, request.envs, model_url, request.rollout_id, self.remove
         )
+        sandbox.storage_limit_mb = request.storage_mb or self.config.storage_mb
         with self._lock:
             closed = self._closed
             if not closed:

@@ -26,6 +26,11 @@ class DockerConfig(BaseModel):
     memory_mb: int = Field(default=4096, ge=16)
     """Memory limit (MiB) when the request names none; swap is off, so going over it OOM-kills."""
 
+    storage_mb: int = Field(default=10240, ge=16)
+    """Disk limit (MiB) of a sandbox's own files (its writable layer) when the request names none. overlay2 on
+    ext4 cannot enforce a size, so the harness watches it while the agent runs (the engine's `SizeRw`, where a
+    sparse file counts its full length) and stops the agent past it: status `disk_limit`."""
+
     pids_limit: int = Field(default=1024, ge=16)
     """Most processes (threads count) the sandbox may hold at once: a fork bomb stops there."""
 

@@ -209,6 +209,25 @@ class DockerSandbox(SandboxHandle):
         finally:
             chunks.close()  # the rest is never read: closing the response releases the container in the engine
 
+    def disk_usage(self) -> int | None:
+        """The container's writable layer as the engine measures it (`SizeRw`: apparent sizes, so a sparse file
+        counts its full length; the engine walks the layer, outside the sandbox's own CPU and pid limits)."""
+        try:
+            found = self._api.containers(all=True, filters={"id": self.sandbox_id}, size=True)
+        except docker.errors.DockerException as exc:
+            raise self._error("measure the disk use of", exc) from None
+        return int(found[0].get("SizeRw") or 0) if found else None
+
+    def restart(self) -> None:
+        """SIGKILL to the container's init ends every process in it; the container then starts again with its
+        writable layer as it was, and its main process (the relay) anew."""
+        try:
+            self._api.kill(self.sandbox_id)
+            self._api.wait(self.sandbox_id, timeout=60)
+            self._api.start(self.sandbox_id)
+        except docker.errors.DockerException as exc:
+            raise self._error("restart", exc) from None
+
     def exists(self, path: str) -> bool:
         return self.exec(["test", "-e", self._absolute(path)], user="root").exit_code == 0
 

@@ -60,6 +60,9 @@ class SandboxRequest:
     """CPU limit (cores); None keeps the backend's default."""
     memory_mb: int | None = None
     """Memory limit; None keeps the backend's default."""
+    storage_mb: int | None = None
+    """Disk limit of the sandbox's own files (`SandboxHandle.storage_limit_mb`); None keeps the backend's
+    default."""
     envs: Mapping[str, str] = field(default_factory=dict)
     """Environment of every process in the sandbox. Never the upstream API key."""
     gateway_socket: str | None = None
@@ -93,6 +96,9 @@ class SandboxHandle(abc.ABC):
     """The image's `dev.agentbake.dir.*` paths by short name (workdir, task, logs_agent, logs_verifier, ...)."""
     model_url: str | None
     """Base URL (no path) at which the rollout's gateway answers from inside the sandbox, if any."""
+    storage_limit_mb: int | None = None
+    """Disk limit of the sandbox's own files, which the harness watches (`disk_usage`) while the agent runs;
+    None when the backend cannot measure them."""
 
     @abc.abstractmethod
     def exec(
@@ -156,6 +162,16 @@ class SandboxHandle(abc.ABC):
     @abc.abstractmethod
     def kill(self) -> None:
         """End the sandbox and free everything it holds; safe to call twice."""
+
+    def disk_usage(self) -> int | None:
+        """Bytes the sandbox's own files take (what was written since it started, not its image); None when
+        the backend cannot tell."""
+        return None
+
+    def restart(self) -> None:
+        """Kill every process in the sandbox and start it again with its files as they are: the way out when a
+        fork loop holds every process slot, so no command can start. SandboxError when the backend cannot."""
+        raise SandboxError(f"sandbox {self.sandbox_id} cannot be restarted")
 
     def before_kill(self, step: Callable[[], None]) -> None:
         """Run `step` before the sandbox is killed (failures are logged); only with

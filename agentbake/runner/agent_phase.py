@@ -1,0 +1,163 @@
+"""The agent's phase of a rollout and its end, backend-agnostic (the harness's steps 4 and 5).
+
+The agent's command runs until it exits, its timeout, or the sandbox's files pass their storage limit (a
+watchdog: overlay2 on ext4 cannot enforce a size). Then every process of the agent's user is killed; when no
+command can start in the sandbox any more (a fork loop retaking every pid slot), the sandbox is restarted,
+which kills them all and keeps its files, so the verifier still runs and the logs are still collected.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from agentbake.errors import SandboxError
+from agentbake.runner.agents import AgentLaunch
+from agentbake.runner.result import Status
+from agentbake.runner.sandbox import BgJob, ExecResult, SandboxHandle
+from agentbake.runner.sandbox.copyout import MiB
+
+logger = logging.getLogger("agentbake.runner")
+
+DISK_POLL_SEC = (0.25, 1.0)
+"""Seconds between measurements of the sandbox's files against its storage limit while the agent runs: soon
+while they grow toward it, rarely while they do not, and never sooner than ten times what a measurement took.
+The agent can write past the limit for one interval at most: a watchdog, not a quota."""
+STOP_ROUNDS = 10
+"""`kill -KILL -1` rounds before processes of the agent's user that keep reappearing get the sandbox restarted."""
+STEP_TIMEOUT_SEC = 120.0
+"""Seconds for the harness's own short steps (uploads, snapshot, diff, collection, each kill round)."""
+
+# Processes of a uid that are alive (zombies are dead; init reaps them).
+_LIVE_PIDS_OF_UID = (
+    'for d in /proc/[0-9]*; do [ "$(stat -c %u "$d" 2>/dev/null)" = "$1" ] || continue; '
+    'grep -q "^State:[[:space:]]*Z" "$d/status" 2>/dev/null || echo "${d#/proc/}"; done'
+)
+
+
+@dataclass(frozen=True)
+class AgentEnd:
+    """How the agent's command ended: its result, or why it was stopped."""
+
+    result: ExecResult | None
+    """What the command returned; None when it was stopped."""
+    stopped: Status | None = None
+    """`agent_timeout` or `disk_limit` when it was stopped."""
+    reason: str = ""
+
+
+def run_agent(
+    handle: SandboxHandle, launch: AgentLaunch, cwd: str, timeout_sec: float, on_start: Callable[[], None]
+) -> AgentEnd:
+    """Start the agent's command in `cwd` and wait for it, measuring the sandbox's files between waits."""
+    job = handle.start_bg(launch.argv, envs=dict(launch.env), cwd=cwd)
+    on_start()
+    deadline = time.monotonic() + timeout_sec
+    watch = DiskWatch(handle)
+    while True:
+        try:
+            result = job.wait(timeout=max(0.0, min(watch.interval, deadline - time.monotonic())))
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                _end(job)
+                return AgentEnd(None, Status.AGENT_TIMEOUT, f"the agent ran past {timeout_sec:g} s")
+            if over := watch.check():
+                _end(job)
+                return AgentEnd(None, Status.DISK_LIMIT, over)
+            continue
+        over = watch.check()  # what it wrote just before it exited
+        return AgentEnd(result, Status.DISK_LIMIT, over) if over else AgentEnd(result)
+
+
+class DiskWatch:
+    """The sandbox's files against its storage limit, and when to measure them next (`interval`)."""
+
+    def __init__(self, handle: SandboxHandle) -> None:
+        self.handle = handle
+        self.interval = DISK_POLL_SEC[0] if handle.storage_limit_mb is not None else math.inf
+        self._last: tuple[float, int] | None = None  # when, bytes
+
+    def check(self) -> str | None:
+        """Why the files are past the limit, or None (also when they cannot be measured now)."""
+        limit = self.handle.storage_limit_mb
+        if limit is None:
+            return None
+        started = time.monotonic()
+        try:
+            used = self.handle.disk_usage()
+        except SandboxError as exc:
+            logger.warning("sandbox %s: disk use unknown: %s", self.handle.sandbox_id, exc)
+            return None
+        now = time.monotonic()
+        if used is None:
+            self.interval = math.inf
+            return None
+        if used > limit * MiB:
+            return (
+                f"the sandbox's files grew to {used // MiB} MiB (apparent sizes), past its storage limit of {limit} "
+                "MiB ([environment] storage_mb, else RunnerConfig.storage_mb or the backend's default); the agent "
+                "was stopped"
+            )
+        if self._last is None:  # no growth known yet: measure again soon
+            until_full = DISK_POLL_SEC[0]
+        else:
+            growth = (used - self._last[1]) / max(now - self._last[0], 1e-3)
+            until_full = (limit * MiB - used) / growth / 2 if growth > 0 else DISK_POLL_SEC[1]
+        self._last = (now, used)
+        self.interval = min(DISK_POLL_SEC[1], max(DISK_POLL_SEC[0], 10 * (now - started), until_full))
+        return None
+
+
+def _end(job: BgJob) -> None:
+    """Kill a command the harness gives up on; when even that fails (no pid slot left), `stop_user` ends it."""
+    try:
+        job.kill()
+    except SandboxError as exc:
+        logger.warning("could not kill the agent's command: %s", exc)
+
+
+def stop_user(handle: SandboxHandle, uid: str, root_env: Mapping[str, str]) -> str | None:
+    """Kill every process of `uid` (what the agent left in the background too) and check none is left; when
+    that cannot be done from inside, restart the sandbox. Returns a note when it was restarted; SandboxError
+    when the processes cannot be stopped (the verifier must not run beside them)."""
+    try:
+        alive = _kill_rounds(handle, uid, root_env)
+        if not alive:
+            return None
+        why = f"processes of {handle.user} kept running after {STOP_ROUNDS} rounds of kill -KILL -1 (pids {alive})"
+    except SandboxError as exc:
+        why = f"the processes of {handle.user} could not be stopped from inside the sandbox ({exc})"
+    try:
+        handle.restart()
+    except SandboxError as exc:
+        raise SandboxError(f"{why}; the verifier cannot run untouched ({exc})") from None
+    alive = _live_pids(handle, uid, root_env)
+    if alive:
+        raise SandboxError(f"processes of {handle.user} survived a restart of the sandbox (pids {alive})")
+    return f"{why}: the sandbox was restarted (every process killed, its files kept)"
+
+
+def _kill_rounds(handle: SandboxHandle, uid: str, root_env: Mapping[str, str]) -> str:
+    """`kill -KILL -1` as the agent's user until none of its processes is left; the pids alive after
+    STOP_ROUNDS rounds ("" when none)."""
+    alive = ""
+    for _ in range(STOP_ROUNDS):
+        # kill(-1) as that user reaches exactly its processes (and spares the calling shell).
+        handle.exec(["sh", "-c", "kill -KILL -1"], user=handle.user, timeout=STEP_TIMEOUT_SEC)
+        alive = _live_pids(handle, uid, root_env)
+        if not alive:
+            return ""
+    return alive
+
+
+def _live_pids(handle: SandboxHandle, uid: str, root_env: Mapping[str, str]) -> str:
+    """The first pids of `uid` still alive, space-separated ("" when none); SandboxError when the listing fails."""
+    listed = handle.exec(
+        ["sh", "-c", _LIVE_PIDS_OF_UID, "sh", uid], envs=root_env, cwd="/", timeout=STEP_TIMEOUT_SEC, user="root"
+    )
+    if listed.exit_code != 0:
+        raise SandboxError(f"could not list the agent's processes: exit {listed.exit_code}: {listed.stderr[-300:]}")
+    return " ".join(listed.stdout.split()[:10])

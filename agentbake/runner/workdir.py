@@ -1,0 +1,62 @@
+"""The workdir's snapshot before the agent and its diff after, as the shell commands the harness runs as root
+in the workdir, with a git directory of their own in the harness's root-only scratch dir.
+
+What the agent left there is hostile to these commands too: its `.gitattributes` could mark every file binary
+(`* -diff`) or name a filter or an encoding that fails the staging, so the snapshot's own attributes unset them
+all (they rank above any in the tree); a 300 GB sparse file would be read whole by `git add`, so files over
+MAX_DIFF_FILE_MB are left out of both the snapshot and the diff; a workdir removed or replaced by a link is
+made again, empty, so the diff shows what was lost and nothing follows the link.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+MAX_DIFF_BYTES = 16 * 1024 * 1024
+"""The workdir diff is cut at this size."""
+MAX_DIFF_FILE_MB = 16
+"""Files larger than this (apparent size) are left out of the snapshot and the diff (a diff of one would pass
+MAX_DIFF_BYTES anyway)."""
+_ATTRIBUTES = "* !diff !text !eol !crlf !ident !filter !working-tree-encoding"
+RECREATED = "recreated"
+
+
+def _git(private: str, workdir: str) -> str:
+    return f"git --git-dir={private}/snapshot.git --work-tree={shlex.quote(workdir)}"
+
+
+def _stage(private: str, workdir: str) -> str:
+    """Stage the workdir, ignored files too, but files over MAX_DIFF_FILE_MB."""
+    spec = f"{private}/pathspec"
+    return (
+        f"{{ printf '.\\0'; find . -xdev -type f -size +{MAX_DIFF_FILE_MB}M -printf ':(exclude,literal)%P\\0'; }}"
+        f" > {spec} && {_git(private, workdir)} add --all --force --pathspec-from-file={spec} --pathspec-file-nul"
+    )
+
+
+def snapshot_command(private: str, workdir: str) -> str:
+    """Commit the workdir as the agent will find it."""
+    git = _git(private, workdir)
+    return (
+        f"{git} init -q && echo '{_ATTRIBUTES}' > {private}/snapshot.git/info/attributes && "
+        f"{_stage(private, workdir)} && "
+        f"{git} -c user.name=agentbake -c user.email=agentbake@localhost commit -q --allow-empty -m start"
+    )
+
+
+def diff_command(private: str, workdir: str, out: str) -> str:
+    """Write the workdir's diff against the snapshot to `out`, cut at MAX_DIFF_BYTES."""
+    git = _git(private, workdir)
+    return (
+        f"{_stage(private, workdir)} && "
+        f"{git} diff --cached --no-color --no-ext-diff --no-textconv | head -c {MAX_DIFF_BYTES} > {out}"
+    )
+
+
+def restore_command(workdir: str, uid: str) -> str:
+    """Make a workdir that is gone, no directory, or a link, again: empty, the agent's; prints RECREATED then."""
+    quoted = shlex.quote(workdir)
+    return (
+        f"if [ -L {quoted} ] || [ ! -d {quoted} ]; then rm -f {quoted} && mkdir {quoted} && "
+        f"chown {uid} {quoted} && echo {RECREATED}; fi"
+    )
