@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentbake.gateway.trace import TraceRecord
 from agentbake.runner.result import RolloutResult
 from agentbake.runner.runner import SEQUENCES_FILE, Runner, new_rollout_id
 from agentbake.tasks import Task
@@ -70,9 +72,13 @@ class VerifyResult:
     artifacts: dict[str, Any] = field(default_factory=dict)
 
 
-def training_trace(document: dict, *, trainable: bool) -> TrainingTrace:
+def training_trace(document: dict, *, trainable: bool, records: Sequence[TraceRecord] = ()) -> TrainingTrace:
     """The turns of an export document's agent sequences (see the module docstring); every loss mask is 0 when
-    the rollout is not `trainable`."""
+    the rollout is not `trainable`. `records`, the rollout's gateway records, give each turn its request and
+    response (what TRL's worker counts tool calls from)."""
+    by_turn: dict[int, TraceRecord] = {}
+    for record in records:
+        by_turn.setdefault(record.turn, record)
     turns: list[TrainingTurn] = []
     trained: set[int] = set()
     calls = {call["index"]: call for call in document["calls"]}
@@ -85,6 +91,7 @@ def training_trace(document: dict, *, trainable: bool) -> TrainingTrace:
             start = end - sampled
             train = trainable and call not in trained
             trained.add(call)
+            record = by_turn.get(calls[call]["turn"])
             turns.append(
                 TrainingTurn(
                     node_id=f"{document['rollout_id']}:{call}:{len(turns)}",
@@ -92,6 +99,8 @@ def training_trace(document: dict, *, trainable: bool) -> TrainingTrace:
                     completion_token_ids=ids[start:end],
                     per_token_logps=[lp if lp is not None else 0.0 for lp in logprobs[start:end]],
                     loss_mask=[0] * start + [int(train)] * sampled,
+                    request=record.request if record else {},
+                    response=(record.response or {}) if record else {},
                     metadata={"rollout_id": document["rollout_id"], "call": call, "turn": calls[call]["turn"]},
                 )
             )
@@ -139,7 +148,12 @@ class Session:
         document_file = (result.out_dir or Path()) / SEQUENCES_FILE
         if not document_file.exists():
             return TrainingTrace([])
-        return training_trace(json.loads(document_file.read_text()), trainable=self._scorable(result))
+        document = json.loads(document_file.read_text())
+        return training_trace(document, trainable=self._scorable(result), records=result.trace)
+
+    def fetch_proxy_trace(self) -> list[dict[str, Any]]:
+        """The same turns as OpenEnv's `TraceEntry` dicts (its `LoopOwningSession` protocol)."""
+        return self.fetch_training_trace().to_trace_entries()
 
     def verify(self, transcript: list[dict[str, Any]] | None = None, final_state: Any = None) -> VerifyResult:
         """The verifier's reward (it ran in the sandbox after the agent; `transcript` is not needed)."""

@@ -226,3 +226,5 @@ def test_the_async_session_factory_hands_trl_the_sampled_tokens_and_the_reward(s
     (sequence,), _ = _chain_to_sequences(turns, session.rollout_id, 0)
     trained = [i for i, m in zip(sequence.input_ids, sequence.completion_mask, strict=True) if m]
     assert trained == [i for c in agent_calls(result.out_dir) for i in c.completion_token_ids]
+    entries = session.fetch_proxy_trace()  # OpenEnv's TraceEntry shape: what TRL's worker counts tool calls from
+    assert [e["request"]["messages"] for e in entries] == [c.request["messages"] for c in agent_calls(result.out_dir)]
