@@ -4,6 +4,7 @@ and the rest of the batch stay unharmed. Every group runs as one batch beside a 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -175,3 +176,85 @@ def test_an_agent_breaking_its_sandbox_gets_a_precise_status_and_the_batch_goes_
     assert linked_reward.status in (Status.SANDBOX_ERROR, Status.VERIFIER_ERROR) and linked_reward.reward == 0.0
     assert "reward.txt" in linked_reward.error and (linked_reward.out_dir / "verifier" / "stdout.txt").exists()
     assert all(not leftovers(engine, name) for name in BREAKS_ITS_SANDBOX)
+
+
+# Played by the scripted model through Claude Code's Bash tool (one step: no blank line). From inside the sandbox,
+# with the rollout's own token: 12 requests of 60 MiB each, held one byte short of their end, then 600 idle
+# connections to the model URL; prints how many idle ones stayed open and the 12 answers' status lines.
+GATEWAY_FLOOD = r"""python3 - <<'PY'
+import os, socket, threading, time, urllib.parse
+url = urllib.parse.urlsplit(os.environ["ANTHROPIC_BASE_URL"])
+token, size = os.environ["ANTHROPIC_API_KEY"], 60 << 20
+body = memoryview(b"x" * size)
+sent, finish, answers = threading.Semaphore(0), threading.Event(), []
+def send():
+    try:
+        s = socket.create_connection((url.hostname, url.port), timeout=60)
+        head = f"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: {token}\r\ncontent-length: {size}\r\n\r\n"
+        s.sendall(head.encode() + body[:-1])
+    except OSError as exc:
+        answers.append(type(exc).__name__)
+        sent.release()
+        return
+    sent.release()
+    finish.wait()
+    try:
+        s.sendall(body[-1:])
+        answers.append(s.recv(64).split(b"\r\n")[0].decode())
+    except OSError as exc:
+        answers.append(type(exc).__name__)
+threads = [threading.Thread(target=send) for _ in range(12)]
+[t.start() for t in threads]
+[sent.acquire(timeout=60) for _ in threads]
+idle = []
+for _ in range(600):
+    try:
+        idle.append(socket.create_connection((url.hostname, url.port), timeout=5))
+    except OSError:
+        pass
+time.sleep(1)
+finish.set()
+[t.join() for t in threads]
+open_idle = 0
+for s in idle:
+    s.settimeout(0.05)
+    try:
+        open_idle += s.recv(1) != b""
+    except socket.timeout:
+        open_idle += 1
+    except OSError:
+        pass
+print(f"idle connections open: {open_idle} of {len(idle)} | answers: {sorted(answers)}")
+PY
+"""
+
+
+def test_an_agent_flooding_its_gateway_costs_the_runner_bounded_descriptors_and_memory(
+    image: str, engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """The issue-15 gateway attacks through the real path: Claude Code's Bash tool, the in-sandbox relay, the
+    rollout's gateway in this process (once ~510 descriptors and ~890 MB of the runner)."""
+    task = load_task(write_task(tmp_path, "gateway-flood", solve=GATEWAY_FLOOD, test=NOT_SOLVED))
+    backend = DockerBackend(DockerConfig(memory_mb=1024, cpus=1))
+    config = RunnerConfig(image=image, model="scripted", out_dir=tmp_path / "out")
+    try:
+        with Runner(config, backend) as runner:
+            runner.start_scripted([task])
+            with Peak() as peak:
+                result = runner.run(task)
+    finally:
+        backend.close()
+    print(f"\ngateway flood: +{peak.added_mib:.0f} MiB resident (peak), +{peak.added_fds} descriptors (peak)")
+    assert (result.status, result.reward, result.exit_code) == (Status.OK, 0.0, 0), result.error
+    log = (result.out_dir / "agent" / "claude-code.log").read_text()
+    found = re.search(r"idle connections open: (\d+) of (\d+) \| answers: (\[[^\]]*\])", log)
+    assert found, log[-2000:]
+    assert int(found.group(1)) <= 64 and int(found.group(2)) == 600, found.group(0)
+    assert "HTTP/1.1 529" in found.group(3), found.group(0)  # past max_body_bytes_in_flight: refused
+    print(found.group(0))
+    # The relay and the gateway hold 64 connections at most; the rest is the rollout's own (engine connections,
+    # the gateway's listener and upstream pool, the scripted model's side of those calls).
+    assert peak.added_fds <= 64 + 32
+    assert peak.added_mib < 400  # 128 MiB of bodies in flight at most
+    assert result.turns >= 2  # the agent's own calls went on after the flood
+    assert not leftovers(engine, "gateway-flood")
