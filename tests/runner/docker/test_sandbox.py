@@ -14,6 +14,7 @@ from agentbake.runner.docker.backend import DockerBackend
 from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.docker.sandbox import DockerSandbox
 from agentbake.runner.sandbox import SandboxRequest
+from agentbake.runner.sandbox.output import MAX_OUTPUT_BYTES
 
 RUN = secrets.token_hex(3)  # rollout ids unique per session: other sessions share the engine
 
@@ -91,6 +92,34 @@ def test_file_errors(sandbox: DockerSandbox) -> None:
         sandbox.read_bytes("/etc")
     with pytest.raises(SandboxError, match="must be absolute"):
         sandbox.write_text("relative.txt", "x")
+    sandbox.exec("ln -sf /etc/passwd /tmp/link && head -c 70000000 /dev/zero > /tmp/big")
+    with pytest.raises(FileNotFoundError, match="/tmp/link is a symlink \\(to '/etc/passwd'\\), not read"):
+        sandbox.read_bytes("/tmp/link")
+    with pytest.raises(SandboxError, match="/tmp/big is 70000000 bytes, more than 67108864 read"):
+        sandbox.read_bytes("/tmp/big")
+    assert sandbox.exec("echo still here").stdout == "still here\n"  # the archive stream was closed
+
+
+def test_output_is_kept_to_its_first_and_last_megabytes(sandbox: DockerSandbox) -> None:
+    """100 MB on stdout costs the runner 8 MiB: the start and the end, and how much was cut between."""
+    loud = sandbox.exec("echo first; head -c 100000000 /dev/zero | tr '\\0' y; echo; echo last >&2; echo last")
+    assert loud.exit_code == 0 and loud.stderr == "last\n"
+    assert loud.stdout.startswith("first\nyyy") and loud.stdout.endswith("yyy\nlast\n")
+    assert len(loud.stdout) < MAX_OUTPUT_BYTES + 100
+    assert f"[agentbake: {100000012 - MAX_OUTPUT_BYTES} bytes of output cut here]" in loud.stdout
+
+
+def test_disk_usage_counts_what_was_written_and_restart_keeps_files_kills_processes(sandbox: DockerSandbox) -> None:
+    before = sandbox.disk_usage()
+    assert before is not None
+    sandbox.exec("head -c 20000000 /dev/urandom > /tmp/written && truncate -s 1G /tmp/sparse")
+    after = sandbox.disk_usage()
+    assert after is not None and after - before >= 20000000 + 2**30  # apparent sizes: the sparse file in full
+    job = sandbox.start_bg("sleep 300")
+    sandbox.restart()
+    assert sandbox.exec("stat -c %s /tmp/written").stdout == "20000000\n"
+    assert sandbox.exec(f"kill -0 {job.pid} 2>/dev/null || echo gone").stdout == "gone\n"
+    sandbox.exec("rm -f /tmp/written /tmp/sparse")
 
 
 def test_kill_removes_the_container_and_is_idempotent(
