@@ -6,6 +6,8 @@ rollout's gateway socket and from then on copies bytes both ways without parsing
 keep-alive are the gateway's own. A connection is bound to the rollout its first request names; the
 gateway itself refuses a later request for another rollout (403) and any request without the rollout's
 token (401). The upstream key stays in this process: the sandbox holds only its rollout's token.
+What a sandbox can hold here is bounded: MAX_PER_ROLLOUT connections relayed to its gateway (then 503),
+MAX_UNROUTED connections still silent before their request line (then closed), 60 s of silence each.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ _REQUEST_LINE = re.compile(rb"^[A-Z]+ /r/([A-Za-z0-9._:-]{1,128})/\S* HTTP/1\.[0
 _MAX_REQUEST_LINE = 8192
 _REQUEST_LINE_TIMEOUT_S = 60.0
 """Seconds a connection may take to send its request line; a silent one is closed (it holds descriptors)."""
+MAX_UNROUTED = 256
+"""Connections still waiting for their request line; one more is closed as it arrives."""
+MAX_PER_ROLLOUT = 64
+"""Connections relayed at once to one rollout's gateway (its own limit); one more gets a 503."""
 
 
 class RelayConfig(BaseModel):
@@ -49,6 +55,9 @@ class GatewayRelay:
     def __init__(self, config: RelayConfig) -> None:
         self.config = config
         self._routes: dict[str, str] = {}
+        # Touched by the relay's event loop only.
+        self._unrouted = 0
+        self._relayed: dict[str, int] = {}
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.AbstractServer | None = None
@@ -92,13 +101,23 @@ class GatewayRelay:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
+            if self._unrouted >= MAX_UNROUTED:
+                return
+            self._unrouted += 1
             try:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n"), _REQUEST_LINE_TIMEOUT_S)
             except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
                 return
+            finally:
+                self._unrouted -= 1
             match = _REQUEST_LINE.match(head) if len(head) <= _MAX_REQUEST_LINE else None
+            rollout = match.group(1).decode() if match else ""
             with self._lock:
-                target = self._routes.get(match.group(1).decode()) if match else None
+                target = self._routes.get(rollout)
+            if target is not None and self._relayed.get(rollout, 0) >= MAX_PER_ROLLOUT:
+                writer.write(b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+                await writer.drain()
+                return
             if target is None:
                 body = b"no such rollout on this relay\n"
                 writer.write(b"HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Type: text/plain\r\n")
@@ -112,7 +131,13 @@ class GatewayRelay:
                 await writer.drain()
                 return
             up_writer.write(head)
-            await asyncio.gather(_copy(reader, up_writer), _copy(up_reader, writer))
+            self._relayed[rollout] = self._relayed.get(rollout, 0) + 1
+            try:
+                await asyncio.gather(_copy(reader, up_writer), _copy(up_reader, writer))
+            finally:
+                left = self._relayed.pop(rollout) - 1
+                if left:
+                    self._relayed[rollout] = left
         finally:
             with contextlib.suppress(Exception):
                 writer.close()

@@ -79,9 +79,9 @@ class _ChunkReader(io.RawIOBase):
             if chunk is None:
                 return 0
             self._pending = memoryview(chunk)
-        size = min(len(buffer), len(self._pending))
-        if size > self._budget.archive_bytes:
+        if self._budget.archive_bytes <= 0:
             raise ArchiveTooLarge
+        size = min(len(buffer), len(self._pending), self._budget.archive_bytes)
         self._budget.archive_bytes -= size
         buffer[:size] = self._pending[:size]
         self._pending = self._pending[size:]

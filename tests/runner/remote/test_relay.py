@@ -4,6 +4,8 @@ in front (no Docker needed)."""
 
 from __future__ import annotations
 
+import socket
+import time
 from pathlib import Path
 
 import httpx
@@ -11,7 +13,7 @@ import openai
 import pytest
 
 from agentbake.gateway import GatewayConfig, create_app
-from agentbake.runner.remote.relay import GatewayRelay, RelayConfig
+from agentbake.runner.remote.relay import MAX_PER_ROLLOUT, MAX_UNROUTED, GatewayRelay, RelayConfig
 from agentbake.scripted import ScriptedModel
 from agentbake.serve import serve_in_thread
 
@@ -50,3 +52,39 @@ def test_each_rollout_reaches_only_its_own_gateway(tmp_path: Path) -> None:
             for served in gateways.values():
                 served.stop()
             relay.close()
+
+
+def _connect(port: int, send: bytes = b"") -> socket.socket:
+    conn = socket.create_connection(("127.0.0.1", port), timeout=20)
+    if send:
+        conn.sendall(send)
+    return conn
+
+
+def test_what_one_sandbox_holds_of_the_relay_is_bounded(tmp_path: Path) -> None:
+    """Silent connections past MAX_UNROUTED are closed as they arrive; one rollout's relayed connections past
+    MAX_PER_ROLLOUT get 503; the relay still serves afterwards."""
+    relay = GatewayRelay(RelayConfig())
+    uds = tmp_path / "r-1.sock"
+    config = GatewayConfig(upstream="http://127.0.0.1:9/v1", uds=uds, rollout_id="r-1", max_client_connections=512)
+    held: list[socket.socket] = []
+    try:
+        with serve_in_thread(create_app(config), uds=uds, limits=config.connection_limits):
+            relay.register("r-1", str(uds))
+            held += [_connect(relay.port) for _ in range(MAX_UNROUTED)]
+            time.sleep(0.5)  # the relay has accepted them all
+            assert _connect(relay.port).recv(100) == b""  # closed at once
+            for conn in held:
+                conn.close()
+            held = [_connect(relay.port, b"GET /r/r-1/healthz HTTP/1.1\r\n") for _ in range(MAX_PER_ROLLOUT)]
+            time.sleep(0.5)
+            refused = _connect(relay.port, b"GET /r/r-1/healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert refused.recv(100).startswith(b"HTTP/1.1 503")
+            for conn in held:
+                conn.close()
+            time.sleep(0.5)
+            assert httpx.get(f"{relay.url}/r/r-1/healthz").status_code == 200
+    finally:
+        for conn in held:
+            conn.close()
+        relay.close()
