@@ -186,7 +186,7 @@ def test_installed_wheel_lists_renders_and_runs_like_the_checkout(
     assert copied.returncode == 0, copied.stderr
     assert json.loads(copied.stdout) == {
         "dir": "tasks",
-        "tasks": ["fix-failing-test", "multi-step-report", "write-file"],
+        "tasks": ["fix-failing-test", "fix-inventory", "multi-step-report", "summarize-logs", "write-file"],
     }
 
     build(engine, plan_default(engine, catalog.load("claude-code"), catalog))  # instant: the engine has the tag

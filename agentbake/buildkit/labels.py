@@ -48,6 +48,9 @@ class ImageLabels(BaseModel):
     """Directory the agent's logs go to and are collected from."""
     dir_logs_verifier: str = Field(alias="dir.logs_verifier")
     """The image's verifier log directory (never read for the reward: the agent can write there)."""
+    git: str | None = None
+    """The git the harness snapshots and diffs the workdir with; absent (catalog images): `git` on PATH. A
+    task's runnable image names the agent bundle's (agentbake.tasks.runnable)."""
 
     @staticmethod
     def key(name: str) -> str:
@@ -71,7 +74,8 @@ class ImageLabels(BaseModel):
 
     def to_labels(self) -> dict[str, str]:
         """The labels to put on the image, `dev.agentbake.` included."""
-        return {LABEL_PREFIX + key: str(value) for key, value in self.model_dump(by_alias=True).items()}
+        dumped = self.model_dump(by_alias=True, exclude_none=True)
+        return {LABEL_PREFIX + key: str(value) for key, value in dumped.items()}
 
     @classmethod
     def from_labels(cls, image: str, labels: Mapping[str, str]) -> ImageLabels:
@@ -79,14 +83,15 @@ class ImageLabels(BaseModel):
         is missing or malformed."""
         ours = {key.removeprefix(LABEL_PREFIX): value for key, value in labels.items() if key.startswith(LABEL_PREFIX)}
         wanted = [field.alias or name for name, field in cls.model_fields.items()]
-        missing = [LABEL_PREFIX + key for key in wanted if not ours.get(key)]
+        required = [field.alias or name for name, field in cls.model_fields.items() if field.is_required()]
+        missing = [LABEL_PREFIX + key for key in required if not ours.get(key)]
         if missing:
             raise AgentError(
                 f"image {image!r} lacks the label(s) {', '.join(missing)}: it was not built by agentbake "
                 "(build it with `agentbake build <name>`)"
             )
         try:
-            return cls.model_validate({key: ours[key] for key in wanted})
+            return cls.model_validate({key: ours[key] for key in wanted if ours.get(key)})
         except ValidationError as exc:
             bad = "; ".join(f"{LABEL_PREFIX}{error['loc'][0]}: {error['msg']}" for error in exc.errors())
             raise AgentError(

@@ -114,7 +114,7 @@ def _dockerquote(value: object, expand: bool = False) -> str:
     return '"' + (text if expand else text.replace("$", "\\$")) + '"'
 
 
-def _dockerpairs(pairs: dict[str, object], expand: bool = False) -> str:
+def dockerpairs(pairs: dict[str, object], expand: bool = False) -> str:
     """`key="value"` pairs, one per continued line, sorted by key, for LABEL and ENV."""
     return " \\\n    ".join(f"{key}={_dockerquote(value, expand)}" for key, value in sorted(pairs.items()))
 
@@ -128,7 +128,7 @@ def _environment(templates_dir: Path) -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
-    env.filters["dockerpairs"] = _dockerpairs
+    env.filters["dockerpairs"] = dockerpairs
     return env
 
 

@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
@@ -28,6 +28,10 @@ from agentbake.runner.job import CONFIG_FILE, SUMMARY_FILE, Job, JobConfig, JobT
 from agentbake.runner.runner_config import SCRIPTED, RunnerConfig
 from agentbake.runner.teardown import teardown_on_signals
 from agentbake.tasks import Task
+
+if TYPE_CHECKING:
+    from agentbake.buildkit.progress import ConsoleProgress
+    from agentbake.runner.runner import Runner
 
 
 @click.command("gc")
@@ -198,10 +202,11 @@ def run_command(
     task = load_task(task_dir)
     warn(task.warnings)
     config = make_config(gateway=backend.gateway, out_dir=out_dir)
-    with teardown_on_signals(runner := Runner(config, backend.config())):
+    with teardown_on_signals(runner := Runner(config, backend.config(), build_progress=_build_progress)):
         if config.model == SCRIPTED:
             runner.start_scripted([task])
         try:
+            _prepare_images(runner, [task])
             result = runner.run(task)
         except KeyboardInterrupt:
             err.print("[yellow]interrupted:[/] removed the rollout's sandbox and gateway")
@@ -274,10 +279,11 @@ def rollout_command(
     if pending:
         display = BatchDisplay(len(pending))
         backend_config = config.backend.config(warm=config.runner.warm)
-        with teardown_on_signals(runner := Runner(config.runner, backend_config)):
+        with teardown_on_signals(runner := Runner(config.runner, backend_config, build_progress=_build_progress)):
             if config.runner.model == SCRIPTED:
                 runner.start_scripted(tasks)
             try:
+                _prepare_images(runner, tasks)
                 with display:
                     for _ in runner.iter_rollouts(pending, concurrency=config.n_concurrent, on_progress=display.update):
                         pass
@@ -300,6 +306,25 @@ def rollout_command(
         err.print(
             f"job {job.dir}: {summary['finished']}/{summary['total']} rollouts finished; totals in {SUMMARY_FILE}"
         )
+
+
+def _build_progress(what: str) -> ConsoleProgress:
+    """A build's progress on stderr (stdout stays the `--json` output)."""
+    from agentbake.buildkit.progress import ConsoleProgress
+
+    err.print(f"building {what} (missing on this engine)")
+    return ConsoleProgress(what, err)
+
+
+def _prepare_images(runner: Runner, tasks: list[Task]) -> None:
+    """Build what the tasks' own images lack before the first rollout, with progress. A task whose image
+    cannot be had is reported here; its rollouts then end as `sandbox_error` with the same message."""
+    for task in tasks:
+        if task.has_own_image and runner.backend.capabilities.task_images:
+            try:
+                runner.images.resolve(task)
+            except AgentbakeError as exc:
+                err.print(f"[red]error:[/] {escape(str(exc))}")
 
 
 # What `--resume DIR` alone may set; every other setting comes from the job's config.json.

@@ -189,7 +189,8 @@ class Harness:
         """Commit the workdir as the agent will find it into a root-only git dir, for the diff afterwards;
         the same call reads the agent's uid and the OOM-kill count so far (one round trip fewer each)."""
         made = self._root(
-            f"{snapshot_command(self.private, self.workdir)} && id -u {shlex.quote(self.handle.user)} && {_OOM_KILLS}",
+            f"{snapshot_command(self.private, self.workdir, self.handle.git)} && "
+            f"id -u {shlex.quote(self.handle.user)} && {_OOM_KILLS}",
             what="snapshot the workdir",
         )
         self.agent_uid, *oom_counts = made.stdout.split()
@@ -244,7 +245,7 @@ class Harness:
     def _save_diff(self) -> None:
         diff = f"{self.private}/workdir.diff"
         self._root(
-            diff_command(self.private, self.workdir, diff),
+            diff_command(self.private, self.workdir, diff, self.handle.git),
             what="diff the workdir",
         )
         self._save_bytes("workdir.diff", self.handle.read_bytes(diff))

@@ -42,9 +42,10 @@ class Status(enum.StrEnum):
     """The sandbox could not be created or stopped answering."""
 
 
-# Phases in the order they run (`create` includes starting the rollout's gateway); `ready` is the span
-# create -> agent running, the setup cost of a rollout.
-PHASES = ("create", "upload", "setup", "agent", "stop", "verifier", "collect", "teardown")
+# Phases in the order they run (`image`: resolving the task's image, a build only for a task image's first
+# rollout; `create` includes starting the rollout's gateway); `ready` is the span from the rollout's start to
+# the agent running, the setup cost of a rollout.
+PHASES = ("image", "create", "upload", "setup", "agent", "stop", "verifier", "collect", "teardown")
 
 
 class Timings:
@@ -83,16 +84,18 @@ class RolloutResult:
     reward: float
     """From the verifier: `/logs/verifier/reward.txt` or `reward.json`'s `reward`, else 1.0 on exit 0, else 0.0."""
     image: str
-    """The image reference the sandbox ran."""
+    """The image reference the sandbox ran (a task with its own image: its runnable image)."""
     agent: str
     """The agent's name (`claude-code`, `opencode`, `pi`), or `oracle` when the reference solution ran."""
     agent_version: str | None = None
     """The agent CLI's version from the image's labels."""
+    task_image: str | None = None
+    """The task's own image (its Dockerfile's build or its docker_image), the agent layered on at run time."""
     exit_code: int | None = None
     """The agent's exit status (None when it never ran or was stopped at its timeout)."""
     verifier_exit_code: int | None = None
     timings: dict[str, float] = field(default_factory=dict)
-    """Seconds per phase (see `PHASES`), `ready` (create -> agent running) and `total`."""
+    """Seconds per phase (see `PHASES`), `ready` (rollout start -> agent running) and `total`."""
     turns: int = 0
     """Model calls recorded by the rollout's gateway."""
     tokens: int = 0
@@ -126,6 +129,7 @@ class RolloutResult:
             "exit_code": self.exit_code,
             "verifier_exit_code": self.verifier_exit_code,
             "image": self.image,
+            "task_image": self.task_image,
             "agent": self.agent,
             "agent_version": self.agent_version,
             "timings": self.timings,

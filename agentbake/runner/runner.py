@@ -5,6 +5,9 @@
     with Runner(RunnerConfig(image="agentbake/claude-code:...", model="scripted")) as runner:
         results = runner.run_batch(discover_tasks(["examples/tasks"]), repeats=4, concurrency=4)
 
+A task with an image of its own (environment/Dockerfile, docker_image) runs in that image with the agent
+layered on at run time (agentbake.tasks.resolver: built once, cached, no network, nothing installed).
+
 Each rollout gets a gateway on a unix socket in a private folder, a fresh random client token (the only
 credential the agent holds, worthless anywhere else), and its own trace file `out/<id>/trace.jsonl`. The
 upstream API key is read by the gateway in this process from the variable named by `api_key_env`; it is
@@ -14,6 +17,7 @@ never given to the sandbox.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import re
@@ -26,12 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentbake.buildkit.engine import connect
 from agentbake.buildkit.labels import ImageLabels
 from agentbake.errors import AgentbakeError, PreflightError, SandboxError, TaskError
 from agentbake.gateway.config import GatewayConfig, LogprobsMode
 from agentbake.gateway.trace import TraceRecord, read_trace
 from agentbake.runner.agents import AgentImage, AgentLaunch, ModelAccess, agent_for_labels
-from agentbake.runner.backend_registry import BackendConfig, make_backend
+from agentbake.runner.backend_registry import BACKENDS, BackendConfig, make_backend
 from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.harness import Harness, HarnessOutcome, describe_error, oracle_launch
 from agentbake.runner.host_gateway import remove_stale_gateways, served_model, start_host_gateway
@@ -39,6 +44,7 @@ from agentbake.runner.result import RolloutResult, Status, Timings
 from agentbake.runner.runner_config import SCRIPTED, SCRIPTED_MODEL_NAME, RunnerConfig
 from agentbake.runner.sandbox import SandboxBackend, SandboxHandle, SandboxRequest
 from agentbake.tasks import Task
+from agentbake.tasks.resolver import ImageResolver, ProgressFactory, ResolvedImage
 
 logger = logging.getLogger("agentbake.runner")
 
@@ -82,12 +88,21 @@ class BatchProgress:
 class Runner:
     """Runs rollouts of one image against one model; thread-safe, so a trainer can share it."""
 
-    def __init__(self, config: RunnerConfig, backend: SandboxBackend | BackendConfig | None = None) -> None:
+    def __init__(
+        self,
+        config: RunnerConfig,
+        backend: SandboxBackend | BackendConfig | None = None,
+        *,
+        build_progress: ProgressFactory | None = None,
+    ) -> None:
         """`backend`: a backend to use (the caller closes it), or the config of one for the runner to build
-        (after the preflight) and close; None builds a Docker backend with `config.warm` sandboxes kept warm."""
+        (after the preflight) and close; None builds a Docker backend with `config.warm` sandboxes kept warm.
+        `build_progress` displays what a task image's first rollout builds (the CLI: its console)."""
         self.config = config
         self._labels = _image_labels(config.image)
         self._agent = None if config.oracle else agent_for_labels(self._labels)
+        self.images = ImageResolver(config.image, self._labels, client=connect, progress=build_progress)
+        """Which image each task's rollouts start from (resolve a batch's tasks ahead to build up front)."""
         self._model = None  # the scripted model's server, started by start_scripted
         upstream = config.upstream_url
         # Without --model-name, the model the upstream serves: what the agent asks for must exist there.
@@ -196,7 +211,7 @@ class Runner:
             self._live[rollout_id] = live
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
-            outcome = self._run(task, rollout_id, out_dir, timings, live)
+            outcome = self._run(task, rollout_id, out_dir, timings, live, result)
         except Exception as exc:
             if not isinstance(exc, AgentbakeError):
                 logger.exception("rollout %s failed unexpectedly", rollout_id)
@@ -225,15 +240,22 @@ class Runner:
     def _check(self, task: Task) -> None:
         if self.config.oracle and task.solution_script is None:
             raise TaskError(f"{task.path}: no solution/solve.sh; --oracle runs the task's reference solution")
-        if task.has_own_image:  # agentbake.tasks.resolver builds them; the runner starts them next
+        if task.has_own_image and not self.backend.capabilities.task_images:
+            able = ", ".join(name for name, kind in BACKENDS.items() if kind.backend.capabilities.task_images)
             raise TaskError(
-                f"{task.path}: tasks with their own image (environment/Dockerfile, docker_image) do not run yet"
+                f"{task.path}: the task brings its own image (environment/Dockerfile or docker_image), which the "
+                f"{self.backend.name} backend cannot run yet; run it with --backend {able}"
             )
 
-    def _run(self, task: Task, rollout_id: str, out_dir: Path, timings: Timings, live: _Live) -> HarnessOutcome:
+    def _run(
+        self, task: Task, rollout_id: str, out_dir: Path, timings: Timings, live: _Live, result: RolloutResult
+    ) -> HarnessOutcome:
         if self._aborted.is_set():
             raise SandboxError("the batch was aborted before this rollout started")
         token = secrets.token_urlsafe(32)
+        with timings.phase("image"):
+            image = self.images.resolve(task)
+        result.image, result.task_image = image.ref, image.task_image
         try:
             in_sandbox = self.config.gateway == "sandbox" and not self.config.oracle
             with timings.phase("create"):  # the gateway is part of what a rollout needs before it starts
@@ -241,12 +263,13 @@ class Runner:
                     live.runtime_dir, live.gateway = self._start_gateway(rollout_id, token, out_dir / TRACE_FILE)
                 live.handle = self.backend.create(
                     SandboxRequest(
-                        image=self.config.image,
+                        image=image.ref,
                         rollout_id=rollout_id,
                         cpus=self.config.cpus or task.cpus,
                         memory_mb=self.config.memory_mb or task.memory_mb,
                         storage_mb=self.config.storage_mb or task.storage_mb,
                         gateway_socket=None if live.gateway is None else str(live.gateway.uds),
+                        agent_bundle=image.bundle,
                     )
                 )
             if self._aborted.is_set():
@@ -256,7 +279,7 @@ class Runner:
             harness = Harness(
                 live.handle,
                 task,
-                self._launch(task, live.handle, token),
+                self._launch(task, image, live.handle, token),
                 out_dir,
                 timings,
                 oracle=self.config.oracle,
@@ -270,8 +293,8 @@ class Runner:
             _release(live, strict=True)
         return outcome
 
-    def _launch(self, task: Task, handle: SandboxHandle, token: str) -> AgentLaunch:
-        image = AgentImage.from_labels(self._labels, home=handle.home)
+    def _launch(self, task: Task, resolved: ResolvedImage, handle: SandboxHandle, token: str) -> AgentLaunch:
+        image = AgentImage.from_labels(resolved.labels, home=handle.home)
         if self._agent is None:
             return oracle_launch(task, image, handle.paths["task"])
         if handle.model_url is None:
@@ -279,7 +302,11 @@ class Runner:
         access = ModelAccess(
             model_url=handle.model_url, token=token, model_name=self._model_name or SCRIPTED_MODEL_NAME
         )
-        return self._agent.launch(image, access, task.instruction)
+        launch = self._agent.launch(image, access, task.instruction)
+        if resolved.agent_path is None:
+            return launch
+        # In a task image the agent's command comes from the bundle: on its PATH only, after the image's own.
+        return dataclasses.replace(launch, env={**launch.env, "PATH": resolved.agent_path})
 
     def _start_sandbox_gateway(self, handle: SandboxHandle, rollout_id: str, trace: Path) -> None:
         from agentbake.runner.remote.sandbox_gateway import SandboxGateway, start_sandbox_gateway

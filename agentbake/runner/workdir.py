@@ -21,35 +21,35 @@ _ATTRIBUTES = "* !diff !text !eol !crlf !ident !filter !working-tree-encoding"
 RECREATED = "recreated"
 
 
-def _git(private: str, workdir: str) -> str:
-    return f"git --git-dir={private}/snapshot.git --work-tree={shlex.quote(workdir)}"
+def _git(private: str, workdir: str, git: str) -> str:
+    return f"{git} --git-dir={private}/snapshot.git --work-tree={shlex.quote(workdir)}"
 
 
-def _stage(private: str, workdir: str) -> str:
+def _stage(private: str, workdir: str, git: str) -> str:
     """Stage the workdir, ignored files too, but files over MAX_DIFF_FILE_MB."""
     spec = f"{private}/pathspec"
     return (
         f"{{ printf '.\\0'; find . -xdev -type f -size +{MAX_DIFF_FILE_MB}M -printf ':(exclude,literal)%P\\0'; }}"
-        f" > {spec} && {_git(private, workdir)} add --all --force --pathspec-from-file={spec} --pathspec-file-nul"
+        f" > {spec} && {_git(private, workdir, git)} add --all --force --pathspec-from-file={spec} --pathspec-file-nul"
     )
 
 
-def snapshot_command(private: str, workdir: str) -> str:
-    """Commit the workdir as the agent will find it."""
-    git = _git(private, workdir)
+def snapshot_command(private: str, workdir: str, git: str = "git") -> str:
+    """Commit the workdir as the agent will find it (`git`: the git to run, `handle.git`)."""
+    command = _git(private, workdir, git)
     return (
-        f"{git} init -q && echo '{_ATTRIBUTES}' > {private}/snapshot.git/info/attributes && "
-        f"{_stage(private, workdir)} && "
-        f"{git} -c user.name=agentbake -c user.email=agentbake@localhost commit -q --allow-empty -m start"
+        f"{command} init -q && echo '{_ATTRIBUTES}' > {private}/snapshot.git/info/attributes && "
+        f"{_stage(private, workdir, git)} && "
+        f"{command} -c user.name=agentbake -c user.email=agentbake@localhost commit -q --allow-empty -m start"
     )
 
 
-def diff_command(private: str, workdir: str, out: str) -> str:
+def diff_command(private: str, workdir: str, out: str, git: str = "git") -> str:
     """Write the workdir's diff against the snapshot to `out`, cut at MAX_DIFF_BYTES."""
-    git = _git(private, workdir)
     return (
-        f"{_stage(private, workdir)} && "
-        f"{git} diff --cached --no-color --no-ext-diff --no-textconv | head -c {MAX_DIFF_BYTES} > {out}"
+        f"{_stage(private, workdir, git)} && "
+        f"{_git(private, workdir, git)} diff --cached --no-color --no-ext-diff --no-textconv"
+        f" | head -c {MAX_DIFF_BYTES} > {out}"
     )
 
 

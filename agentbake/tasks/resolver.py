@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
 
 from agentbake.buildkit.builders import Progress
+from agentbake.buildkit.labels import ImageLabels
 from agentbake.errors import AgentbakeError
 from agentbake.tasks.bundle import AGENT_BIN, ensure_bundle
 from agentbake.tasks.image import task_image
@@ -37,9 +38,9 @@ class ResolvedImage:
 
     ref: str
     """The image the sandbox runs: the agent's catalog tag, or the task's runnable image tag."""
-    labels: Mapping[str, str]
-    """The `dev.agentbake.*` labels the harness reads: the agent's, with the runnable image's paths and user
-    over them for a task image."""
+    labels: ImageLabels
+    """What the harness reads: the agent's labels, with the runnable image's paths and user over them for a
+    task image."""
     bundle: str | None = None
     """The agent bundle volume to mount at /opt/agentbake (task images only)."""
     task_image: str | None = None
@@ -56,13 +57,13 @@ class ImageResolver:
     def __init__(
         self,
         agent_image: str,
-        agent_labels: Mapping[str, str],
+        agent_labels: ImageLabels,
         *,
         client: Callable[[], docker.DockerClient],
         progress: ProgressFactory | None = None,
     ) -> None:
         self.agent_image = agent_image
-        self.agent_labels = dict(agent_labels)
+        self.agent_labels = agent_labels
         self._client_factory = client
         self._client: docker.DockerClient | None = None
         self._progress = progress
@@ -117,7 +118,7 @@ class ImageResolver:
         image_path = env.get("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
         return ResolvedImage(
             ref=runnable.tag,
-            labels={**self.agent_labels, **runnable.labels},
+            labels=ImageLabels.from_labels(runnable.tag, {**self.agent_labels.to_labels(), **runnable.labels}),
             bundle=bundle.volume,
             task_image=image.ref,
             agent_path=f"{image_path}:{AGENT_BIN}",

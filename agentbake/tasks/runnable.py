@@ -33,6 +33,8 @@ from agentbake.buildkit.build import context_tar
 from agentbake.buildkit.builders import Progress, run_build
 from agentbake.buildkit.digest import length_prefixed
 from agentbake.buildkit.engine import image_id
+from agentbake.buildkit.labels import LABEL_PREFIX, ImageLabels
+from agentbake.buildkit.render import dockerpairs
 from agentbake.errors import BuildError, TaskImageError
 from agentbake.tasks.bundle import BUNDLE_GIT, BUNDLE_PYTHON
 from agentbake.tasks.image import TaskImage, slug
@@ -45,7 +47,6 @@ DEFAULT_WORKDIR = "/app"
 BUILD_TIMEOUT_S = 600.0
 _PREPARE = Path(__file__).with_name("runnable_prepare.sh")
 _GLIBC_LOADER = "/lib64/ld-linux-x86-64.so.2"
-_LABEL = "dev.agentbake."
 
 
 @dataclass(frozen=True)
@@ -91,25 +92,29 @@ def choose_agent_user(passwd: str) -> AgentUser:
 
 
 def runnable_labels(task: str, image: TaskImage, user: AgentUser, workdir: str) -> dict[str, str]:
+    """The harness's facts (ImageLabels' spelling; the agent's own labels come from its catalog image at run
+    time) and where the image came from."""
     facts = {
         "user": user.name,
         "uid": str(user.uid),
         "home": user.home,
         "python": BUNDLE_PYTHON,
         "git": BUNDLE_GIT,
-        "dir.workdir": workdir,
-        "dir.task": f"{user.home}/task",
-        "dir.logs_agent": f"{user.home}/logs/agent",
-        "dir.logs_verifier": f"{user.home}/logs/verifier",
-        "task.name": task,
-        "task.image": image.ref,
-        "task.image-id": image.id,
+        "dir_workdir": workdir,
+        "dir_task": f"{user.home}/task",
+        "dir_logs_agent": f"{user.home}/logs/agent",
+        "dir_logs_verifier": f"{user.home}/logs/verifier",
     }
-    return {_LABEL + key: value for key, value in facts.items()}
+    source = {"task.name": task, "task.image": image.ref, "task.image-id": image.id}
+    return {
+        **{ImageLabels.key(key): value for key, value in facts.items()},
+        **{LABEL_PREFIX + k: v for k, v in source.items()},
+    }
 
 
-def dockerfile(image: TaskImage, user: AgentUser, workdir: str, original_user: str) -> str:
-    """The recipe (its labels go with the build request); exec-form RUN, so a task's SHELL does not matter."""
+def dockerfile(image: TaskImage, user: AgentUser, workdir: str, original_user: str, labels: dict[str, str]) -> str:
+    """The recipe; exec-form RUN, so a task's SHELL does not matter; one LABEL step (the legacy builder makes
+    a step of each label passed with the request)."""
     args = [user.name, str(user.uid), str(user.gid), user.home, "1" if user.create else "0", workdir]
     return "\n".join(
         [
@@ -121,6 +126,7 @@ def dockerfile(image: TaskImage, user: AgentUser, workdir: str, original_user: s
             "ENTRYPOINT []",
             "CMD []",
             f"USER {original_user or 'root'}",
+            f"LABEL {dockerpairs(labels)}",
             "",
         ]
     )
@@ -150,16 +156,16 @@ def runnable_image(
     workdir = config.get("WorkingDir") or ""
     workdir = workdir if workdir not in ("", "/") else DEFAULT_WORKDIR
     labels = runnable_labels(task, image, user, workdir)
-    recipe = dockerfile(image, user, workdir, (config.get("User") or "").strip())
+    recipe = dockerfile(image, user, workdir, (config.get("User") or "").strip(), labels)
     digest = hashlib.sha256(length_prefixed(HASH_SCHEME) + length_prefixed(recipe.encode()))
-    digest.update(length_prefixed(_PREPARE.read_bytes()) + length_prefixed(json.dumps(labels, sort_keys=True).encode()))
+    digest.update(length_prefixed(_PREPARE.read_bytes()))
     tag = f"{TAG_REPOSITORY}/{slug(task)}:{digest.hexdigest()[:12]}"
     found = image_id(client, tag)
     if found is not None:
         return RunnableImage(tag, found, labels, True, round(time.monotonic() - started, 3))
     context = context_tar({"Dockerfile": recipe.encode(), _PREPARE.name: _PREPARE.read_bytes()})
     try:
-        built = run_build(client, context, tag, labels=labels, progress=progress, timeout_s=BUILD_TIMEOUT_S)
+        built = run_build(client, context, tag, progress=progress, timeout_s=BUILD_TIMEOUT_S)
     except BuildError as exc:
         # The recipe's own message (the legacy builder colours a step's stderr: take what follows the prefix).
         said = [

@@ -5,7 +5,7 @@
 set -eu
 name=$1 uid=$2 gid=$3 home=$4 create=$5 workdir=$6
 missing=""
-for tool in bash tar timeout mktemp id stat grep sed head tee chown mkdir rm cat sleep; do
+for tool in bash tar timeout mktemp id stat grep sed head tee chown mkdir rm cat sleep find readlink; do
     command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
 done
 if [ -n "$missing" ]; then

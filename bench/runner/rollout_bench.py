@@ -119,7 +119,7 @@ def main() -> None:
     image = build(
         engine, plan(engine, catalog.load("claude-code"), catalog.templates_dir, ca_cert=detect_ca_bundle())
     ).tag
-    tasks = discover_tasks([EXAMPLES])
+    tasks = [task for task in discover_tasks([EXAMPLES]) if not task.has_own_image]  # task_image_bench.py has those
     out = Path(tempfile.mkdtemp(prefix="agentbake-bench-"))
 
     raw = raw_docker(engine, image, args.runs)

@@ -11,7 +11,9 @@ import docker
 from agentbake.runner.docker import labels
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"
-EXAMPLE_TASKS = ("write-file", "fix-failing-test", "multi-step-report")
+EXAMPLE_TASKS = ("write-file", "fix-failing-test", "multi-step-report", "summarize-logs", "fix-inventory")
+CATALOG_IMAGE_EXAMPLES = ("write-file", "fix-failing-test", "multi-step-report")
+"""The examples that run in the agent's image (the others bring their own, which only Docker runs)."""
 
 
 def write_task(

@@ -17,7 +17,7 @@ from agentbake.buildkit.build import BuildResult
 from agentbake.runner.docker import labels
 from agentbake.scripted import ScriptedModel
 from agentbake.serve import serve_in_thread
-from tests.runner.rollouts import EXAMPLES, leftovers, write_task
+from tests.runner.rollouts import EXAMPLE_TASKS, EXAMPLES, leftovers, write_task
 
 pytestmark = pytest.mark.docker
 
@@ -57,9 +57,9 @@ def test_rollout_json_prints_each_result_then_the_summary(built_images: dict, tm
     done = agentbake(*args, "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     *results, summary = [json.loads(line) for line in done.stdout.splitlines()]
-    assert sorted(r["task"] for r in results) == ["fix-failing-test", "multi-step-report", "write-file"]
+    assert sorted(r["task"] for r in results) == sorted(EXAMPLE_TASKS)
     summary = summary["summary"]
-    assert (summary["rollouts"], summary["reward_mean"], summary["statuses"]) == (3, 1.0, {"ok": 3})
+    assert (summary["rollouts"], summary["reward_mean"], summary["statuses"]) == (5, 1.0, {"ok": 5})
     assert set(summary["phases"]) >= {"create", "agent", "verifier", "ready", "total"}
     assert all(p["p50"] <= p["p95"] for p in summary["phases"].values())
 

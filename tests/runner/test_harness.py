@@ -60,7 +60,8 @@ def test_oracle_solves_every_example_task(runner: Runner) -> None:
     assert "-    return sum(values) / (len(values) + 1)" in diffs["fix-failing-test"]
     assert "+++ b/report/summary.md" in diffs["multi-step-report"]
     # Written by the verifier, read back from /logs/verifier
-    assert json.loads((results[1].out_dir / "verifier" / "logs" / "reward.json").read_text())["reward"] == 1.0
+    report = next(r for r in results if r.task == "multi-step-report")
+    assert json.loads((report.out_dir / "verifier" / "logs" / "reward.json").read_text())["reward"] == 1.0
 
 
 FAILING = {

@@ -34,7 +34,7 @@ from agentbake.serve import serve_in_thread
 from agentbake.tasks import load_task
 from tests.runner.fakes.containers import LocalMachines, remove_leftovers
 from tests.runner.fakes.servers import fake_e2b, fake_hub
-from tests.runner.rollouts import EXAMPLES, write_task
+from tests.runner.rollouts import CATALOG_IMAGE_EXAMPLES, EXAMPLES, write_task
 from tests.runner.test_rollout import KEY_PREFIX, PROBE
 
 pytestmark = pytest.mark.docker
@@ -150,7 +150,8 @@ def test_a_batch_spans_sandboxes_concurrently_with_bounded_create_retries(
     manifest, template = published
     with fake_e2b(monkeypatch, machines, {template: (built_images["claude-code"].tag, "agent")}) as fake:
         fake.fail_creates = [503, 429]  # two creates are refused once each, then go through
-        rollout = ("rollout", "claude-code", "--tasks", EXAMPLES, "-k", "2", "-n", "6", "--oracle")
+        examples = [arg for name in CATALOG_IMAGE_EXAMPLES for arg in ("--tasks", EXAMPLES / name)]
+        rollout = ("rollout", "claude-code", *examples, "-k", "2", "-n", "6", "--oracle")
         lines = remote_cli(*rollout, backend="e2b", manifest=manifest, out=tmp_path)
         results = [line for line in lines if "rollout_id" in line]
         assert len(results) == 6 and {(r["status"], r["reward"]) for r in results} == {("ok", 1.0)}

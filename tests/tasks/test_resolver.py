@@ -13,9 +13,10 @@ import pytest
 
 from agentbake.buildkit.build import BuildResult
 from agentbake.buildkit.builders import Progress
+from agentbake.buildkit.labels import ImageLabels
 from agentbake.errors import TaskImageError
 from agentbake.tasks import load_task
-from agentbake.tasks.bundle import AGENT_BIN, bundle_name
+from agentbake.tasks.bundle import AGENT_BIN, BUNDLE_GIT, bundle_name
 from agentbake.tasks.resolver import ImageResolver
 from tests.tasks.conftest import BOOKWORM, unique, write_task
 
@@ -38,17 +39,21 @@ class Shown(Progress):
         self.closed = True
 
 
+def _labels(engine: docker.DockerClient, built: BuildResult) -> ImageLabels:
+    return ImageLabels.from_labels(built.tag, engine.api.inspect_image(built.id)["Config"]["Labels"])
+
+
 def _resolver(engine: docker.DockerClient, built: BuildResult) -> ImageResolver:
-    labels = engine.api.inspect_image(built.id)["Config"]["Labels"]
-    return ImageResolver(built.tag, labels, client=lambda: engine, progress=Shown)
+    return ImageResolver(built.tag, _labels(engine, built), client=lambda: engine, progress=Shown)
 
 
 def test_tasks_without_an_image_run_in_the_agents_image(
     engine: docker.DockerClient, built_images: dict[str, BuildResult], tmp_path: Path
 ) -> None:
-    resolver = ImageResolver("agentbake/claude-code:x", {"k": "v"}, client=lambda: pytest.fail("no engine call"))
+    labels = _labels(engine, built_images["claude-code"])
+    resolver = ImageResolver("agentbake/claude-code:x", labels, client=lambda: pytest.fail("no engine call"))
     resolved = resolver.resolve(load_task(write_task(tmp_path, "plain")))
-    assert (resolved.ref, dict(resolved.labels), resolved.bundle) == ("agentbake/claude-code:x", {"k": "v"}, None)
+    assert (resolved.ref, resolved.labels, resolved.bundle) == ("agentbake/claude-code:x", labels, None)
 
 
 def test_dockerfile_task_resolves_once_to_its_runnable_image_and_bundle(
@@ -70,8 +75,8 @@ def test_dockerfile_task_resolves_once_to_its_runnable_image_and_bundle(
     cleanup.extend([resolved.task_image or "", resolved.ref])
     assert resolved.ref.startswith(f"agentbake-run/{name}:") and resolved.task_image.startswith("agentbake-task/")
     assert resolved.bundle == bundle_name(built.id)
-    assert resolved.labels["dev.agentbake.agent.command"] == "claude"  # the agent's facts ...
-    assert resolved.labels["dev.agentbake.dir.workdir"] == "/app"  # ... with the task image's paths over them
+    assert resolved.labels.agent_command == "claude"  # the agent's facts ...
+    assert resolved.labels.dir_workdir == "/app" and resolved.labels.git == BUNDLE_GIT  # ... and the task image's
     assert resolved.agent_path is not None and resolved.agent_path.endswith(f":{AGENT_BIN}")
     assert resolved.agent_path.startswith("/usr/local/sbin:")
     assert resolved.task_image in resolved.built and resolved.ref in resolved.built
@@ -96,7 +101,7 @@ def test_docker_image_task_and_a_task_whose_image_fails(
     task = load_task(write_task(tmp_path, name, toml=f'[environment]\ndocker_image = "{local}"\n'))
     resolved = resolver.resolve(task)
     cleanup.append(resolved.ref)
-    assert resolved.task_image == local and resolved.labels["dev.agentbake.dir.workdir"] == "/srv"
+    assert resolved.task_image == local and resolved.labels.dir_workdir == "/srv"
     broken = load_task(write_task(tmp_path, "broken", toml='[environment]\ndocker_image = "agentbake-test/none:1"\n'))
     for _ in range(2):  # the second rollout gets the same error without another try
         with pytest.raises(TaskImageError, match=r"task broken: .* could not be pulled"):

@@ -26,7 +26,7 @@ def make_task(root: Path, toml: str | None = None, *, name: str = "t") -> Path:
 
 def test_examples_load_with_their_settings() -> None:
     tasks = {task.name: task for task in discover_tasks([EXAMPLES])}
-    assert sorted(tasks) == ["fix-failing-test", "multi-step-report", "write-file"]
+    assert sorted(tasks) == ["fix-failing-test", "fix-inventory", "multi-step-report", "summarize-logs", "write-file"]
     report = tasks["multi-step-report"]
     assert report.agent_timeout_sec == 240.0 and report.verifier_timeout_sec == 30.0
     assert report.cpus == 1.0 and report.memory_mb == 1024
@@ -36,6 +36,9 @@ def test_examples_load_with_their_settings() -> None:
     assert fix.environment_files == [Path("calc/__init__.py"), Path("test_calc.py")]
     assert all(task.solution_script and task.solution_script.is_file() for task in tasks.values())
     assert all(task.warnings == () for task in tasks.values())
+    logs = tasks["summarize-logs"]  # brings its own image: environment/ is its build context
+    assert logs.has_own_image and logs.build_timeout_sec == 300.0 and logs.environment_files == []
+    assert logs.setup_script is None  # its Dockerfile runs setup.sh at build time
 
 
 def test_defaults_without_task_toml(tmp_path: Path) -> None:

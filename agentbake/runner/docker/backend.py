@@ -28,7 +28,7 @@ class DockerBackend(SandboxBackend):
     """Creates sandboxes on the local engine (DOCKER_HOST); `close()` removes every one still alive."""
 
     name = "docker"
-    capabilities = Capabilities(warm_pool=True)
+    capabilities = Capabilities(warm_pool=True, task_images=True)
 
     def __init__(self, config: DockerConfig | None = None, *, base_url: str | None = None):
         self.config = config or DockerConfig()
@@ -41,7 +41,7 @@ class DockerBackend(SandboxBackend):
     # -- create ------------------------------------------------------------------------------------
 
     def create(self, request: SandboxRequest) -> DockerSandbox:
-        image = self.engine.image(request.image)
+        image = self.engine.image(request.image, request.agent_bundle)
         if request.gateway_socket is not None:
             if image.python is None:
                 raise SandboxError(
@@ -73,7 +73,7 @@ class DockerBackend(SandboxBackend):
 
     def warm_up(self, request: SandboxRequest) -> None:
         """Fill the warm pool (DockerConfig.warm) for this request's image and limits; returns once started."""
-        self.pool.fill(self.engine.image(request.image), self.engine.limits(request))
+        self.pool.fill(self.engine.image(request.image, request.agent_bundle), self.engine.limits(request))
 
     def _connect_gateway(self, name: str, gateway_socket: str | None) -> str | None:
         if gateway_socket is None:

@@ -7,6 +7,7 @@ and `backend.py` (`DockerBackend`, which ties them together) import it; it impor
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import posixpath
 import re
@@ -26,6 +27,7 @@ from agentbake.errors import SandboxError
 from agentbake.runner.docker import labels
 from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.sandbox import SandboxRequest
+from agentbake.tasks.bundle import BUNDLE_MOUNT
 
 MOUNT = "/run/agentbake"
 """Where the sandbox's host folder appears inside it (read-only)."""
@@ -46,6 +48,10 @@ class ImageInfo:
     """The baked interpreter that runs the forwarder (label `dev.agentbake.python`)."""
     paths: dict[str, str] = field(default_factory=dict)
     uid: int | None = None
+    git: str = "git"
+    """The git the harness runs (label `dev.agentbake.git`; the image's own on PATH when absent)."""
+    bundle: str | None = None
+    """The agent bundle volume mounted at /opt/agentbake (a task's own image; `SandboxRequest.agent_bundle`)."""
 
 
 @dataclass(frozen=True)
@@ -95,10 +101,11 @@ class DockerEngine:
 
     # -- images ------------------------------------------------------------------------------------
 
-    def image(self, ref: str) -> ImageInfo:
-        """The image's harness facts (cached); SandboxError when the engine lacks it or it has no user."""
+    def image(self, ref: str, bundle: str | None = None) -> ImageInfo:
+        """The image's harness facts (cached), with the agent bundle it runs with; SandboxError when the engine
+        lacks it or it has no user."""
         if ref in self._images:
-            return self._images[ref]
+            return dataclasses.replace(self._images[ref], bundle=bundle)
         try:
             attrs = self.api.inspect_image(ref)
         except docker.errors.ImageNotFound:
@@ -127,9 +134,10 @@ class DockerEngine:
             python=image_labels.get(ImageLabels.key("python")),
             paths={short: image_labels[key] for short, key in ImageLabels.path_keys().items() if key in image_labels},
             uid=int(uid) if uid and uid.isdigit() else None,
+            git=image_labels.get(ImageLabels.key("git")) or "git",
         )
         self._images[ref] = info
-        return info
+        return dataclasses.replace(info, bundle=bundle)
 
     def ids(self, image: ImageInfo, user: str, read_passwd: Callable[[], str]) -> tuple[int, int]:
         """uid and gid of a user inside an image (its /etc/passwd, read once per image by `read_passwd`)."""
@@ -192,7 +200,10 @@ class DockerEngine:
             mem_limit=f"{limits.memory_mb}m",
             memswap_limit=f"{limits.memory_mb}m",
             nano_cpus=limits.nano_cpus,
-            binds={str(host_dir): {"bind": MOUNT, "mode": "ro"}},
+            binds={
+                str(host_dir): {"bind": MOUNT, "mode": "ro"},
+                **({image.bundle: {"bind": BUNDLE_MOUNT, "mode": "ro"}} if image.bundle else {}),
+            },
         )
         container = self.api.create_container(
             image.id,

@@ -68,6 +68,7 @@ class DockerSandbox(SandboxHandle):
         self.user = user
         self.home = image.home
         self.paths = dict(image.paths)
+        self.git = image.git
         self.model_url = model_url
         self.rollout_id = rollout_id
         self._envs = dict(envs)

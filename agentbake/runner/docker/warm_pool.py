@@ -1,4 +1,4 @@
-"""Started sandboxes kept ready per (image, limits), so `create` only hands one out.
+"""Started sandboxes kept ready per (image, agent bundle, limits), so `create` only hands one out.
 
 A pooled container is started before its rollout is known: it is labelled `dev.agentbake.rollout=warm`,
 owned and expiring like any other (gc treats it the same), and gets its gateway socket when taken.
@@ -14,7 +14,8 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from agentbake.runner.docker import labels
 from agentbake.runner.docker.engine import DockerEngine, ImageInfo, Limits
 
-Key = tuple[str, Limits]
+Key = tuple[str, str | None, Limits]
+"""Image id, agent bundle, limits: the sandboxes one key holds are interchangeable."""
 
 
 class WarmPool:
@@ -35,7 +36,7 @@ class WarmPool:
         """A ready (container id, name) for this image and limits, or None; starts a replacement."""
         if self.size == 0:
             return None
-        key = (image.id, limits)
+        key = (image.id, image.bundle, limits)
         with self._lock:
             ready = self._ready.setdefault(key, deque())
             taken = ready.popleft() if ready else None
@@ -44,7 +45,7 @@ class WarmPool:
 
     def fill(self, image: ImageInfo, limits: Limits) -> None:
         """Start containers up to the pool's size for this key and wait until every start under way ran."""
-        key = (image.id, limits)
+        key = (image.id, image.bundle, limits)
         self._refill(key, image, limits)
         with self._lock:
             pending = list(self._pending.get(key, ()))

@@ -267,6 +267,15 @@ class RemoteBackend(SandboxBackend):
         self._live: dict[str, RemoteSandbox] = {}
         self._lock = threading.Lock()
 
+    def request_facts(self, request: SandboxRequest) -> ImageFacts:
+        """The facts of the request's image; a task's own image (an agent bundle to mount) is refused."""
+        if request.agent_bundle is not None:
+            raise SandboxError(
+                f"the {self.name} backend cannot run a task's own image yet (it mounts no agent bundle); "
+                "run such tasks with --backend docker"
+            )
+        return self.facts(request.image)
+
     def facts(self, ref: str) -> ImageFacts:
         if ref not in self._facts:
             self._facts[ref] = local_image_facts(ref)

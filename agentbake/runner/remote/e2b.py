@@ -74,7 +74,7 @@ class E2BBackend(base.RemoteBackend):
         return base.refuse_moving_tag(template, "published E2B template")
 
     def create(self, request: SandboxRequest) -> E2BSandbox:
-        facts = self.facts(request.image)
+        facts = self.request_facts(request)
         template = self.template(facts)
         model_url = self.model_url(request)
         metadata = {ROLLOUT_KEY: request.rollout_id, OWNER_KEY: f"{socket.gethostname()}:{os.getpid()}"}

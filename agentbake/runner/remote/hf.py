@@ -84,7 +84,7 @@ class HFBackend(base.RemoteBackend):
         return base.refuse_moving_tag(image, what)
 
     def create(self, request: SandboxRequest) -> HFSandbox:
-        facts = self.facts(request.image)
+        facts = self.request_facts(request)
         image = self.image(facts)
         model_url = self.model_url(request)
         labels = {ROLLOUT_LABEL: request.rollout_id, OWNER_LABEL: f"{socket.gethostname()}-{os.getpid()}"}

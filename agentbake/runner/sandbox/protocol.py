@@ -34,6 +34,8 @@ class Capabilities:
     gateway_in_sandbox: bool = False
     """The rollout's gateway can run inside the sandbox (`gateway="sandbox"`): the sandbox reaches the model
     server, and `SandboxHandle.before_kill(step)` runs the trace's last fetch before the sandbox is killed."""
+    task_images: bool = False
+    """Tasks with their own image run here: `SandboxRequest.agent_bundle` is mounted (agentbake.tasks)."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,9 @@ class SandboxRequest:
     gateway_socket: str | None = None
     """Host path of the unix socket the rollout's gateway listens on; the backend makes it reachable
     inside the sandbox as `SandboxHandle.model_url` and reaches nothing else."""
+    agent_bundle: str | None = None
+    """For a task's own image (`Capabilities.task_images`): the agent bundle volume (agentbake.tasks.bundle)
+    to mount read-only at /opt/agentbake, holding the agent and the python and git the harness runs."""
 
 
 class BgJob(abc.ABC):
@@ -99,6 +104,8 @@ class SandboxHandle(abc.ABC):
     storage_limit_mb: int | None = None
     """Disk limit of the sandbox's own files, which the harness watches (`disk_usage`) while the agent runs;
     None when the backend cannot measure them."""
+    git: str = "git"
+    """The git the harness snapshots and diffs the workdir with (a task image's: the agent bundle's)."""
 
     @abc.abstractmethod
     def exec(

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.docker
 
 def test_each_backend_says_what_it_can_do() -> None:
     assert SandboxBackend.capabilities == Capabilities()
-    assert DockerBackend.capabilities == Capabilities(warm_pool=True)
+    assert DockerBackend.capabilities == Capabilities(warm_pool=True, task_images=True)
     assert E2BBackend.capabilities == HFBackend.capabilities == Capabilities(gateway_in_sandbox=True)
 
 

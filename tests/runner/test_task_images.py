@@ -1,0 +1,163 @@
+"""Tasks that bring their own image, run on the real engine: the two example tasks (environment/Dockerfile:
+Debian with no python and a root-owned /app; Debian with python and pytest baked in) and a docker_image task
+(an image built here, tagged with the task's name, as no registry is reachable): the oracle and the real
+Claude Code with the scripted model get reward 1 on each; the sandbox has no network and a read-only
+agent bundle; the reward stays tamper-proof in a task image."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import docker.errors
+import pytest
+
+from agentbake.buildkit.build import BuildResult
+from agentbake.errors import SandboxError, TaskError
+from agentbake.runner.docker.backend import DockerBackend
+from agentbake.runner.docker.config import DockerConfig
+from agentbake.runner.remote.base import ImageFacts
+from agentbake.runner.remote.hf import HFBackend
+from agentbake.runner.remote.hf_config import HFConfig
+from agentbake.runner.result import Status
+from agentbake.runner.runner import Runner
+from agentbake.runner.runner_config import RunnerConfig
+from agentbake.runner.sandbox import SandboxRequest
+from agentbake.tasks import Task, load_task
+from agentbake.tasks.bundle import BUNDLE_GIT, BUNDLE_MOUNT
+from tests.runner.rollouts import EXAMPLES, write_task
+from tests.runner.test_harness import TAMPER, UNSOLVED_VERIFIER
+
+pytestmark = pytest.mark.docker
+
+IMAGE_TASKS = ("summarize-logs", "fix-inventory")
+PREBUILT = "agentbake-test/prebuilt-notes:latest"
+"""The docker_image task's image: built here and tagged with the task's name (nothing can be pulled)."""
+
+
+@pytest.fixture(scope="module")
+def backend(engine: docker.DockerClient) -> Iterator[DockerBackend]:
+    backend = DockerBackend(DockerConfig(memory_mb=1024, cpus=1))
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="module")
+def prebuilt(engine: docker.DockerClient, built_images: dict[str, BuildResult]) -> Iterator[str]:
+    dockerfile = "FROM debian:bookworm-slim\nRUN useradd -u 1000 -m -s /bin/bash ubuntu\nWORKDIR /notes\n"
+    engine.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=PREBUILT, rm=True)
+    yield PREBUILT
+    for image in engine.images.list(filters={"label": f"dev.agentbake.task.image={PREBUILT}"}):
+        engine.images.remove(image.id, force=True)
+    engine.images.remove(PREBUILT, force=True)
+
+
+@pytest.fixture(scope="module")
+def tasks(prebuilt: str, tmp_path_factory: pytest.TempPathFactory) -> list[Task]:
+    """The two examples and a docker_image task, whose environment/ files are copied into the workdir and
+    whose environment/setup.sh runs as root (it has no Dockerfile)."""
+    root = tmp_path_factory.mktemp("image-tasks")
+    notes = write_task(
+        root,
+        "prebuilt-notes",
+        instruction="Append the line `reviewed` to /notes/todo.txt.\n",
+        solve="echo reviewed >> todo.txt\n",
+        test='[ "$(cat /notes/todo.txt)" = "$(printf "buy milk\\nreviewed")" ] && [ -f /etc/setup-ran ]\n',
+        setup="touch /etc/setup-ran\n",  # only root can write there
+        toml=f'[environment]\ndocker_image = "{prebuilt}"\n',
+    )
+    (notes / "environment" / "todo.txt").write_text("buy milk\n")
+    return [*(load_task(EXAMPLES / name) for name in IMAGE_TASKS), load_task(notes)]
+
+
+def test_oracle_gets_reward_1_on_each_task_image(
+    built_images: dict[str, BuildResult], backend: DockerBackend, tasks: list[Task], tmp_path: Path
+) -> None:
+    config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path)
+    with Runner(config, backend) as runner:
+        results = {r.task: r for r in runner.run_batch(tasks, concurrency=3)}
+    for task in tasks:
+        result = results[task.name]
+        assert (result.status, result.reward, result.exit_code) == (Status.OK, 1.0, 0), result.error
+        assert result.image.startswith(f"agentbake-run/{task.name}:") and result.task_image is not None
+        assert "image" in result.timings
+    assert results["prebuilt-notes"].task_image == PREBUILT
+    assert results["summarize-logs"].task_image.startswith("agentbake-task/summarize-logs:")
+    # The workdir diff comes from the bundle's git (none of these images has git).
+    diff = (results["summarize-logs"].out_dir / "workdir.diff").read_text()
+    assert "+++ b/summary.csv" in diff and "+api,4" in diff and "logs/" not in diff
+    assert (
+        '+    return [p["name"] for p in products if p["stock"] <= p["reorder_at"]]'
+        in (results["fix-inventory"].out_dir / "workdir.diff").read_text()
+    )
+    assert "+reviewed" in (results["prebuilt-notes"].out_dir / "workdir.diff").read_text()
+
+
+def test_claude_code_with_the_scripted_model_gets_reward_1_on_each_task_image(
+    built_images: dict[str, BuildResult], backend: DockerBackend, tasks: list[Task], tmp_path: Path
+) -> None:
+    config = RunnerConfig(image=built_images["claude-code"].tag, model="scripted", out_dir=tmp_path)
+    with Runner(config, backend) as runner:
+        runner.start_scripted(tasks)
+        results = {r.task: r for r in runner.run_batch(tasks, concurrency=3)}
+    for task in tasks:
+        result = results[task.name]
+        assert (result.status, result.reward, result.agent) == (Status.OK, 1.0, "claude-code"), result.error
+        assert result.turns >= 2 and result.tokens > 0 and result.calls_without_token_ids == 0
+        assert (result.out_dir / "agent" / "claude-code.log").is_file()
+
+
+def test_task_image_sandbox_has_no_network_and_a_read_only_bundle(
+    built_images: dict[str, BuildResult], backend: DockerBackend, engine: docker.DockerClient, tasks: list[Task]
+) -> None:
+    config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True)
+    with Runner(config, backend) as runner:
+        resolved = runner.images.resolve(tasks[0])
+    sandbox = backend.create(SandboxRequest(image=resolved.ref, rollout_id="isolation", agent_bundle=resolved.bundle))
+    try:
+        host = engine.api.inspect_container(sandbox.sandbox_id)["HostConfig"]
+        assert host["NetworkMode"] == "none" and host["Privileged"] is False
+        checks = sandbox.exec(
+            "id -un; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; stat -c %U /app;"
+            f" touch {BUNDLE_MOUNT}/x 2>&1 | grep -c 'Read-only'; {BUNDLE_GIT} --version | cut -d' ' -f1-2;"
+            " command -v python3 git || echo neither-on-path"
+        )
+        assert checks.stdout.split("\n")[:6] == ["agent", "lo", "agent", "1", "git version", "neither-on-path"]
+        # The relay (the bundle's python, as root) is the container's main process; the agent cannot signal it.
+        find_relay = "for p in /proc/[0-9]*; do grep -qs forwarder.py $p/cmdline && echo ${p#/proc/}; done | head -1"
+        relay = sandbox.exec(f'pid=$({find_relay}); stat -c %u /proc/$pid; kill -0 "$pid" 2>/dev/null; echo $?')
+        assert relay.stdout.split() == ["0", "1"]
+    finally:
+        sandbox.kill()
+
+
+def test_agent_processes_are_dead_before_the_verifier_in_a_task_image(
+    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+) -> None:
+    """The tamper payload (planted reward files, a detached rewriting process) gets no reward here either."""
+    task_dir = write_task(tmp_path, "tamper-image", solve=TAMPER, test=UNSOLVED_VERIFIER)
+    (task_dir / "environment").mkdir()
+    (task_dir / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path / "out")
+    with Runner(config, backend) as runner:
+        result = runner.run(load_task(task_dir))
+    assert result.task_image is not None
+    assert (result.status, result.reward, result.verifier_exit_code) == (Status.OK, 0.0, 1), result.error
+    _, before, after = (result.out_dir / "verifier" / "stdout.txt").read_text().split()
+    assert int(before) > 1 and before == after, "the agent's background process outlived the agent"
+    assert not (result.out_dir / "verifier" / "logs" / "reward.txt").exists()
+
+
+def test_backends_without_task_images_refuse_them_before_any_sandbox(
+    built_images: dict[str, BuildResult], engine: docker.DockerClient, tasks: list[Task]
+) -> None:
+    image = built_images["claude-code"].tag
+    facts = ImageFacts.from_labels(image, engine.api.inspect_image(image)["Config"]["Labels"])
+    hf = HFBackend(HFConfig(image=image), image_facts=facts)
+    with pytest.raises(SandboxError, match="the hf backend cannot run a task's own image yet"):
+        hf.create(SandboxRequest(image=image, rollout_id="r", agent_bundle="agentbake-bundle-x"))
+    refused = pytest.raises(TaskError, match=r"which the hf backend cannot run yet; run it with --backend docker")
+    with Runner(RunnerConfig(image=image, oracle=True), hf) as runner, refused:
+        runner.run(tasks[0])
