@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -18,14 +19,43 @@ def test_every_command_loads_and_has_help() -> None:
         assert CliRunner().invoke(main, [name, "--help"]).exit_code == 0, name
 
 
-def test_gateway_does_not_import_the_build_kit() -> None:
+def _imported(argv: list[str], modules: tuple[str, ...]) -> list[str]:
+    """Which of `modules` `agentbake ARGV` has imported by the time it exits (in a fresh interpreter)."""
     probe = (
-        "import sys\nfrom agentbake.cli import main\n"
-        "try:\n    main(['gateway', '--help'])\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in ('docker', 'rich', 'agentbake.buildkit') if m in sys.modules))"
+        "import json, sys\nfrom agentbake.cli import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        f"print(json.dumps(sorted(m for m in {modules!r} if m in sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert out.splitlines()[-1] == "[]"
+    return json.loads(out.splitlines()[-1])
+
+
+def test_gateway_does_not_import_the_build_kit() -> None:
+    assert _imported(["gateway", "--help"], ("docker", "rich", "agentbake.buildkit")) == []
+
+
+# What `run`/`rollout` need only once they run: the engine's SDK, the backends, the gateway's server, the build
+# kit, rich, the runner itself, the export. Their --help (and a usage error) must not pay for them.
+RUNTIME_ONLY = (
+    "docker",
+    "rich",
+    "httpx",
+    "uvicorn",
+    "starlette",
+    "agentbake.buildkit",
+    "agentbake.gateway.app",
+    "agentbake.export",
+    "agentbake.runner.runner",
+    "agentbake.runner.docker.backend",
+    "agentbake.runner.remote.e2b",
+    "agentbake.runner.remote.hf",
+    "agentbake.tasks",
+)
+
+
+def test_run_and_rollout_help_import_only_their_options() -> None:
+    assert _imported(["run", "--help"], RUNTIME_ONLY) == []
+    assert _imported(["rollout", "--help"], RUNTIME_ONLY) == []
 
 
 def test_unknown_command() -> None:

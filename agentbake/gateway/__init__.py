@@ -3,42 +3,31 @@
 from agentbake.gateway import GatewayConfig, create_app, read_trace
 """
 
-from agentbake.errors import ConfigError, TraceError
-from agentbake.gateway.app import Gateway, create_app
-from agentbake.gateway.config import GatewayConfig, ModelSettings
-from agentbake.gateway.errors import GatewayError, InvalidRequest, RequestTooLarge, UpstreamError
-from agentbake.gateway.preflight import PreflightReport, run_preflight
-from agentbake.gateway.trace import RolloutCheck, TraceRecord, TraceSummary, check, iter_trace, read_trace, summarize
+from agentbake.lazy import lazy_exports
 
+# name -> the module defining it, imported on first use (agentbake/lazy.py)
+_EXPORTS = {
+    "ConfigError": "agentbake.errors",
+    "TraceError": "agentbake.errors",
+    "export": "agentbake.export",
+    "Gateway": "agentbake.gateway.app",
+    "create_app": "agentbake.gateway.app",
+    "GatewayConfig": "agentbake.gateway.config",
+    "ModelSettings": "agentbake.gateway.config",
+    "GatewayError": "agentbake.gateway.errors",
+    "InvalidRequest": "agentbake.gateway.errors",
+    "RequestTooLarge": "agentbake.gateway.errors",
+    "UpstreamError": "agentbake.gateway.errors",
+    "PreflightReport": "agentbake.gateway.preflight",
+    "run_preflight": "agentbake.gateway.preflight",
+    "RolloutCheck": "agentbake.gateway.trace",
+    "TraceRecord": "agentbake.gateway.trace",
+    "TraceSummary": "agentbake.gateway.trace",
+    "check": "agentbake.gateway.trace",
+    "iter_trace": "agentbake.gateway.trace",
+    "read_trace": "agentbake.gateway.trace",
+    "summarize": "agentbake.gateway.trace",
+}
 
-def __getattr__(name: str) -> object:
-    """`agentbake.gateway.export` is `agentbake.export.export`, imported on first use: the gateway never loads it."""
-    if name == "export":
-        from agentbake.export import export
-
-        return export
-    raise AttributeError(f"module 'agentbake.gateway' has no attribute {name!r}")
-
-
-__all__ = [
-    "ConfigError",
-    "Gateway",
-    "GatewayConfig",
-    "GatewayError",
-    "InvalidRequest",
-    "ModelSettings",
-    "PreflightReport",
-    "RequestTooLarge",
-    "RolloutCheck",
-    "TraceError",
-    "TraceRecord",
-    "TraceSummary",
-    "UpstreamError",
-    "check",
-    "create_app",
-    "export",
-    "iter_trace",
-    "read_trace",
-    "run_preflight",
-    "summarize",
-]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)

@@ -8,52 +8,44 @@ with Runner(RunnerConfig(image="agentbake/claude-code:<hash12>", model="scripted
         result.reward, result.status, [r.completion_token_ids for r in result.trace]
 """
 
-from agentbake.runner.backend_registry import BACKENDS, BackendConfig, make_backend
-from agentbake.runner.docker.backend import DockerBackend
-from agentbake.runner.docker.config import DockerConfig
-from agentbake.runner.harness import Harness, HarnessOutcome, oracle_launch
-from agentbake.runner.remote.e2b import E2BBackend
-from agentbake.runner.remote.e2b_config import E2BConfig
-from agentbake.runner.remote.hf import HFBackend
-from agentbake.runner.remote.hf_config import HFConfig
-from agentbake.runner.result import PHASES, BatchSummary, RolloutResult, Status, percentile, summarize_results
-from agentbake.runner.runner import BatchProgress, Runner, new_rollout_id, run_rollout
-from agentbake.runner.runner_config import SCRIPTED, RunnerConfig
-from agentbake.runner.sandbox import BgJob, Capabilities, ExecResult, SandboxBackend, SandboxHandle, SandboxRequest
-from agentbake.tasks import Task, discover_tasks, load_task
+from agentbake.lazy import lazy_exports
 
-__all__ = [
-    "BACKENDS",
-    "PHASES",
-    "SCRIPTED",
-    "BackendConfig",
-    "BatchProgress",
-    "BatchSummary",
-    "BgJob",
-    "Capabilities",
-    "DockerBackend",
-    "DockerConfig",
-    "E2BBackend",
-    "E2BConfig",
-    "ExecResult",
-    "HFBackend",
-    "HFConfig",
-    "Harness",
-    "HarnessOutcome",
-    "RolloutResult",
-    "Runner",
-    "RunnerConfig",
-    "SandboxBackend",
-    "SandboxHandle",
-    "SandboxRequest",
-    "Status",
-    "Task",
-    "discover_tasks",
-    "load_task",
-    "make_backend",
-    "new_rollout_id",
-    "oracle_launch",
-    "percentile",
-    "run_rollout",
-    "summarize_results",
-]
+# name -> the module defining it, imported on first use (agentbake/lazy.py)
+_EXPORTS = {
+    "BACKENDS": "agentbake.runner.backend_registry",
+    "BackendConfig": "agentbake.runner.backend_registry",
+    "make_backend": "agentbake.runner.backend_registry",
+    "DockerBackend": "agentbake.runner.docker.backend",
+    "DockerConfig": "agentbake.runner.docker.config",
+    "Harness": "agentbake.runner.harness",
+    "HarnessOutcome": "agentbake.runner.harness",
+    "oracle_launch": "agentbake.runner.harness",
+    "E2BBackend": "agentbake.runner.remote.e2b",
+    "E2BConfig": "agentbake.runner.remote.e2b_config",
+    "HFBackend": "agentbake.runner.remote.hf",
+    "HFConfig": "agentbake.runner.remote.hf_config",
+    "BatchSummary": "agentbake.runner.result",
+    "PHASES": "agentbake.runner.result",
+    "RolloutResult": "agentbake.runner.result",
+    "Status": "agentbake.runner.result",
+    "percentile": "agentbake.runner.result",
+    "summarize_results": "agentbake.runner.result",
+    "BatchProgress": "agentbake.runner.runner",
+    "Runner": "agentbake.runner.runner",
+    "new_rollout_id": "agentbake.runner.runner",
+    "run_rollout": "agentbake.runner.runner",
+    "RunnerConfig": "agentbake.runner.runner_config",
+    "SCRIPTED": "agentbake.runner.runner_config",
+    "BgJob": "agentbake.runner.sandbox",
+    "Capabilities": "agentbake.runner.sandbox",
+    "ExecResult": "agentbake.runner.sandbox",
+    "SandboxBackend": "agentbake.runner.sandbox",
+    "SandboxHandle": "agentbake.runner.sandbox",
+    "SandboxRequest": "agentbake.runner.sandbox",
+    "Task": "agentbake.tasks",
+    "discover_tasks": "agentbake.tasks",
+    "load_task": "agentbake.tasks",
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)

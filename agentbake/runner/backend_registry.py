@@ -9,16 +9,17 @@ through it.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from agentbake.errors import ConfigError
-from agentbake.runner.docker.backend import DockerBackend
 from agentbake.runner.docker.config import DockerConfig
-from agentbake.runner.remote.e2b import E2BBackend
 from agentbake.runner.remote.e2b_config import E2BConfig
-from agentbake.runner.remote.hf import HFBackend
 from agentbake.runner.remote.hf_config import HFConfig
-from agentbake.runner.sandbox import SandboxBackend
+
+if TYPE_CHECKING:
+    from agentbake.runner.sandbox import SandboxBackend
 
 BackendConfig = DockerConfig | E2BConfig | HFConfig
 """The settings of one backend; its type says which backend."""
@@ -26,19 +27,26 @@ BackendConfig = DockerConfig | E2BConfig | HFConfig
 
 @dataclass(frozen=True)
 class BackendKind:
-    """One backend: its name (`--backend NAME`), its config type and its class (built from that config)."""
+    """One backend: its name (`--backend NAME`), its config type and its class (built from that config). The
+    class is imported when first asked for: naming the backends (`--backend`'s choices) loads no SDK."""
 
     name: str
     config: type[BackendConfig]
-    backend: type[SandboxBackend]
+    backend_class: str
+    """`module:Class` of the backend."""
+
+    @property
+    def backend(self) -> type[SandboxBackend]:
+        module, name = self.backend_class.split(":")
+        return getattr(importlib.import_module(module), name)
 
 
 BACKENDS: dict[str, BackendKind] = {
     kind.name: kind
     for kind in (
-        BackendKind("docker", DockerConfig, DockerBackend),
-        BackendKind("e2b", E2BConfig, E2BBackend),
-        BackendKind("hf", HFConfig, HFBackend),
+        BackendKind("docker", DockerConfig, "agentbake.runner.docker.backend:DockerBackend"),
+        BackendKind("e2b", E2BConfig, "agentbake.runner.remote.e2b:E2BBackend"),
+        BackendKind("hf", HFConfig, "agentbake.runner.remote.hf:HFBackend"),
     )
 }
 """Every backend by name."""

@@ -14,20 +14,20 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
-from pydantic import ValidationError
-from rich.markup import escape
 
-from agentbake.buildkit.engine import connect
 from agentbake.clikit import json_option, model_options, print_json, tasks_option
 from agentbake.errors import AgentbakeError
 from agentbake.gateway.config import LOGPROBS_MODES, ModelSettings
 from agentbake.runner.backend_options import BackendChoice, backend_options
-from agentbake.runner.display import BatchDisplay, err, print_result, print_summary, warn
-from agentbake.runner.docker.gc import Leftover, collect
-from agentbake.runner.job import CONFIG_FILE, SUMMARY_FILE, Job, JobConfig, JobTask
-from agentbake.runner.runner_config import SCRIPTED, RunnerConfig
-from agentbake.runner.teardown import teardown_on_signals
-from agentbake.tasks import Task
+
+if TYPE_CHECKING:
+    from agentbake.runner.docker.gc import Leftover
+    from agentbake.runner.job import Job, JobConfig
+    from agentbake.runner.runner_config import RunnerConfig
+    from agentbake.tasks import Task
+
+# What a command needs only once it runs (the engine's SDK, rich, the runner, pydantic models) is imported in
+# its body: `agentbake run --help` imports click, pydantic and the option definitions, nothing else.
 
 if TYPE_CHECKING:
     from agentbake.buildkit.progress import ConsoleProgress
@@ -45,6 +45,9 @@ if TYPE_CHECKING:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: dry_run and the leftovers.")
 def gc_command(dry_run: bool, runtime_dir: Path | None, as_json: bool) -> None:
     """Remove sandboxes (containers, networks, host folders) that are expired or whose runner is gone."""
+    from agentbake.buildkit.engine import connect
+    from agentbake.runner.docker.gc import collect
+
     leftovers = collect(connect(timeout=60).api, dry_run=dry_run, runtime_dir=runtime_dir)
     if as_json:
         click.echo(json.dumps({"dry_run": dry_run, "leftovers": [dataclasses.asdict(x) for x in leftovers]}))
@@ -55,6 +58,10 @@ def gc_command(dry_run: bool, runtime_dir: Path | None, as_json: bool) -> None:
 
 
 def _report(leftovers: list[Leftover], dry_run: bool) -> None:
+    from rich.markup import escape
+
+    from agentbake.runner.display import err
+
     verb = "would remove" if dry_run else "removed"
     for item in leftovers:
         state = verb if item.removed or dry_run else f"[red]failed[/] ({escape(item.error or '')})"
@@ -92,6 +99,10 @@ def _model_options(*, image_required: bool) -> Callable[[Callable[..., Any]], Ca
             settings = {name: kwargs.pop(name) for name in ModelSettings.model_fields}
 
             def make_config(*, build_missing: bool = True, **extra: Any) -> RunnerConfig:
+                from pydantic import ValidationError
+
+                from agentbake.runner.runner_config import RunnerConfig
+
                 if image is None:
                     raise click.UsageError("IMAGE is required: a catalog name (e.g. claude-code) or an image tag")
                 if oracle and model is not None:
@@ -196,7 +207,10 @@ def run_command(
     """Run one rollout of IMAGE (a catalog name, built when missing, or a tag) on one task.
 
     Exits 1 when the status is not `ok` (the reward alone never fails the command)."""
+    from agentbake.runner.display import err, print_result, warn
     from agentbake.runner.runner import Runner
+    from agentbake.runner.runner_config import SCRIPTED
+    from agentbake.runner.teardown import teardown_on_signals
     from agentbake.tasks import load_task
 
     task = load_task(task_dir)
@@ -269,7 +283,11 @@ def rollout_command(
 ) -> None:
     """Run every task N_ATTEMPTS times on IMAGE, N_CONCURRENT at once, into a job directory (--out), with live
     progress, then print a summary table. `--resume DIR` continues an interrupted job."""
+    from agentbake.runner.display import BatchDisplay, err, print_summary
+    from agentbake.runner.job import SUMMARY_FILE
     from agentbake.runner.runner import Runner
+    from agentbake.runner.runner_config import SCRIPTED
+    from agentbake.runner.teardown import teardown_on_signals
 
     job, tasks = _job(image, make_config, task_dirs, n_attempts, n_concurrent, warm, out_dir, resume_dir, backend)
     config = job.config
@@ -344,6 +362,8 @@ def _job(
 ) -> tuple[Job, list[Task]]:
     """The job to run, with the settings to run it with, and its tasks: a new job (in --out); the one
     --resume names, with its own settings (no IMAGE given); or that one, checked against those given."""
+    from agentbake.runner.display import warn
+    from agentbake.runner.job import Job, JobConfig, JobTask
     from agentbake.tasks import discover_tasks
 
     if resume_dir is not None and out_dir is not None:
@@ -375,6 +395,8 @@ def _job(
 def _own_settings(stored: JobConfig, resume_dir: Path, backend: BackendChoice) -> JobConfig:
     """A job resumed by `--resume DIR` alone: its own settings, with the runtime ones the command line gave
     (-n, --warm, the relay's); any other option given is refused, naming it."""
+    from agentbake.runner.job import CONFIG_FILE
+
     ctx = click.get_current_context()
     given = {
         param.name: param
@@ -409,6 +431,7 @@ def resolve_image(image: str, *, build_missing: bool = True) -> str:
     from agentbake.buildkit.catalog import Catalog
     from agentbake.buildkit.engine import connect, find_image
     from agentbake.buildkit.progress import ConsoleProgress
+    from agentbake.runner.display import err
 
     client = connect()
     if ":" in image or "/" in image:

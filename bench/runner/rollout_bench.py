@@ -33,9 +33,9 @@ from agentbake.runner import (
     Runner,
     RunnerConfig,
     discover_tasks,
-    labels,
     summarize_results,
 )
+from agentbake.runner.docker import labels
 from agentbake.runner.result import RolloutResult
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"

@@ -2,10 +2,16 @@
 through which their sandboxes reach each rollout's gateway (`relay.py`) and the gateway run inside a sandbox
 (`sandbox_gateway.py`). See docs/remote.md."""
 
-from agentbake.runner.remote.e2b import E2BBackend
-from agentbake.runner.remote.e2b_config import E2BConfig
-from agentbake.runner.remote.hf import HFBackend
-from agentbake.runner.remote.hf_config import HFConfig
-from agentbake.runner.remote.relay import RelayConfig
+from agentbake.lazy import lazy_exports
 
-__all__ = ["E2BBackend", "E2BConfig", "HFBackend", "HFConfig", "RelayConfig"]
+# name -> the module defining it, imported on first use (agentbake/lazy.py)
+_EXPORTS = {
+    "E2BBackend": "agentbake.runner.remote.e2b",
+    "E2BConfig": "agentbake.runner.remote.e2b_config",
+    "HFBackend": "agentbake.runner.remote.hf",
+    "HFConfig": "agentbake.runner.remote.hf_config",
+    "RelayConfig": "agentbake.runner.remote.relay",
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)
