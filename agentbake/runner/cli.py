@@ -20,18 +20,15 @@ from agentbake.errors import AgentbakeError
 from agentbake.gateway.config import LOGPROBS_MODES, ModelSettings
 from agentbake.runner.backend_options import BackendChoice, backend_options
 
-if TYPE_CHECKING:
-    from agentbake.runner.docker.gc import Leftover
-    from agentbake.runner.job import Job, JobConfig
-    from agentbake.runner.runner_config import RunnerConfig
-    from agentbake.tasks import Task
-
 # What a command needs only once it runs (the engine's SDK, rich, the runner, pydantic models) is imported in
 # its body: `agentbake run --help` imports click, pydantic and the option definitions, nothing else.
-
 if TYPE_CHECKING:
     from agentbake.buildkit.progress import ConsoleProgress
+    from agentbake.runner.docker.gc import Leftover
+    from agentbake.runner.job import Job, JobConfig
     from agentbake.runner.runner import Runner
+    from agentbake.runner.runner_config import RunnerConfig
+    from agentbake.tasks import Task
 
 
 @click.command("gc")
@@ -329,6 +326,7 @@ def rollout_command(
 def _build_progress(what: str) -> ConsoleProgress:
     """A build's progress on stderr (stdout stays the `--json` output)."""
     from agentbake.buildkit.progress import ConsoleProgress
+    from agentbake.runner.display import err
 
     err.print(f"building {what} (missing on this engine)")
     return ConsoleProgress(what, err)
@@ -337,6 +335,10 @@ def _build_progress(what: str) -> ConsoleProgress:
 def _prepare_images(runner: Runner, tasks: list[Task]) -> None:
     """Build what the tasks' own images lack before the first rollout, with progress. A task whose image
     cannot be had is reported here; its rollouts then end as `sandbox_error` with the same message."""
+    from rich.markup import escape
+
+    from agentbake.runner.display import err
+
     for task in tasks:
         if task.has_own_image and runner.backend.capabilities.task_images:
             try:
@@ -430,8 +432,6 @@ def resolve_image(image: str, *, build_missing: bool = True) -> str:
     from agentbake.buildkit.ca import detect_ca_bundle
     from agentbake.buildkit.catalog import Catalog
     from agentbake.buildkit.engine import connect, find_image
-    from agentbake.buildkit.progress import ConsoleProgress
-    from agentbake.runner.display import err
 
     client = connect()
     if ":" in image or "/" in image:
@@ -441,8 +441,7 @@ def resolve_image(image: str, *, build_missing: bool = True) -> str:
     catalog = Catalog.discover()
     build_plan = plan(client, catalog.load(image), catalog.templates_dir, ca_cert=detect_ca_bundle())
     if build_missing and find_image(client, build_plan.tag) is None:
-        err.print(f"building {build_plan.tag} (missing on this engine)")
-        progress = ConsoleProgress(image, err)
+        progress = _build_progress(build_plan.tag)  # rich's progress bars only when something builds
         try:
             build(client, build_plan, progress=progress)
         finally:
