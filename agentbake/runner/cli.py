@@ -73,7 +73,7 @@ MODEL_REQUIRED = (
 )
 
 
-def _model_options(*, image_required: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _model_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The options `run` and `rollout` share: image resolution, model, key, preflight and logprobs modes,
     the gateway's model settings, `--json`. The command receives `image`, `as_json` and `make_config`, which
     builds the RunnerConfig from them and the command's own fields (out_dir, warm, gateway), resolving the
@@ -84,6 +84,7 @@ def _model_options(*, image_required: bool) -> Callable[[Callable[..., Any]], Ca
         def wrapper(
             *args: Any,
             image: str | None,
+            agent: str | None,
             model: str | None,
             model_name: str | None,
             api_key_env: str,
@@ -94,6 +95,9 @@ def _model_options(*, image_required: bool) -> Callable[[Callable[..., Any]], Ca
             **kwargs: Any,
         ) -> Any:
             settings = {name: kwargs.pop(name) for name in ModelSettings.model_fields}
+            if image is not None and agent is not None and image != agent:
+                raise click.UsageError(f"IMAGE {image!r} and --agent {agent!r} name two agents: give one of them")
+            image = image or agent
 
             def make_config(*, build_missing: bool = True, **extra: Any) -> RunnerConfig:
                 from pydantic import ValidationError
@@ -101,7 +105,9 @@ def _model_options(*, image_required: bool) -> Callable[[Callable[..., Any]], Ca
                 from agentbake.runner.runner_config import RunnerConfig
 
                 if image is None:
-                    raise click.UsageError("IMAGE is required: a catalog name (e.g. claude-code) or an image tag")
+                    raise click.UsageError(
+                        "IMAGE (or --agent) is required: a catalog name (e.g. claude-code) or an image tag"
+                    )
                 if oracle and model is not None:
                     raise click.UsageError("--oracle runs the task's reference solution with no model: drop --model")
                 if not oracle and model is None:
@@ -132,7 +138,13 @@ def _model_options(*, image_required: bool) -> Callable[[Callable[..., Any]], Ca
         decorated: Callable[..., Any] = model_options(ModelSettings)(wrapper)
         for option in reversed(
             [
-                click.argument("image", required=image_required),
+                click.argument("image", required=False),
+                click.option(
+                    "--agent",
+                    metavar="NAME",
+                    help="The agent (claude-code, opencode, pi, or an image tag), as IMAGE names it: a task with its "
+                    "own image (environment/Dockerfile, docker_image) runs in that image with this agent layered on.",
+                ),
                 click.option(
                     "--model",
                     help="Required for an agent run: 'scripted' (the built-in model that plays each task's "
@@ -176,7 +188,7 @@ def _model_options(*, image_required: bool) -> Callable[[Callable[..., Any]], Ca
 
 
 @click.command("run")
-@_model_options(image_required=True)
+@_model_options()
 @backend_options
 @click.option(
     "--task",
@@ -194,7 +206,7 @@ def _model_options(*, image_required: bool) -> Callable[[Callable[..., Any]], Ca
     help="The rollout writes OUT/<rollout_id>/.",
 )
 def run_command(
-    image: str,
+    image: str | None,
     make_config: Callable[..., RunnerConfig],
     as_json: bool,
     task_dir: Path,
@@ -231,7 +243,7 @@ def run_command(
 
 
 @click.command("rollout")
-@_model_options(image_required=False)
+@_model_options()
 @backend_options
 @tasks_option("A task directory or a folder of them; repeat for more.", required=False)
 @click.option(

@@ -5,9 +5,9 @@ beside a catalog-image task and beside Harbor's way (the agent installed in the 
     .venv/bin/python bench/runner/task_image_bench.py --runs 5 --installs 2
 
 Every rollout is the real Claude Code (claude-code image) against the scripted model, through `Runner`.
-- first rollout of a new task image: a fresh copy of examples/tasks/summarize-logs (a unique file in its
-  build context, so its task image and its runnable layer are new): `image` is the build of both, `ready`
-  is the rollout's start -> the agent running;
+- first rollout of a new task image: a fresh copy of examples/tasks/summarize-logs (its setup.sh differs by
+  a comment, so its Dockerfile's COPY and RUN steps run again and its runnable layer is new): `image` is the
+  build of both, `ready` is the rollout's start -> the agent running;
 - the agent bundle's fill (once per agent image, never per task): timed into a throwaway volume;
 - cached: the same task image's later rollouts beside the catalog-image example `write-file`, interleaved;
 - Harbor's per-trial install, reproduced in the same task image with what this machine reaches (Debian's
@@ -54,10 +54,12 @@ def row(name: str, values: list[float]) -> str:
 
 
 def fresh_task(root: Path) -> Path:
-    """A copy of the task-image example whose build context differs by one file: a new task image."""
+    """A copy of the task-image example whose setup.sh differs by a comment: its COPY and RUN steps run again
+    (no layer cache), then the runnable layer is built on the new image."""
     task = root / f"{TASK_IMAGE_EXAMPLE}-{uuid.uuid4().hex[:8]}"
     shutil.copytree(EXAMPLES / TASK_IMAGE_EXAMPLE, task)
-    (task / "environment" / "bench-nonce.txt").write_text(task.name)
+    with (task / "environment" / "setup.sh").open("a") as setup:
+        setup.write(f"# {task.name}\n")
     return task
 
 

@@ -7,6 +7,8 @@ agent bundle; the reward stays tamper-proof in a task image."""
 from __future__ import annotations
 
 import io
+import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +30,7 @@ from agentbake.runner.sandbox import SandboxRequest
 from agentbake.tasks import Task, load_task
 from agentbake.tasks.bundle import BUNDLE_GIT, BUNDLE_MOUNT
 from tests.runner.rollouts import EXAMPLES, write_task
+from tests.runner.test_cli import agentbake
 from tests.runner.test_harness import TAMPER, UNSOLVED_VERIFIER
 
 pytestmark = pytest.mark.docker
@@ -161,3 +164,86 @@ def test_backends_without_task_images_refuse_them_before_any_sandbox(
     refused = pytest.raises(TaskError, match=r"which the hf backend cannot run yet; run it with --backend docker")
     with Runner(RunnerConfig(image=image, oracle=True), hf) as runner, refused:
         runner.run(tasks[0])
+
+
+TERMINAL_BENCH_TOML = """version = "1.0"
+
+[task]
+name = "terminal-bench/tb-shaped"
+description = "A task laid out as Terminal-Bench 2.0's are."
+keywords = ["example"]
+[[task.authors]]
+name = "agentbake"
+
+[metadata]
+difficulty = "easy"
+category = "file-operations"
+tags = ["example"]
+expert_time_estimate_min = 1.0
+
+[verifier]
+timeout_sec = 900.0
+
+[agent]
+timeout_sec = 900.0
+
+[environment]
+build_timeout_sec = 600.0
+docker_image = "alexgshaw/tb-shaped:20251031"
+cpus = 1
+memory_mb = 2048
+storage_mb = 10240
+gpus = 0
+allow_internet = true
+mcp_servers = []
+
+[verifier.env]
+
+[environment.env]
+
+[solution.env]
+"""
+
+
+def test_a_terminal_bench_shaped_task_runs_with_the_oracle(
+    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+) -> None:
+    """Its task.toml as Terminal-Bench 2.0 writes them (a docker_image no registry here serves, and an
+    environment/Dockerfile that runs setup.sh at build time, WORKDIR /app): the pull fails, the Dockerfile
+    is built, and the oracle gets reward 1 in a sandbox with no network."""
+    root = write_task(
+        tmp_path,
+        "tb-shaped",
+        instruction="Write the number of lines of /app/input.txt into /app/count.txt.\n",
+        solve="wc -l < /app/input.txt > /app/count.txt\n",
+        test='[ "$PWD" != / ] || exit 1\n[ "$(cat /app/count.txt)" = 3 ] && echo 1 > /logs/verifier/reward.txt\n',
+        toml=TERMINAL_BENCH_TOML,
+    )
+    (root / "environment").mkdir()
+    (root / "environment" / "Dockerfile").write_text(
+        "FROM debian:bookworm-slim\nCOPY setup.sh /app/\nRUN bash /app/setup.sh && rm /app/setup.sh\nWORKDIR /app\n"
+    )
+    (root / "environment" / "setup.sh").write_text("printf 'a\\nb\\nc\\n' > /app/input.txt\n")
+    task = load_task(root)
+    assert task.docker_image == "alexgshaw/tb-shaped:20251031" and task.dockerfile is not None
+    config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path / "out")
+    with Runner(config, backend) as runner:
+        result = runner.run(task)
+    assert (result.status, result.reward) == (Status.OK, 1.0), result.error
+    assert result.task_image.startswith("agentbake-task/tb-shaped:")  # built: the pull failed
+
+
+def test_cli_builds_a_new_task_image_with_progress_on_stderr_and_clean_json(
+    built_images: dict[str, BuildResult], engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """`agentbake run --agent claude-code --task <a task image never built> --oracle --json`."""
+    task = tmp_path / "summarize-logs-fresh"
+    shutil.copytree(EXAMPLES / "summarize-logs", task)
+    (task / "environment" / "nonce.txt").write_text(str(task))  # a new build context: a new task image
+    done = agentbake("run", "--agent", "claude-code", "--task", str(task), "--oracle", "--out", str(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)  # stdout is the one result object, nothing else
+    assert (result["status"], result["reward"]) == ("ok", 1.0)
+    assert "building summarize-logs-fresh" in done.stderr and "step 1/" in done.stderr
+    for ref in (result["image"], result["task_image"]):
+        engine.images.remove(ref, force=True)
