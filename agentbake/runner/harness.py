@@ -18,6 +18,7 @@ import json
 import logging
 import math
 import posixpath
+import secrets
 import shlex
 import tarfile
 from collections.abc import Callable, Mapping
@@ -94,8 +95,12 @@ class Harness:
         self.oracle = oracle
         self.workdir = handle.paths["workdir"]
         self.outcome = HarnessOutcome()
-        self.private = ""  # root-only scratch dir, made by _prepare
-        self.root_env: dict[str, str] = {}
+        # The root-only scratch dir (setup script, snapshot, test files), made by the first root step. Its name is
+        # chosen here: nothing of the agent has run yet, so nothing can stand in its way (mkdir fails if it does).
+        self.private = f"/tmp/agentbake-{secrets.token_hex(8)}"
+        # No user or system git config: nothing the agent writes can configure the root-run git. HOME (root's
+        # own) is added by the first root step.
+        self.root_env: dict[str, str] = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
         self.agent_uid = ""  # read by _snapshot, with the OOM-kill count before the agent starts
         self.oom_before = 0
 
@@ -105,7 +110,6 @@ class Harness:
         the logs are collected whatever the agent did to its sandbox; the verifier runs only when every process
         of the agent's user is gone."""
         with self.timings.phase("upload"):
-            self._prepare()
             self._upload_agent_files()
         with self.timings.phase("setup"):
             setup_ok = self._setup() and self._snapshot()
@@ -137,12 +141,15 @@ class Harness:
 
     # -- steps ------------------------------------------------------------------------------------
 
-    def _prepare(self) -> None:
-        """A root-only scratch dir (setup script, workdir snapshot) and root's own HOME for root steps."""
-        made = self._root("umask 077; mktemp -d; echo ~root", what="create the harness's scratch dir")
-        self.private, root_home = made.stdout.split()[:2]
-        # No user or system git config: nothing the agent writes can configure the root-run git.
-        self.root_env = {"HOME": root_home, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+    def _prepare(self, then: str, *, what: str) -> str:
+        """The first root step: make the scratch dir, learn root's HOME (then in `root_env` for every later root
+        step), then run `then` in the same exec with that HOME; returns what `then` printed."""
+        made = self._root(
+            f'mkdir -m 700 -- {self.private} && HOME=~root && export HOME && echo "$HOME" && {then}', what=what
+        )
+        root_home, _, printed = made.stdout.partition("\n")
+        self.root_env["HOME"] = root_home
+        return printed
 
     def _upload_agent_files(self) -> None:
         """Environment files into the workdir, the launch's files (config, instruction) under home, and for
@@ -168,6 +175,7 @@ class Harness:
     def _setup(self) -> bool:
         if self.task.setup_script is None:
             return True
+        self._prepare("true", what="create the harness's scratch dir")
         script = f"{self.private}/setup.sh"
         self.handle.write_bytes(script, self.task.setup_script.read_bytes(), mode=0o700, user="root")
         result = self.handle.exec(
@@ -187,13 +195,17 @@ class Harness:
 
     def _snapshot(self) -> bool:
         """Commit the workdir as the agent will find it into a root-only git dir, for the diff afterwards;
-        the same call reads the agent's uid and the OOM-kill count so far (one round trip fewer each)."""
-        made = self._root(
+        the same call reads the agent's uid and the OOM-kill count so far, and makes the scratch dir when no
+        setup.sh did (one round trip instead of three)."""
+        snapshot = (
             f"{snapshot_command(self.private, self.workdir, self.handle.git)} && "
-            f"id -u {shlex.quote(self.handle.user)} && {_OOM_KILLS}",
-            what="snapshot the workdir",
+            f"id -u {shlex.quote(self.handle.user)} && {_OOM_KILLS}"
         )
-        self.agent_uid, *oom_counts = made.stdout.split()
+        if "HOME" in self.root_env:
+            printed = self._root(snapshot, what="snapshot the workdir").stdout
+        else:
+            printed = self._prepare(snapshot, what="snapshot the workdir")
+        self.agent_uid, *oom_counts = printed.split()
         self.oom_before = sum(int(n) for n in oom_counts if n.isdigit())
         return True
 
@@ -346,7 +358,8 @@ class Harness:
                     info = tarfile.TarInfo(path.lstrip("/"))
                     info.size, info.mode = len(source), 0o600
                     tar.addfile(info, io.BytesIO(source))
-        self.handle.write_bytes(archive, buffer.getvalue(), mode=0o600, user=user)
+        # Written as root (0644 when `user` unpacks it): no lookup of the user's uid (an /etc/passwd read).
+        self.handle.write_bytes(archive, buffer.getvalue(), mode=0o600 if user == "root" else 0o644, user="root")
         quoted = shlex.quote(archive)
         result = self.handle.exec(
             f"tar -x -f {quoted} -C / && rm -f {quoted}",

@@ -472,10 +472,10 @@ def _add_trace(result: RolloutResult, path: Path) -> None:
 
 
 def _write_sequences(result: RolloutResult, trace: Path, out_file: Path, logprobs: LogprobsMode) -> None:
+    if not trace.exists():  # no model calls (an oracle run): the export is not even imported
+        return
     from agentbake.export import write_sequences
 
-    if not trace.exists():
-        return
     (summary,) = write_sequences(trace, out_file, rollout_id=result.rollout_id, logprobs=logprobs)
     result.trainable = bool(summary["trainable"])
 
