@@ -1,7 +1,8 @@
 """Tasks that bring their own image, run on the real engine: the two example tasks (environment/Dockerfile:
 Debian with no python and a root-owned /app; Debian with python and pytest baked in) and a docker_image task
 (an image built here, tagged with the task's name, as no registry is reachable): the oracle and the real
-Claude Code with the scripted model get reward 1 on each; the sandbox has no network and a read-only
+Claude Code with the scripted model get reward 1 on each (OpenCode and Pi too, on the image without python); the
+sandbox has no network and a read-only
 agent bundle; the reward stays tamper-proof in a task image."""
 
 from __future__ import annotations
@@ -247,3 +248,17 @@ def test_cli_builds_a_new_task_image_with_progress_on_stderr_and_clean_json(
     assert "building summarize-logs-fresh" in done.stderr and "step 1/" in done.stderr
     for ref in (result["image"], result["task_image"]):
         engine.images.remove(ref, force=True)
+
+
+@pytest.mark.parametrize("agent", ["opencode", "pi"])
+def test_the_other_agents_run_in_a_task_image_without_python(
+    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path, agent: str
+) -> None:
+    """OpenCode (a native binary) and Pi (a Node program, on the bundle's own node) in summarize-logs' image."""
+    task = load_task(EXAMPLES / "summarize-logs")
+    config = RunnerConfig(image=built_images[agent].tag, model="scripted", out_dir=tmp_path)
+    with Runner(config, backend) as runner:
+        runner.start_scripted([task])
+        result = runner.run(task)
+    assert (result.status, result.reward, result.agent) == (Status.OK, 1.0, agent), result.error
+    assert result.turns >= 2 and result.calls_without_token_ids == 0
