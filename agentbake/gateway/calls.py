@@ -16,7 +16,7 @@ import orjson
 from agentbake.gateway.asgi import SSE_HEADERS, Send, respond
 from agentbake.gateway.capture import Capture, Injected, strip_injected
 from agentbake.gateway.config import GatewayConfig
-from agentbake.gateway.errors import GatewayError, UpstreamError
+from agentbake.gateway.errors import GatewayError, TraceFull, UpstreamError
 from agentbake.gateway.rewrite import rewrite_request
 from agentbake.gateway.sse import SSEDecoder
 from agentbake.gateway.stream import ChunkAssembler, completion_as_chunk
@@ -113,6 +113,12 @@ class Calls:
             self.writer = None
 
     def begin(self, dialect: str, rollout_id: str | None, body: dict) -> Call:
+        limit = self.config.max_trace_bytes
+        if limit is not None and self.writer is not None and self.writer.size >= limit:
+            raise TraceFull(
+                f"the trace {self.writer.path} holds {self.writer.size} bytes, the most this gateway records "
+                f"(max_trace_bytes = {limit}); it takes no more model calls"
+            )
         injected = rewrite_request(body, self.config, self._refused)
         call = Call(dialect=dialect, rollout_id=rollout_id, body=body, injected=injected)
         call.turn, call.retry_of = self.turns.begin(rollout_id, body)

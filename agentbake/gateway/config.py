@@ -130,6 +130,11 @@ class GatewayConfig(ModelSettings):
     it gets 529 (overloaded: clients retry later). Bounds the gateway's memory whatever a client sends
     concurrently (many requests just under `max_body_bytes`)."""
 
+    max_trace_bytes: int | None = Field(default=None, ge=1024)
+    """Once the trace file holds this many bytes, model calls are refused (413 `request_too_large`, which
+    clients do not retry): every record holds the request as sent, so a client sending big requests in a loop
+    would otherwise fill the disk. None records without bound; the runner's per-rollout gateways take 256 MiB."""
+
     max_client_connections: int = Field(default=64, ge=1)
     """Client connections open at once; one more is closed as it arrives. A rollout's gateway serves one
     agent: this bounds the file descriptors the agent can hold in the runner."""

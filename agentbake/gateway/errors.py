@@ -52,6 +52,13 @@ class Overloaded(GatewayError):
     error_type = "overloaded_error"
 
 
+class TraceFull(GatewayError):
+    """The trace reached `max_trace_bytes`: no more calls are taken (413, which clients do not retry)."""
+
+    status = 413
+    error_type = "request_too_large"
+
+
 class Unauthorized(GatewayError):
     """The request lacks the gateway's `client_token` (or carries a wrong one)."""
 

@@ -92,12 +92,15 @@ class TraceWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        """Bytes in the file: what it held when opened and what this writer appended."""
 
     def write(self, record: TraceRecord) -> None:
         line = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
         written = os.write(self._fd, line)
         while written < len(line):  # a short write on a full disk or a signal; finish the line
             written += os.write(self._fd, line[written:])
+        self.size += written
 
     def close(self) -> None:
         os.close(self._fd)

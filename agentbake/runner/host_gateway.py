@@ -23,6 +23,9 @@ from agentbake.gateway.config import GatewayConfig
 GATEWAY_DIR_PREFIX = "agentbake-gw-"
 GATEWAY_SOCKET = "gateway.sock"
 _STALE_AFTER_S = 60  # a folder younger than this may belong to a gateway still starting
+ROLLOUT_TRACE_MAX_BYTES = 256 * 1024 * 1024
+"""A rollout's trace stops taking calls past this (`GatewayConfig.max_trace_bytes`): the agent cannot fill the
+host's disk with recorded requests, and the runner reads the trace back into memory."""
 
 
 def start_host_gateway(shared: GatewayConfig, *, rollout_id: str, token: str, trace: Path) -> tuple[Path, Any]:
@@ -35,7 +38,13 @@ def start_host_gateway(shared: GatewayConfig, *, rollout_id: str, token: str, tr
     runtime_dir = Path(tempfile.mkdtemp(prefix=f"{GATEWAY_DIR_PREFIX}{rollout_id[:40]}-"))
     try:
         uds = runtime_dir / GATEWAY_SOCKET
-        per_rollout = {"uds": uds, "rollout_id": rollout_id, "client_token": token, "trace": trace}
+        per_rollout = {
+            "uds": uds,
+            "rollout_id": rollout_id,
+            "client_token": token,
+            "trace": trace,
+            "max_trace_bytes": shared.max_trace_bytes or ROLLOUT_TRACE_MAX_BYTES,
+        }
         config = GatewayConfig.model_validate({**shared.model_dump(), **per_rollout})  # validates the token too
         return runtime_dir, serve_in_thread(create_app(config), uds=uds, limits=config.connection_limits)
     except BaseException:

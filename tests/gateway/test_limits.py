@@ -131,3 +131,20 @@ def test_a_flood_of_idle_connections_and_big_bodies_holds_bounded_descriptors_an
         with httpx.Client(transport=httpx.HTTPTransport(uds=str(uds)), base_url=served.url) as client:
             assert client.get("/healthz").status_code == 200
     assert Path(uds).exists() is False
+
+
+def test_a_trace_past_max_trace_bytes_takes_no_more_calls(make_gateway, upstream):
+    """Every record holds the request as sent: without a cap, an agent looping on big requests fills the disk."""
+    gw = make_gateway(max_trace_bytes=8192)
+    request = {"model": "m", "messages": [{"role": "user", "content": "x" * 2000}]}
+    statuses = []
+    with httpx.Client(base_url=gw.url) as client:
+        while len(statuses) < 50 and 413 not in statuses:
+            statuses.append(client.post("/v1/chat/completions", json=request).status_code)
+        size = gw.trace.stat().st_size
+        refused = client.post("/v1/messages", json={**request, "max_tokens": 5})
+    assert statuses[0] == 200 and statuses[-1] == 413 and set(statuses[:-1]) == {200}, statuses
+    assert size >= 8192 and len(gw.records()) == len(statuses) - 1
+    assert refused.status_code == 413 and refused.json()["error"]["type"] == "request_too_large"
+    assert "max_trace_bytes = 8192" in refused.json()["error"]["message"]
+    assert gw.trace.stat().st_size == size  # nothing more recorded

@@ -24,6 +24,7 @@ from pathlib import Path
 import agentbake
 from agentbake.errors import SandboxError
 from agentbake.gateway.config import ModelSettings
+from agentbake.runner.host_gateway import ROLLOUT_TRACE_MAX_BYTES
 from agentbake.runner.sandbox import SandboxHandle
 
 logger = logging.getLogger("agentbake.runner")
@@ -88,6 +89,7 @@ def start_sandbox_gateway(handle: SandboxHandle, python: str, spec: SandboxGatew
     port = 20000 + secrets.randbelow(40000)  # sandboxes sharing a network (tests) must not collide
     argv = [python, "-m", "agentbake.gateway", "--upstream", spec.upstream, "--port", str(port)]
     argv += ["--rollout-id", spec.rollout_id, "--trace", f"{folder}/trace.jsonl", "--api-key-env", spec.api_key_env]
+    argv += ["--max-trace-bytes", str(ROLLOUT_TRACE_MAX_BYTES)]  # the trace is fetched to this host's disk
     if spec.model_override:
         argv += ["--model-override", spec.model_override]
     if spec.logprobs_mode:
