@@ -63,10 +63,13 @@ class HarnessOutcome:
     notes: list[str] = field(default_factory=list)
     """What was cut or left out with the status unchanged (copy-out caps, links not followed)."""
 
-    def fail(self, status: Status, error: str) -> None:
-        """Record a failure; the first one is the status, later ones are appended to the message."""
+    def fail(self, status: Status, error: str, *, decisive: bool = False) -> None:
+        """Record a failure; the first one is the status, later ones are appended to the message. A
+        `decisive` one (the rollout can no longer be judged) is the status whatever came before."""
         if self.status is Status.OK:
             self.status, self.error = status, error
+        elif decisive:
+            self.status, self.error = status, f"{error}; before that, {self.error}"
         else:
             self.error = f"{self.error}; then {error}"
 
@@ -117,7 +120,8 @@ class Harness:
             with self.timings.phase("agent"):
                 self._step(self._run_agent, "the agent's run")
             with self.timings.phase("stop"):
-                stopped = self._step(self._stop_agent_user, "stopping the agent")
+                # Decisive: with the agent's processes alive (or the sandbox lost) no verifier runs.
+                stopped = self._step(self._stop_agent_user, "stopping the agent", decisive=True)
             with self.timings.phase("collect"):
                 self._step(self._save_diff, "the workdir diff")
             if stopped:
@@ -127,15 +131,15 @@ class Harness:
             self._collect()
         return self.outcome
 
-    def _step(self, step: Callable[[], None], what: str) -> bool:
+    def _step(self, step: Callable[[], None], what: str, *, decisive: bool = False) -> bool:
         """Run one step; an exception (any: one rollout's failure must never end the batch) becomes the
-        outcome's failure. Returns whether the step completed."""
+        outcome's failure (`decisive`: see `HarnessOutcome.fail`). Returns whether the step completed."""
         try:
             step()
         except Exception as exc:
             if not isinstance(exc, SandboxError):
                 logger.exception("sandbox %s: %s failed", self.handle.sandbox_id, what)
-            self.outcome.fail(Status.SANDBOX_ERROR, f"{what} failed: {describe_error(exc)}")
+            self.outcome.fail(Status.SANDBOX_ERROR, f"{what} failed: {describe_error(exc)}", decisive=decisive)
             return False
         return True
 
