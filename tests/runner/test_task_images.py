@@ -1,9 +1,8 @@
 """Tasks that bring their own image, run on the real engine: the two example tasks (environment/Dockerfile:
 Debian with no python and a root-owned /app; Debian with python and pytest baked in) and a docker_image task
 (an image built here, tagged with the task's name, as no registry is reachable): the oracle and the real
-Claude Code with the scripted model get reward 1 on each (OpenCode and Pi too, on the image without python); the
-sandbox has no network and a read-only
-agent bundle; the reward stays tamper-proof in a task image."""
+Claude Code with the scripted model get reward 1 on each (OpenCode and Pi too, on the image without
+python); the sandbox has no network and a read-only agent bundle; the reward stays tamper-proof."""
 
 from __future__ import annotations
 
