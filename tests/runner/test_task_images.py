@@ -67,7 +67,8 @@ def tasks(prebuilt: str, tmp_path_factory: pytest.TempPathFactory) -> list[Task]
         "prebuilt-notes",
         instruction="Append the line `reviewed` to /notes/todo.txt.\n",
         solve="echo reviewed >> todo.txt\n",
-        test='[ "$(cat /notes/todo.txt)" = "$(printf "buy milk\\nreviewed")" ] && [ -f /etc/setup-ran ]\n',
+        test='if [ "$(cat /notes/todo.txt)" = "$(printf "buy milk\\nreviewed")" ] && [ -f /etc/setup-ran ]; then\n'
+        "  echo 1 > /logs/verifier/reward.txt\nelse\n  echo 0 > /logs/verifier/reward.txt\nfi\n",
         setup="touch /etc/setup-ran\n",  # only root can write there
         toml=f'[environment]\ndocker_image = "{prebuilt}"\n',
     )
@@ -216,7 +217,8 @@ def test_a_terminal_bench_shaped_task_runs_with_the_oracle(
         "tb-shaped",
         instruction="Write the number of lines of /app/input.txt into /app/count.txt.\n",
         solve="wc -l < /app/input.txt > /app/count.txt\n",
-        test='[ "$PWD" != / ] || exit 1\n[ "$(cat /app/count.txt)" = 3 ] && echo 1 > /logs/verifier/reward.txt\n',
+        test='[ "$PWD" != / ] || exit 1\n[ "$(cat /app/count.txt)" = 3 ] && r=1 || r=0\n'
+        "echo $r > /logs/verifier/reward.txt\n",
         toml=TERMINAL_BENCH_TOML,
     )
     (root / "environment").mkdir()
