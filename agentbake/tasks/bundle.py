@@ -39,6 +39,8 @@ BUNDLE_GIT = f"{BUNDLE_MOUNT}/runtime/bin/git"
 BUNDLE_LABEL = "dev.agentbake.bundle"
 """On the bundle's volume and container: the agent image id it was made from."""
 FILL_TIMEOUT_S = 600.0
+_STARTING_S = 10.0
+"""How long a filling container another process created may take to start before it counts as abandoned."""
 _SCRIPT = Path(__file__).with_name("bundle_script.sh")
 _COMMAND_LABEL = "dev.agentbake.agent.command"
 _locks: dict[str, threading.Lock] = {}
@@ -98,6 +100,10 @@ def _ready(client: docker.DockerClient, name: str) -> bool:
     or killed one is removed with its volume, so the caller fills it anew."""
     try:
         state = client.api.inspect_container(name)["State"]
+        deadline = time.monotonic() + _STARTING_S
+        while state.get("Status") == "created" and time.monotonic() < deadline:  # another process starts it
+            time.sleep(0.2)
+            state = client.api.inspect_container(name)["State"]
     except docker.errors.NotFound:
         return False
     if state.get("Running"):
