@@ -37,6 +37,7 @@ def test_gateway_does_not_import_the_build_kit() -> None:
 # What `run`/`rollout` need only once they run: the engine's SDK, the backends, the gateway's server, the build
 # kit, rich, the runner itself, the export. Their --help (and a usage error) must not pay for them.
 RUNTIME_ONLY = (
+    "asyncio",
     "docker",
     "rich",
     "httpx",

@@ -18,7 +18,7 @@ import click
 
 from agentbake.errors import SandboxError
 from agentbake.runner.backend_registry import BACKENDS, BackendConfig
-from agentbake.runner.remote.relay import RelayConfig
+from agentbake.runner.remote.relay_config import RelayConfig
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ _EXPORTS = {
     "E2BConfig": "agentbake.runner.remote.e2b_config",
     "HFBackend": "agentbake.runner.remote.hf",
     "HFConfig": "agentbake.runner.remote.hf_config",
-    "RelayConfig": "agentbake.runner.remote.relay",
+    "RelayConfig": "agentbake.runner.remote.relay_config",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentbake.runner.remote.relay import RelayConfig
+from agentbake.runner.remote.relay_config import RelayConfig
 
 
 class HFConfig(BaseModel):

@@ -18,9 +18,8 @@ import re
 import threading
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from agentbake.errors import SandboxError
+from agentbake.runner.remote.relay_config import RelayConfig
 
 _REQUEST_LINE = re.compile(rb"^[A-Z]+ /r/([A-Za-z0-9._:-]{1,128})/\S* HTTP/1\.[01]\r\n")
 _MAX_REQUEST_LINE = 8192
@@ -30,23 +29,6 @@ MAX_UNROUTED = 256
 """Connections still waiting for their request line; one more is closed as it arrives."""
 MAX_PER_ROLLOUT = 64
 """Connections relayed at once to one rollout's gateway (its own limit); one more gets a 503."""
-
-
-class RelayConfig(BaseModel):
-    """Where the relay listens and the URL remote sandboxes use to reach it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    listen_host: str = "127.0.0.1"
-    """Interface the relay listens on. Loopback reaches only sandboxes on this machine (tests, the fakes);
-    for cloud sandboxes listen where your tunnel or load balancer forwards from (e.g. `0.0.0.0`)."""
-
-    listen_port: int = Field(default=0, ge=0, le=65535)
-    """Port (0 picks a free one)."""
-
-    public_url: str | None = None
-    """Base URL sandboxes use (an https URL in front of this port, for cloud sandboxes); default: the
-    relay's own `http://listen_host:port`."""
 
 
 class GatewayRelay:

@@ -1,0 +1,23 @@
+"""`RelayConfig`: where the gateway relay (`relay.py`) listens, apart from the relay itself so that reading the
+backends' configs (`--backend`'s options, a job's config.json) does not import its asyncio server."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RelayConfig(BaseModel):
+    """Where the relay listens and the URL remote sandboxes use to reach it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    listen_host: str = "127.0.0.1"
+    """Interface the relay listens on. Loopback reaches only sandboxes on this machine (tests, the fakes);
+    for cloud sandboxes listen where your tunnel or load balancer forwards from (e.g. `0.0.0.0`)."""
+
+    listen_port: int = Field(default=0, ge=0, le=65535)
+    """Port (0 picks a free one)."""
+
+    public_url: str | None = None
+    """Base URL sandboxes use (an https URL in front of this port, for cloud sandboxes); default: the
+    relay's own `http://listen_host:port`."""
