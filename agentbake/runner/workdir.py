@@ -26,11 +26,13 @@ def _git(private: str, workdir: str, git: str) -> str:
 
 
 def _stage(private: str, workdir: str, git: str) -> str:
-    """Stage the workdir, ignored files too, but files over MAX_DIFF_FILE_MB."""
+    """Stage the workdir, ignored files too, but files over MAX_DIFF_FILE_MB. Only what BusyBox's find has too
+    (`-size` in k, `-exec {} +`): a task image may not have GNU findutils."""
     spec = f"{private}/pathspec"
+    big = f"find . -xdev -type f -size +{MAX_DIFF_FILE_MB * 1024}k -exec printf ':(exclude,literal)%s\\0' {{}} +"
     return (
-        f"{{ printf '.\\0'; find . -xdev -type f -size +{MAX_DIFF_FILE_MB}M -printf ':(exclude,literal)%P\\0'; }}"
-        f" > {spec} && {_git(private, workdir, git)} add --all --force --pathspec-from-file={spec} --pathspec-file-nul"
+        f"{{ printf '.\\0'; {big}; }} > {spec} && "
+        f"{_git(private, workdir, git)} add --all --force --pathspec-from-file={spec} --pathspec-file-nul"
     )
 
 
