@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import io
 import json
+import posixpath
 import tarfile
 import time
 from dataclasses import dataclass
@@ -47,6 +48,32 @@ DEFAULT_WORKDIR = "/app"
 BUILD_TIMEOUT_S = 600.0
 _PREPARE = Path(__file__).with_name("runnable_prepare.sh")
 _GLIBC_LOADER = "/lib64/ld-linux-x86-64.so.2"
+_ROOT_ONLY_TREES = (
+    "/etc",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/usr/bin",
+    "/usr/sbin",
+    "/usr/lib",
+    "/usr/lib32",
+    "/usr/lib64",
+    "/usr/libexec",
+    "/usr/local/bin",
+    "/usr/local/sbin",
+    "/usr/local/lib",
+    "/boot",
+    "/dev",
+    "/proc",
+    "/sys",
+    "/run",
+    "/var/lib",
+    "/opt/agentbake",
+)
+_ROOT_ONLY_EXACT = ("/usr", "/usr/local", "/var", "/root", "/home", "/opt", "/tmp")
 
 
 @dataclass(frozen=True)
@@ -89,6 +116,15 @@ def choose_agent_user(passwd: str) -> AgentUser:
     if name in names:
         raise TaskImageError(f"users named agent and agentbake exist, but none at uid {AGENT_UID}")
     return AgentUser(name, AGENT_UID, AGENT_UID, f"/home/{name}", create=True)
+
+
+def unsafe_workdir(workdir: str) -> bool:
+    """True for a workdir the agent must not own: a system directory, one under it, root's home, or one
+    holding any of them (owning /etc lets the agent write /etc/ld.so.preload, which every root process reads)."""
+    return workdir in _ROOT_ONLY_EXACT or any(
+        workdir == top or workdir.startswith(top + "/") or top.startswith(workdir.rstrip("/") + "/")
+        for top in _ROOT_ONLY_TREES
+    )
 
 
 def runnable_labels(task: str, image: TaskImage, user: AgentUser, workdir: str) -> dict[str, str]:
@@ -154,7 +190,13 @@ def runnable_image(
     except TaskImageError as exc:
         raise TaskImageError(f"task {task}: image {image.ref}: {exc}") from None
     workdir = config.get("WorkingDir") or ""
-    workdir = workdir if workdir not in ("", "/") else DEFAULT_WORKDIR
+    workdir = posixpath.normpath(workdir) if workdir not in ("", "/") else DEFAULT_WORKDIR
+    if unsafe_workdir(workdir):
+        raise TaskImageError(
+            f"task {task}: image {image.ref}: its WORKDIR {workdir} holds what root runs or reads; agentbake gives "
+            "the workdir to the agent's user, who could then change what the verifier runs as root: set WORKDIR "
+            "to a directory of the task's own (e.g. /app)"
+        )
     labels = runnable_labels(task, image, user, workdir)
     recipe = dockerfile(image, user, workdir, (config.get("User") or "").strip(), labels)
     digest = hashlib.sha256(length_prefixed(HASH_SCHEME) + length_prefixed(recipe.encode()))

@@ -16,12 +16,35 @@ from agentbake.buildkit.builders import run_build
 from agentbake.errors import TaskImageError
 from agentbake.tasks.bundle import BUNDLE_PYTHON
 from agentbake.tasks.image import TaskImage, build_task_image
-from agentbake.tasks.runnable import AgentUser, choose_agent_user, runnable_image
+from agentbake.tasks.runnable import AgentUser, choose_agent_user, runnable_image, unsafe_workdir
 from tests.tasks.conftest import BOOKWORM, TRIXIE, unique, write_task
 
 pytestmark = pytest.mark.docker
 
 ROOT_PASSWD = "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+
+
+@pytest.mark.parametrize(
+    ("workdir", "unsafe"),
+    [
+        ("/app", False),
+        ("/usr/src/app", False),
+        ("/var/www", False),
+        ("/root/project", False),
+        ("/srv", False),
+        ("/etc", True),
+        ("/etc/nginx", True),
+        ("/usr", True),
+        ("/usr/lib/x", True),
+        ("/root", True),
+        ("/var/lib/app", True),
+        ("/tmp", True),
+        ("/opt/agentbake", True),
+    ],
+)
+def test_the_agent_never_owns_what_root_runs(workdir: str, unsafe: bool) -> None:
+    """Owning /etc would let the agent write /etc/ld.so.preload, which every root process (the verifier) loads."""
+    assert unsafe_workdir(workdir) is unsafe
 
 
 def test_choose_agent_user() -> None:
@@ -104,8 +127,9 @@ def test_existing_uid_1000_user_and_no_workdir(
             "lacks what agentbake's harness runs: bash timeout",
         ),
         (f"FROM {BOOKWORM}\nRUN rm /usr/bin/sh /bin/sh 2>/dev/null; rm -f /usr/bin/dash\n", "it has no /bin/sh"),
+        (f"FROM {BOOKWORM}\nWORKDIR /etc\n", "its WORKDIR /etc holds what root runs or reads"),
     ],
-    ids=["alpine", "no-glibc", "missing-tools", "no-sh"],
+    ids=["alpine", "no-glibc", "missing-tools", "no-sh", "system-workdir"],
 )
 def test_unsupported_images_are_refused_naming_the_task(
     engine: docker.DockerClient,
