@@ -101,8 +101,8 @@ class RunnableImage:
 
 
 def choose_agent_user(passwd: str) -> AgentUser:
-    """The image's user at uid 1000 (its home, or /home/<name> when that is not a real one), else a new
-    `agent` (or `agentbake` when an `agent` with another uid exists) with group 1000."""
+    """The image's user at uid 1000 (its home, or /home/<name> when that is no real one or one the agent must
+    not own), else a new `agent` (or `agentbake` when an `agent` with another uid exists) with group 1000."""
     names = set()
     for line in passwd.splitlines():
         fields = line.split(":")
@@ -110,7 +110,8 @@ def choose_agent_user(passwd: str) -> AgentUser:
             continue
         names.add(fields[0])
         if fields[2] == str(AGENT_UID) and fields[3].isdigit():
-            home = fields[5] if fields[5].startswith("/") and fields[5] not in ("/", "/nonexistent") else ""
+            home = fields[5] if fields[5].startswith("/") and fields[5] != "/nonexistent" else ""
+            home = "" if home in ("", "/") or unsafe_workdir(posixpath.normpath(home)) else home  # it gets chowned
             return AgentUser(fields[0], AGENT_UID, int(fields[3]), home or f"/home/{fields[0]}", create=False)
     name = "agent" if "agent" not in names else "agentbake"
     if name in names:

@@ -53,6 +53,8 @@ def test_choose_agent_user() -> None:
     assert choose_agent_user(ubuntu) == AgentUser("ubuntu", 1000, 1000, "/home/ubuntu", create=False)
     homeless = ROOT_PASSWD + "svc:x:1000:50::/nonexistent:/usr/sbin/nologin\n"
     assert choose_agent_user(homeless) == AgentUser("svc", 1000, 50, "/home/svc", create=False)
+    in_etc = ROOT_PASSWD + "svc:x:1000:50::/etc/svc:/bin/sh\n"  # its home gets chowned: never a system dir
+    assert choose_agent_user(in_etc).home == "/home/svc"
     taken = ROOT_PASSWD + "agent:x:1001:1001::/home/agent:/bin/sh\n"
     assert choose_agent_user(taken).name == "agentbake"
     with pytest.raises(TaskImageError, match="none at uid 1000"):
