@@ -22,13 +22,14 @@ copy_libs() {
         while read -r lib; do cp -L -n "$lib" "$R/lib/"; done
 }
 
-# runtime/bin/NAME runs BINARY through the bundle's loader; extra `export` lines come first.
+# runtime/bin/NAME runs BINARY through the bundle's loader (--library-path wins over LD_LIBRARY_PATH; a task
+# image's LD_PRELOAD, built for its own glibc, is dropped); extra `export` lines come first.
 relocate() {
     local binary=$1 name=$2 exports=${3:-}
     cp -L "$binary" "$R/libexec/$name"
     copy_libs "$binary"
     loader=$(cd "$R/lib" && ls ld-linux-x86-64.so.2)
-    printf '#!/bin/sh\n%sexec %s/lib/%s --library-path %s/lib %s/libexec/%s "$@"\n' \
+    printf '#!/bin/sh\nunset LD_PRELOAD\n%sexec %s/lib/%s --library-path %s/lib %s/libexec/%s "$@"\n' \
         "$exports" "$M" "$loader" "$M" "$M" "$name" > "$R/bin/$name"
     chmod 755 "$R/bin/$name"
 }

@@ -56,6 +56,11 @@ def test_bundle_runs_in_images_without_python_or_git(
             "True",
         ]
         assert _run(engine, base, first.volume, ["sh", "-c", GIT_CHECK]).strip() == "+b"
+        # A task image's LD_PRELOAD (made for its own glibc) never reaches the bundle's binaries.
+        preload = ["env", "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libc.so.6", BUNDLE_PYTHON, "-I", "-S", "-c"]
+        assert (
+            _run(engine, base, first.volume, [*preload, "import os; print(os.environ.get('LD_PRELOAD'))"]) == "None\n"
+        )
         labels = engine.api.inspect_image(built_images[agent].id)["Config"]["Labels"]
         command = labels["dev.agentbake.agent.command"]
         version = _run(engine, base, first.volume, [f"{BUNDLE_MOUNT}/bin/{command}", "--version"])
