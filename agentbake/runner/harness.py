@@ -14,9 +14,7 @@ in its home (a `.gitconfig`, Python's user site) runs as root.
 from __future__ import annotations
 
 import io
-import json
 import logging
-import math
 import posixpath
 import secrets
 import shlex
@@ -31,17 +29,21 @@ from agentbake.runner.agents import AgentImage, AgentLaunch, headless_launch
 from agentbake.runner.result import Status, Timings
 from agentbake.runner.sandbox import ExecResult, SandboxHandle
 from agentbake.runner.sandbox.copyout import CopyBudget
+from agentbake.runner.verifier import (
+    HARBOR_TESTS_DIR,
+    HARBOR_VERIFIER_LOGS,
+    KILL_THEN_READ_REWARDS,
+    PROCESSES,
+    RUN_TEST_SH,
+    RewardError,
+    parse_reward_files,
+    reward_from,
+)
 from agentbake.runner.workdir import RECREATED, diff_command, restore_command, snapshot_command
 from agentbake.tasks import Task
 
 logger = logging.getLogger("agentbake.runner")
 
-
-# Harbor's contract with a task's verifier: its files under /tests, its reward under /logs/verifier.
-HARBOR_TESTS_DIR = "/tests"
-HARBOR_VERIFIER_LOGS = "/logs/verifier"
-REWARD_TXT = "reward.txt"
-REWARD_JSON = "reward.json"
 
 SETUP_TIMEOUT_SEC = 600.0
 """Seconds `environment/setup.sh` may run (Harbor's default build/setup budget)."""
@@ -106,6 +108,7 @@ class Harness:
         self.root_env: dict[str, str] = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
         self.agent_uid = ""  # read by _snapshot, with the OOM-kill count before the agent starts
         self.oom_before = 0
+        self.own_processes = ""  # the sandbox's processes before any task code ran (`pid:starttime ...`)
 
     def run(self) -> HarnessOutcome:
         """The steps in order. Once the agent has started, a step that raises ends as `sandbox_error` with its
@@ -147,12 +150,18 @@ class Harness:
 
     def _prepare(self, then: str, *, what: str) -> str:
         """The first root step: make the scratch dir, learn root's HOME (then in `root_env` for every later root
-        step), then run `then` in the same exec with that HOME; returns what `then` printed."""
+        step) and the sandbox's own processes (init, the relay, a backend's daemon: nothing of the task has run
+        yet; they are the only ones that outlive test.sh), then run `then` in the same exec with that HOME;
+        returns what `then` printed."""
         made = self._root(
-            f'mkdir -m 700 -- {self.private} && HOME=~root && export HOME && echo "$HOME" && {then}', what=what
+            f'mkdir -m 700 -- {self.private} && HOME=~root && export HOME && echo "$HOME" && '
+            f"{{ {PROCESSES}; }} | tr '\\n' ' ' && echo && {then}",
+            what=what,
         )
-        root_home, _, printed = made.stdout.partition("\n")
+        root_home, _, rest = made.stdout.partition("\n")
+        processes, _, printed = rest.partition("\n")
         self.root_env["HOME"] = root_home
+        self.own_processes = " ".join(processes.split())
         return printed
 
     def _upload_agent_files(self) -> None:
@@ -245,6 +254,9 @@ class Harness:
         restarted = stop_user(self.handle, self.agent_uid, self.root_env)
         if restarted:
             self.outcome.notes.append(restarted)
+            # init and the relay started anew: they are the processes that outlive test.sh now
+            listed = self._root(["sh", "-c", PROCESSES], what="list the sandbox's processes", cwd="/")
+            self.own_processes = " ".join(listed.stdout.split())
         self._restore_workdir()
 
     def _restore_workdir(self) -> None:
@@ -270,10 +282,12 @@ class Harness:
         task = self.task
         # Fresh and root-owned, after the agent's processes are gone: nothing in it predates this run.
         logs_parent = posixpath.dirname(HARBOR_VERIFIER_LOGS)
+        # /tests is root's alone: code of the agent that test.sh runs as another user cannot read the answers.
         self._root(
-            f"rm -rf {HARBOR_TESTS_DIR} {HARBOR_VERIFIER_LOGS} && mkdir -p {HARBOR_VERIFIER_LOGS} && "
-            f"chown root:root {logs_parent} {HARBOR_VERIFIER_LOGS} && chmod 755 {logs_parent} {HARBOR_VERIFIER_LOGS}",
-            what=f"create {HARBOR_VERIFIER_LOGS}",
+            f"rm -rf {HARBOR_TESTS_DIR} {HARBOR_VERIFIER_LOGS} && mkdir -m 700 {HARBOR_TESTS_DIR} && "
+            f"mkdir -p {HARBOR_VERIFIER_LOGS} && chown root:root {logs_parent} {HARBOR_VERIFIER_LOGS} && "
+            f"chmod 755 {logs_parent} {HARBOR_VERIFIER_LOGS}",
+            what=f"create {HARBOR_TESTS_DIR} and {HARBOR_VERIFIER_LOGS}",
         )
         tests = {
             posixpath.join(HARBOR_TESTS_DIR, p.relative_to(task.tests_dir).as_posix()): p
@@ -282,7 +296,7 @@ class Harness:
         }
         self._upload(tests, archive=f"{self.private}/tests.tar", user="root")
         result = self.handle.exec(
-            ["bash", f"{HARBOR_TESTS_DIR}/test.sh"],
+            ["sh", "-c", RUN_TEST_SH, "sh", self.own_processes],
             envs={**task.verifier_env, **self.root_env},
             cwd=self.workdir,
             timeout=task.verifier_timeout_sec,
@@ -290,33 +304,25 @@ class Harness:
         )
         self._save("verifier/stdout.txt", result.stdout)
         self._save("verifier/stderr.txt", result.stderr)
+        # What a timed-out test.sh left, and what any user but root left, dies here; the reward is read after.
+        ended = self.handle.exec(
+            ["sh", "-c", KILL_THEN_READ_REWARDS, "sh", self.own_processes],
+            envs=self.root_env,
+            timeout=STEP_TIMEOUT_SEC,
+            user="root",
+        )
         if result.timed_out:
             self.outcome.fail(Status.VERIFIER_TIMEOUT, f"tests/test.sh ran past {task.verifier_timeout_sec:g} s")
             return
         self.outcome.verifier_exit_code = result.exit_code
-        try:
-            reward = self._read_reward()
-        except ValueError as exc:
-            self.outcome.fail(Status.VERIFIER_ERROR, str(exc))
+        if ended.exit_code != 0:
+            self.outcome.fail(Status.VERIFIER_ERROR, f"after tests/test.sh: {_tail(ended.stderr or ended.stdout)}")
             return
-        self.outcome.reward = reward if reward is not None else (1.0 if result.exit_code == 0 else 0.0)
-
-    def _read_reward(self) -> float | None:
-        """The verifier's reward file, or None when it wrote none; ValueError when it is unreadable."""
-        for name in (REWARD_TXT, REWARD_JSON):
-            path = f"{HARBOR_VERIFIER_LOGS}/{name}"
-            if not self.handle.exists(path):
-                continue
-            text = self.handle.read_text(path).strip()
-            try:
-                reward = float(json.loads(text)["reward"] if name == REWARD_JSON else text)
-            except (ValueError, KeyError, TypeError) as exc:
-                expected = 'a JSON object like {"reward": 1.0}' if name == REWARD_JSON else "a number"
-                raise ValueError(f"{path}: expected {expected}, got {text[:200]!r}") from exc
-            if not math.isfinite(reward):
-                raise ValueError(f"{path}: expected a finite number, got {text[:200]!r}")
-            return reward
-        return None
+        try:
+            self.outcome.reward = reward_from(parse_reward_files(ended.stdout))
+        except RewardError as exc:
+            exited = f" (tests/test.sh exited {result.exit_code}: {_tail(result.stderr or result.stdout)})"
+            self.outcome.fail(Status.VERIFIER_ERROR, f"{exc}{exited if result.exit_code else ''}")
 
     def _collect(self) -> None:
         """What the agent recorded and the verifier's log dir into out/, under one `CopyBudget` for the

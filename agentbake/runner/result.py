@@ -35,7 +35,7 @@ class Status(enum.StrEnum):
     SETUP_ERROR = "setup_error"
     """`environment/setup.sh` failed or timed out; the agent never started."""
     VERIFIER_ERROR = "verifier_error"
-    """The verifier could not run or wrote an unreadable reward (a verifier that ran and failed is `ok`, reward 0)."""
+    """The verifier could not run, wrote no reward or an unreadable one (one that wrote 0 is `ok`, reward 0)."""
     VERIFIER_TIMEOUT = "verifier_timeout"
     """`tests/test.sh` ran past `[verifier] timeout_sec`."""
     SANDBOX_ERROR = "sandbox_error"
@@ -82,7 +82,8 @@ class RolloutResult:
     """The task's directory name."""
     status: Status
     reward: float
-    """From the verifier: `/logs/verifier/reward.txt` or `reward.json`'s `reward`, else 1.0 on exit 0, else 0.0."""
+    """From the verifier: `/logs/verifier/reward.json`'s `reward`, else `reward.txt`; 0.0 when it wrote neither
+    (then the status is `verifier_error`)."""
     image: str
     """The image reference the sandbox ran (a task with its own image: its runnable image)."""
     agent: str

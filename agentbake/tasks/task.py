@@ -165,8 +165,8 @@ def load_task(path: str | Path) -> Task:
     tests_dir = root / "tests"
     if not (tests_dir / "test.sh").is_file():
         raise TaskError(
-            f"{tests_dir / 'test.sh'}: missing; the verifier is tests/test.sh (it may write "
-            "/logs/verifier/reward.txt, else its exit code decides: 0 gives reward 1)"
+            f"{tests_dir / 'test.sh'}: missing; the verifier is tests/test.sh (it writes its reward to "
+            '/logs/verifier/reward.txt, a number, or /logs/verifier/reward.json, {"reward": <number>})'
         )
 
     config = _Config.read(root / "task.toml")

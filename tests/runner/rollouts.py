@@ -40,6 +40,11 @@ def write_task(
     return task
 
 
+def reward_if(condition: str) -> str:
+    """A test.sh body writing reward 1 to /logs/verifier/reward.txt when the shell `condition` holds, else 0."""
+    return f"if {condition}; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"
+
+
 def copy_example(root: Path, example: str, name: str, *, solve: str | None = None) -> Path:
     """A copy of an example task under another name, optionally with another solve.sh."""
     task = root / name

@@ -25,7 +25,7 @@ from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
 from agentbake.tasks import discover_tasks, load_task
 from tests.runner.faulty_engine import FaultyEngine
-from tests.runner.rollouts import EXAMPLE_TASKS, EXAMPLES, copy_example, leftovers, write_task
+from tests.runner.rollouts import EXAMPLE_TASKS, EXAMPLES, copy_example, leftovers, reward_if, write_task
 
 pytestmark = pytest.mark.docker
 
@@ -87,7 +87,7 @@ FAILING = {
     ),
     "verifier-timeout": ("[verifier]\ntimeout_sec = 2\n", None, "true\n", "sleep 60\n", Status.VERIFIER_TIMEOUT, 0.0),
     "verifier-garbage": ("", None, "true\n", "echo banana > /logs/verifier/reward.txt\n", Status.VERIFIER_ERROR, 0.0),
-    "verifier-exit-code": ("", None, "touch done\n", "[ -f done ]\n", Status.OK, 1.0),
+    "verifier-writes-no-reward": ("", None, "touch done\n", "[ -f done ]\n", Status.VERIFIER_ERROR, 0.0),
 }
 
 
@@ -125,6 +125,8 @@ def test_each_failure_has_its_status_and_the_verifier_still_judges(failing_resul
         assert not (result.out_dir / "verifier" / "stdout.txt").exists()
     if name == "verifier-garbage":
         assert "/logs/verifier/reward.txt: expected a number, got 'banana'" in result.error
+    if name == "verifier-writes-no-reward":  # exit 0 is no reward (Harbor): neither file is a verifier_error
+        assert result.verifier_exit_code == 0 and "tests/test.sh wrote no reward" in result.error
 
 
 # Plants reward files wherever it can and leaves a detached process rewriting them, beating a heartbeat.
@@ -141,17 +143,17 @@ sleep 0.5
 """
 UNSOLVED_VERIFIER = """a=$(cat /tmp/heartbeat); sleep 0.5; b=$(cat /tmp/heartbeat)
 echo "heartbeat $a $b"
-[ -f solved.txt ]
-"""
+""" + reward_if("[ -f solved.txt ]")
 
 
 def test_planted_reward_files_and_a_rewriting_process_get_no_reward(runner: Runner, tmp_path: Path) -> None:
     task = load_task(write_task(tmp_path, "tamper", solve=TAMPER, test=UNSOLVED_VERIFIER))
     result = runner.run(task)
-    assert (result.status, result.reward, result.verifier_exit_code) == (Status.OK, 0.0, 1)
+    assert (result.status, result.reward, result.verifier_exit_code) == (Status.OK, 0.0, 0)
     _, before, after = (result.out_dir / "verifier" / "stdout.txt").read_text().split()
     assert int(before) > 1 and before == after, "the agent's background process outlived the agent"
-    assert not (result.out_dir / "verifier" / "logs" / "reward.txt").exists()
+    assert (result.out_dir / "verifier" / "logs" / "reward.txt").read_text() == "0\n"
+    assert not (result.out_dir / "verifier" / "logs" / "reward.json").exists()
 
 
 def test_a_sandbox_lost_mid_rollout_is_a_sandbox_error_and_leaves_nothing(

@@ -19,13 +19,13 @@ from agentbake.runner.runner_config import RunnerConfig
 from agentbake.runner.sandbox.copyout import CopyBudget
 from agentbake.tasks import load_task
 from tests.resources import Peak
-from tests.runner.rollouts import copy_example, leftovers, write_task
+from tests.runner.rollouts import copy_example, leftovers, reward_if, write_task
 
 pytestmark = pytest.mark.docker
 
 MiB = 1024 * 1024
 LOGS = '"$HOME/logs/agent"'  # the claude-code image's agent-log dir (label dev.agentbake.dir.logs_agent)
-NOT_SOLVED = "[ -f solved.txt ]\n"
+NOT_SOLVED = reward_if("[ -f solved.txt ]")
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +133,7 @@ BREAKS_ITS_SANDBOX = {
     "fork-loop": (
         "[agent]\ntimeout_sec = 30\n",
         "setsid bash -c 'f() { f | f & }; f' </dev/null >/dev/null 2>&1 &\nsleep 2\nexit 0\n",
-        "[ -f solved.txt ]\n",
+        NOT_SOLVED,
     ),
     # A .gitattributes line: once every change in workdir.diff was "Binary files differ".
     "gitattributes": ("", "printf '* -diff\\n' > .gitattributes && echo 'a hidden change' > notes.txt\n", NOT_SOLVED),
@@ -160,13 +160,13 @@ def test_an_agent_breaking_its_sandbox_gets_a_precise_status_and_the_batch_goes_
 
     for name in ("workdir-removed", "workdir-linked"):
         result = results[name]
-        assert (result.status, result.reward, result.verifier_exit_code) == (Status.OK, 0.0, 1), (name, result.error)
+        assert (result.status, result.reward, result.verifier_exit_code) == (Status.OK, 0.0, 0), (name, result.error)
         assert any("removed or replaced the workdir" in note for note in result.notes), result.notes
         assert "deleted file mode" in (result.out_dir / "workdir.diff").read_text()
 
     fork = results["fork-loop"]
     assert fork.status in (Status.OK, Status.AGENT_TIMEOUT) and fork.reward == 0.0, fork.error
-    assert fork.verifier_exit_code == 1 and (fork.out_dir / "agent" / "oracle.log").is_file()
+    assert fork.verifier_exit_code == 0 and (fork.out_dir / "agent" / "oracle.log").is_file()
     assert any("the sandbox was restarted" in note for note in fork.notes), fork.notes
 
     diff = (results["gitattributes"].out_dir / "workdir.diff").read_text()

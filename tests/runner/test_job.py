@@ -23,13 +23,13 @@ from agentbake.runner.job import CONFIG_FILE, SUMMARY_FILE, Job, JobConfig, JobT
 from agentbake.runner.result import RESULT_FILE, RolloutResult, Status
 from agentbake.runner.runner_config import RunnerConfig
 from agentbake.tasks import discover_tasks
-from tests.runner.rollouts import leftovers, write_task
+from tests.runner.rollouts import leftovers, reward_if, write_task
 from tests.runner.test_cli import AGENTBAKE, agentbake
 
 
 def _tasks(root: Path) -> Path:
     for name in ("alpha", "beta"):
-        write_task(root, name, solve=f"echo {name} > out.txt\n", test="grep -q . out.txt\n")
+        write_task(root, name, solve=f"echo {name} > out.txt\n", test=reward_if("grep -q . out.txt"))
     return root
 
 
@@ -177,9 +177,12 @@ def test_an_interrupted_batch_resumes_without_redoing_finished_rollouts(
     """Oracle rollouts, two at once: SIGTERM once both attempts of the quick task are done and the slow task's
     are running; the resume runs only the slow task's two, and a second resume runs nothing."""
     prefix = f"resume{os.getpid()}"
-    write_task(tmp_path / "tasks", f"{prefix}-a", solve="echo done > out.txt\n", test="grep -q done out.txt\n")
+    write_task(tmp_path / "tasks", f"{prefix}-a", solve="echo done > out.txt\n", test=reward_if("grep -q done out.txt"))
     write_task(
-        tmp_path / "tasks", f"{prefix}-b", solve="sleep 30; echo done > out.txt\n", test="grep -q done out.txt\n"
+        tmp_path / "tasks",
+        f"{prefix}-b",
+        solve="sleep 30; echo done > out.txt\n",
+        test=reward_if("grep -q done out.txt"),
     )
     job = tmp_path / "job"
     command = [*AGENTBAKE, "rollout", "claude-code", "--tasks", str(tmp_path / "tasks"), "--oracle", "-k", "2"]

@@ -34,7 +34,7 @@ from agentbake.serve import serve_in_thread
 from agentbake.tasks import load_task
 from tests.runner.fakes.containers import LocalMachines, remove_leftovers
 from tests.runner.fakes.servers import fake_e2b, fake_hub
-from tests.runner.rollouts import CATALOG_IMAGE_EXAMPLES, EXAMPLES, write_task
+from tests.runner.rollouts import CATALOG_IMAGE_EXAMPLES, EXAMPLES, reward_if, write_task
 from tests.runner.test_rollout import KEY_PREFIX, PROBE
 
 pytestmark = pytest.mark.docker
@@ -108,7 +108,7 @@ def test_gateway_in_the_sandbox_calls_upstream_with_a_key_the_agent_cannot_see(
     finds no key, the upstream receives it, and the trace of the in-sandbox gateway reaches out/."""
     key = KEY_PREFIX + secrets.token_hex(16)
     monkeypatch.setenv("AGENTBAKE_TEST_PROBE_KEY", key)
-    task = load_task(write_task(tmp_path, "key-probe", solve=PROBE, test="grep -q probed probe.txt\n"))
+    task = load_task(write_task(tmp_path, "key-probe", solve=PROBE, test=reward_if("grep -q probed probe.txt")))
     model = ScriptedModel(tasks=[task])
     tag, (_, template) = built_images["claude-code"].tag, published
     config = RunnerConfig(

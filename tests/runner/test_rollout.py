@@ -25,7 +25,7 @@ from agentbake.scripted import Fault, ScriptedModel
 from agentbake.scripted.tokens import request_seed, sampled_logprob
 from agentbake.serve import serve_in_thread
 from agentbake.tasks import load_task
-from tests.runner.rollouts import EXAMPLES, leftovers, write_task
+from tests.runner.rollouts import EXAMPLES, leftovers, reward_if, write_task
 
 pytestmark = pytest.mark.docker
 
@@ -95,7 +95,7 @@ def test_the_upstream_key_reaches_the_upstream_and_never_the_sandbox(
 ) -> None:
     key = KEY_PREFIX + secrets.token_hex(16)
     monkeypatch.setenv("AGENTBAKE_TEST_PROBE_KEY", key)
-    task = load_task(write_task(tmp_path, "key-probe", solve=PROBE, test="grep -q probed probe.txt\n"))
+    task = load_task(write_task(tmp_path, "key-probe", solve=PROBE, test=reward_if("grep -q probed probe.txt")))
     model = ScriptedModel(tasks=[task])
     with serve_in_thread(model) as upstream:
         config = RunnerConfig(

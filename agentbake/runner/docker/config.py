@@ -34,10 +34,11 @@ class DockerConfig(BaseModel):
     pids_limit: int = Field(default=1024, ge=16)
     """Most processes (threads count) the sandbox may hold at once: a fork bomb stops there."""
 
-    root_capabilities: tuple[str, ...] = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL")
+    root_capabilities: tuple[str, ...] = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID")
     """Capabilities left after `cap_drop=ALL`, usable only by root's processes (setup.sh, the verifier,
-    the forwarder): own and write the agent's files, stop its processes. The agent's user runs with
-    no-new-privileges and holds none of them."""
+    the forwarder): own and write the agent's files, stop its processes, and drop to another user
+    (`setpriv`, `runuser`: a verifier runs the agent's code as the agent's user, not as root). The
+    agent's user runs with no-new-privileges and holds none of them."""
 
     user: str | None = None
     """Run the agent's commands as this user instead of the image's (label `dev.agentbake.user`, else

@@ -25,7 +25,7 @@ from agentbake.serve import ServedApp, serve_in_thread
 from tests.resources import Peak
 
 SECRET = "sk-isolation-test-4f1d9c2b7e"
-CAPS_OF_ROOT = 0x2B  # CHOWN(0) DAC_OVERRIDE(1) FOWNER(3) KILL(5): DockerConfig.root_capabilities
+CAPS_OF_ROOT = 0xEB  # CHOWN(0) DAC_OVERRIDE(1) FOWNER(3) KILL(5) SETGID(6) SETUID(7): root_capabilities
 
 # Run by the image's python inside the sandbox: "host port" pairs -> what a 2 s connect did.
 PROBE = """
@@ -108,6 +108,9 @@ def test_hardening_seen_from_inside(sandbox: DockerSandbox) -> None:
     assert re.search(r"^CapEff:\s*0+$", status, re.M) and re.search(r"^NoNewPrivs:\s*1$", status, re.M)
     root_caps = sandbox.exec("grep ^CapEff: /proc/self/status", user="root").stdout.split()[1]
     assert int(root_caps, 16) == CAPS_OF_ROOT
+    # root may drop to the agent's user (SETUID/SETGID); the agent cannot use them to become root
+    assert sandbox.exec("setpriv --reuid=1000 --regid=1000 --clear-groups id -u", user="root").stdout == "1000\n"
+    assert sandbox.exec("setpriv --reuid=0 --regid=0 --clear-groups id -u").exit_code != 0
 
     limits = sandbox.exec(
         "cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max "

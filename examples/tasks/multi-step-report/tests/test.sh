@@ -6,5 +6,6 @@ score=0
 [ "$(cat report/errors.txt 2>/dev/null)" = "$expected_errors" ] && score=$((score + 1))
 [ "$(tr -d '[:space:]' < report/count.txt 2>/dev/null)" = "$count" ] && score=$((score + 1))
 [ "$(cat report/summary.md 2>/dev/null)" = "$(printf '# Error report\nTotal errors: %s' "$count")" ] && score=$((score + 1))
-python3 -c "import json; print(json.dumps({'reward': round($score / 3, 4), 'files_correct': $score}))" \
+# -I: the workdir (cwd) is not on the path, so the agent's files cannot stand in for json.
+python3 -I -c "import json; print(json.dumps({'reward': round($score / 3, 4), 'files_correct': $score}))" \
   > /logs/verifier/reward.json

@@ -1,0 +1,185 @@
+"""The verifier phase's rules: what runs in the sandbox around `tests/test.sh`, and how its reward is read.
+
+Everything the agent left is hostile input here. The harness (`harness.py`) runs these steps in order:
+
+1. `PROCESSES` at the start of the rollout, before any task code runs: the sandbox's own processes
+   (init, the relay, a backend's daemon), the only ones allowed to outlive the verifier.
+2. `tests/test.sh`, then `KILL_THEN_READ_REWARDS`: every process that is not one of those, nor the
+   command itself, is killed (what test.sh or code it ran left behind cannot write the reward after it
+   ends), then both reward files are described without following a symlink.
+3. `reward_from` applies Harbor's precedence: `reward.json` (its `reward`), then `reward.txt`; a verifier
+   that wrote neither is a `verifier_error`, never a reward of 0.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import posixpath
+from dataclasses import dataclass
+
+# Harbor's contract with a task's verifier: its files under /tests, its reward under /logs/verifier.
+HARBOR_TESTS_DIR = "/tests"
+HARBOR_VERIFIER_LOGS = "/logs/verifier"
+REWARD_JSON = "reward.json"
+REWARD_TXT = "reward.txt"
+MAX_REWARD_BYTES = 64 * 1024
+"""A reward file is read up to this size; a longer one does not parse and is a `verifier_error`."""
+KILL_ROUNDS = 500
+"""Rounds of SIGKILL after test.sh (a killed process shows as alive until it has exited, and the rounds
+fork nothing, so they follow each other within milliseconds) before processes that keep reappearing fail
+the verifier."""
+
+# For each live process (zombies are dead; init reaps them) sets $p to `pid:starttime` and runs BODY. The
+# start time (field 22 of /proc/PID/stat, counted after the command name, which may hold spaces) tells a
+# process from a later one that reuses its pid. Only builtins: the loop forks nothing that it would see.
+_EACH_PROCESS = (
+    'for d in /proc/[0-9]*; do read -r s 2>/dev/null < "$d/stat" || continue; s=${{s##*) }}; set -- $s; '
+    '[ "$1" = Z ] && continue; p=${{d#/proc/}}:${{20}}; {body}; done'
+)
+PROCESSES = _EACH_PROCESS.format(body='echo "$p"')
+"""Prints the sandbox's live processes, one `pid:starttime` per line."""
+
+# $1: the processes to keep (`pid:starttime`, space-separated); this shell and its ancestors (the
+# backend's exec chain, e.g. `timeout`) are kept too. A non-root user kills only its own processes.
+_KEEP = r"""keep=" $1 " a=$$ all=$( [ "$(id -u)" = 0 ] && echo 1 )
+while [ "$a" -gt 0 ] && read -r s 2>/dev/null < /proc/$a/stat; do
+  s=${s##*) }; set -- $s; keep="$keep$a:${20} "; a=$2
+done
+"""
+_NOT_KEPT = 'case $keep in *" $p "*) ;; *) [ -n "$all" ] || [ -O "$d" ] && left="$left ${p%:*}" ;; esac'
+# Kills every process not kept; $stuck: the pids that kept coming back, if any.
+_KILL_THE_REST = f"""round=0 stuck=
+while :; do
+  left=
+  {_EACH_PROCESS.format(body=_NOT_KEPT)}
+  [ -z "$left" ] && break
+  round=$((round + 1))
+  [ "$round" -le {KILL_ROUNDS} ] || {{ stuck=$left; break; }}
+  kill -KILL $left 2>/dev/null
+done
+"""
+
+# kill(-1) stops, in one system call, every process this user may signal (but init and this shell) the
+# moment test.sh has been reaped: a process that waits for that to rewrite the reward is frozen first
+# (measured: one polling every 10 ms won 4 races of 10 against a /proc scan alone, none against the stop).
+RUN_TEST_SH = f"""{_KEEP}bash {HARBOR_TESTS_DIR}/test.sh; rc=$?
+kill -STOP -1 2>/dev/null
+{_KILL_THE_REST}for p in $keep; do kill -CONT "${{p%:*}}" 2>/dev/null; done
+exit $rc
+"""
+"""`tests/test.sh`, then in the same command every process it, or code it ran, left behind: stopped at
+once, killed, and the sandbox's own processes (stopped too) continued. $1: `PROCESSES` of the rollout's
+start."""
+
+_LOGS_PARENT = posixpath.dirname(HARBOR_VERIFIER_LOGS)
+KILL_THEN_READ_REWARDS = rf"""{_KEEP}{_KILL_THE_REST}[ -z "$stuck" ] || {{
+  echo "processes kept coming back after {KILL_ROUNDS} rounds of SIGKILL:$stuck" >&2; exit 3; }}
+d={HARBOR_VERIFIER_LOGS}
+for f in {REWARD_JSON} {REWARD_TXT}; do
+  if [ -L {_LOGS_PARENT} ] || [ -L "$d" ] || [ ! -d "$d" ]; then echo "$f baddir"
+  elif [ -L "$d/$f" ]; then echo "$f symlink"
+  elif [ ! -e "$d/$f" ]; then echo "$f absent"
+  elif [ ! -f "$d/$f" ]; then echo "$f special"
+  else printf '%s file ' "$f"; head -c {MAX_REWARD_BYTES} "$d/$f" | tr '\n\r\0' '   '; echo
+  fi
+done
+"""
+"""As root after `RUN_TEST_SH`: kills what is left (processes of other users too; exit 3 when they keep
+coming back), then describes each reward file without following a symlink. $1: as for `RUN_TEST_SH`."""
+
+
+class RewardError(ValueError):
+    """The verifier's reward files hold no reward; the message says which file and why."""
+
+
+@dataclass(frozen=True)
+class RewardFile:
+    """What `KILL_THEN_READ_REWARDS` saw of one reward file."""
+
+    name: str
+    state: str
+    """`file`, `absent`, `symlink`, `special` (a FIFO, a directory, ...) or `baddir` (the log dir itself
+    is a symlink or gone)."""
+    text: str = ""
+    """A regular file's contents (newlines as spaces, at most `MAX_REWARD_BYTES`)."""
+
+    @property
+    def path(self) -> str:
+        return f"{HARBOR_VERIFIER_LOGS}/{self.name}"
+
+
+def parse_reward_files(stdout: str) -> dict[str, RewardFile]:
+    """The lines `KILL_THEN_READ_REWARDS` printed, by file name."""
+    files = {}
+    for line in stdout.splitlines():
+        name, _, rest = line.partition(" ")
+        state, _, text = rest.partition(" ")
+        if name in (REWARD_JSON, REWARD_TXT):
+            files[name] = RewardFile(name, state, text)
+    return files
+
+
+def reward_from(files: dict[str, RewardFile]) -> float:
+    """Harbor's precedence: `reward.json`'s `reward`, then `reward.txt` (also when reward.json exists but
+    has no `reward` key). RewardError when neither holds one, or a file is there but is no regular file."""
+    json_file, txt_file = files.get(REWARD_JSON), files.get(REWARD_TXT)
+    if json_file is None or txt_file is None:
+        raise RewardError(f"could not read {HARBOR_VERIFIER_LOGS} (the reward check printed nothing usable)")
+    for file in (json_file, txt_file):
+        _refuse_irregular(file)
+    if json_file.state == "file":
+        found = _reward_json(json_file)
+        if found is not None:
+            return found
+        if txt_file.state != "file":
+            raise RewardError(f'{json_file.path}: no "reward" key (and no {REWARD_TXT}): got {json_file.text[:200]!r}')
+    elif txt_file.state != "file":
+        raise RewardError(
+            f"tests/test.sh wrote no reward: neither {json_file.path} nor {txt_file.path} exists "
+            '(write a number to reward.txt or {"reward": <number>} to reward.json)'
+        )
+    return _reward_txt(txt_file)
+
+
+def _refuse_irregular(file: RewardFile) -> None:
+    if file.state == "baddir":
+        raise RewardError(f"{HARBOR_VERIFIER_LOGS} was replaced (a symlink, or removed) while the verifier ran")
+    if file.state == "symlink":
+        raise RewardError(f"{file.path} is a symlink: a reward is read only from a regular file")
+    if file.state == "special":
+        raise RewardError(f"{file.path} is not a regular file")
+    if file.state not in ("file", "absent"):
+        raise RewardError(f"{file.path}: unexpected state {file.state!r}")
+
+
+def _reward_json(file: RewardFile) -> float | None:
+    """reward.json's `reward` (a JSON number, as Harbor reads it), None when it has no such key."""
+    expected = 'a JSON object like {"reward": 1.0}'
+    try:
+        document = json.loads(file.text)
+    except ValueError:
+        raise RewardError(f"{file.path}: expected {expected}, got {file.text[:200]!r}") from None
+    if not isinstance(document, dict):
+        raise RewardError(f"{file.path}: expected {expected}, got {file.text[:200]!r}")
+    if "reward" not in document:
+        return None
+    value = document["reward"]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RewardError(f'{file.path}: expected a number in "reward", got {json.dumps(value)[:200]}')
+    return _finite(file, float(value), file.text)
+
+
+def _reward_txt(file: RewardFile) -> float:
+    text = file.text.strip()
+    try:
+        reward = float(text)
+    except ValueError:
+        raise RewardError(f"{file.path}: expected a number, got {text[:200]!r}") from None
+    return _finite(file, reward, text)
+
+
+def _finite(file: RewardFile, reward: float, text: str) -> float:
+    if not math.isfinite(reward):
+        raise RewardError(f"{file.path}: expected a finite number, got {text[:200]!r}")
+    return reward
