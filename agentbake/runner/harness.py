@@ -29,16 +29,8 @@ from agentbake.runner.agents import AgentImage, AgentLaunch, headless_launch
 from agentbake.runner.result import Status, Timings
 from agentbake.runner.sandbox import ExecResult, SandboxHandle
 from agentbake.runner.sandbox.copyout import CopyBudget
-from agentbake.runner.verifier import (
-    HARBOR_TESTS_DIR,
-    HARBOR_VERIFIER_LOGS,
-    KILL_THEN_READ_REWARDS,
-    PROCESSES,
-    RUN_TEST_SH,
-    RewardError,
-    parse_reward_files,
-    reward_from,
-)
+from agentbake.runner.verifier import HARBOR_VERIFIER_LOGS, PROCESSES
+from agentbake.runner.verifier_phase import VerifierPhase, tail
 from agentbake.runner.workdir import RECREATED, diff_command, restore_command, snapshot_command
 from agentbake.tasks import Task
 
@@ -202,8 +194,8 @@ class Harness:
         if result.timed_out:
             self.outcome.fail(Status.SETUP_ERROR, f"environment/setup.sh ran past {SETUP_TIMEOUT_SEC:.0f} s")
         elif result.exit_code != 0:
-            tail = _tail(result.stderr or result.stdout)
-            self.outcome.fail(Status.SETUP_ERROR, f"environment/setup.sh exited {result.exit_code}: {tail}")
+            said = tail(result.stderr or result.stdout)
+            self.outcome.fail(Status.SETUP_ERROR, f"environment/setup.sh exited {result.exit_code}: {said}")
         return self.outcome.status is Status.OK
 
     def _snapshot(self) -> bool:
@@ -236,7 +228,7 @@ class Harness:
         elif self._oom_kills() > self.oom_before:
             self.outcome.fail(Status.OOM, f"the sandbox ran out of memory (agent exit {result.exit_code})")
         elif result.exit_code != 0:
-            detail = _tail(result.stderr or result.stdout)
+            detail = tail(result.stderr or result.stdout)
             self.outcome.fail(Status.AGENT_ERROR, f"the agent exited {result.exit_code}: {detail}")
 
     def _oom_kills(self) -> int:
@@ -279,50 +271,19 @@ class Harness:
         self._save_bytes("workdir.diff", self.handle.read_bytes(diff))
 
     def _verify(self) -> None:
-        task = self.task
-        # Fresh and root-owned, after the agent's processes are gone: nothing in it predates this run.
-        logs_parent = posixpath.dirname(HARBOR_VERIFIER_LOGS)
-        # /tests is root's alone: code of the agent that test.sh runs as another user cannot read the answers.
-        self._root(
-            f"rm -rf {HARBOR_TESTS_DIR} {HARBOR_VERIFIER_LOGS} && mkdir -m 700 {HARBOR_TESTS_DIR} && "
-            f"mkdir -p {HARBOR_VERIFIER_LOGS} && chown root:root {logs_parent} {HARBOR_VERIFIER_LOGS} && "
-            f"chmod 755 {logs_parent} {HARBOR_VERIFIER_LOGS}",
-            what=f"create {HARBOR_TESTS_DIR} and {HARBOR_VERIFIER_LOGS}",
-        )
-        tests = {
-            posixpath.join(HARBOR_TESTS_DIR, p.relative_to(task.tests_dir).as_posix()): p
-            for p in task.tests_dir.rglob("*")
-            if p.is_file()
-        }
-        self._upload(tests, archive=f"{self.private}/tests.tar", user="root")
-        result = self.handle.exec(
-            ["sh", "-c", RUN_TEST_SH, "sh", self.own_processes],
-            envs={**task.verifier_env, **self.root_env},
-            cwd=self.workdir,
-            timeout=task.verifier_timeout_sec,
-            user="root",
-        )
-        self._save("verifier/stdout.txt", result.stdout)
-        self._save("verifier/stderr.txt", result.stderr)
-        # What a timed-out test.sh left, and what any user but root left, dies here; the reward is read after.
-        ended = self.handle.exec(
-            ["sh", "-c", KILL_THEN_READ_REWARDS, "sh", self.own_processes],
-            envs=self.root_env,
-            timeout=STEP_TIMEOUT_SEC,
-            user="root",
-        )
-        if result.timed_out:
-            self.outcome.fail(Status.VERIFIER_TIMEOUT, f"tests/test.sh ran past {task.verifier_timeout_sec:g} s")
-            return
-        self.outcome.verifier_exit_code = result.exit_code
-        if ended.exit_code != 0:
-            self.outcome.fail(Status.VERIFIER_ERROR, f"after tests/test.sh: {_tail(ended.stderr or ended.stdout)}")
-            return
-        try:
-            self.outcome.reward = reward_from(parse_reward_files(ended.stdout))
-        except RewardError as exc:
-            exited = f" (tests/test.sh exited {result.exit_code}: {_tail(result.stderr or result.stdout)})"
-            self.outcome.fail(Status.VERIFIER_ERROR, f"{exc}{exited if result.exit_code else ''}")
+        VerifierPhase(
+            self.handle,
+            self.task,
+            self.outcome,
+            workdir=self.workdir,
+            private=self.private,
+            root_env=self.root_env,
+            agent_uid=self.agent_uid,
+            own_processes=self.own_processes,
+            root=self._root,
+            upload=self._upload,
+            save=self._save,
+        ).run()
 
     def _collect(self) -> None:
         """What the agent recorded and the verifier's log dir into out/, under one `CopyBudget` for the
@@ -350,7 +311,7 @@ class Harness:
         if result.exit_code != 0:
             raise SandboxError(
                 f"could not {what} in sandbox {self.handle.sandbox_id}: "
-                f"exit {result.exit_code}: {_tail(result.stderr or result.stdout)}"
+                f"exit {result.exit_code}: {tail(result.stderr or result.stdout)}"
             )
         return result
 
@@ -378,7 +339,7 @@ class Harness:
             user=user,
         )
         if result.exit_code != 0:
-            raise SandboxError(f"could not unpack {len(files)} task files in the sandbox: {_tail(result.stderr)}")
+            raise SandboxError(f"could not unpack {len(files)} task files in the sandbox: {tail(result.stderr)}")
 
     def _save(self, name: str, text: str) -> None:
         self._save_bytes(name, text.encode())
@@ -399,7 +360,3 @@ def _owned_by_extractor(info: tarfile.TarInfo) -> tarfile.TarInfo:
 def describe_error(exc: BaseException) -> str:
     """An exception as a result's message: agentbake's own errors say what went wrong, others name their type."""
     return str(exc) if isinstance(exc, AgentbakeError) else f"{type(exc).__name__}: {exc}"
-
-
-def _tail(text: str, lines: int = 5) -> str:
-    return " | ".join(text.strip().splitlines()[-lines:]) or "(no output)"

@@ -2,6 +2,8 @@
 
 Everything the agent left is hostile input here. The harness (`harness.py`) runs these steps in order:
 
+0. `REMOVE_ESCAPING_LINKS` once the agent is dead, before /tests is uploaded: the agent's symlinks that
+   could lead the verifier into /tests or /logs are removed (and listed).
 1. `PROCESSES` at the start of the rollout, before any task code runs: the sandbox's own processes
    (init, the relay, a backend's daemon), the only ones allowed to outlive the verifier.
 2. `tests/test.sh`, then `KILL_THEN_READ_REWARDS`: every process that is not one of those, nor the
@@ -87,6 +89,69 @@ done
 """
 """As root after `RUN_TEST_SH`: kills what is left (processes of other users too; exit 3 when they keep
 coming back), then describes each reward file without following a symlink. $1: as for `RUN_TEST_SH`."""
+
+
+# Harbor's two paths as the agent's symlinks must not reach them: /tests and everything under /logs.
+PROTECTED_ROOTS = (HARBOR_TESTS_DIR, _LOGS_PARENT)
+
+# $1: the agent's uid, $2: the protected roots (space-separated), $3: a root-only scratch file. Every
+# symlink that uid owns, anywhere but /proc and /sys, is resolved the way the kernel will when the verifier
+# opens it (each component, root's symlinks included, `..` on the physical path). It is listed
+# (`path\0target\0`) when the walk ends in or above a protected root (a link to / reaches /tests too),
+# passes through /proc (magic links there resolve per process: /proc/self/cwd, /proc/self/fd/N), or
+# loops; once every link is judged, the listed ones are removed (so the verdict does not depend on the
+# order find meets them: a link through a listed link is listed too). The agent is dead: nothing changes
+# under the walk.
+REMOVE_ESCAPING_LINKS = r"""find / \( -path /proc -o -path /sys \) -prune -o -type l -uid "$1" -exec sh -c '
+walk() {  # $1: the link, $2: its target; sets R (where it leads) and P=1 (through /proc, or a loop)
+  case $2 in /*) R=/ ;; *) R=${1%/*}; R=${R:-/} ;; esac
+  P=0 n=1 rest=${2#/}
+  while [ -n "$rest" ]; do
+    c=${rest%%/*}
+    case $rest in */*) rest=${rest#*/} ;; *) rest= ;; esac
+    case $c in ""|.) continue ;; ..) R=${R%/*}; R=${R:-/}; continue ;; esac
+    next=${R%/}/$c
+    case $next in /proc|/proc/*) P=1; return ;; esac
+    if [ -L "$next" ]; then
+      n=$((n + 1)); [ "$n" -le 40 ] || { P=1; return; }
+      t=$(readlink -- "$next"; echo x); t=${t%?x}
+      case $t in /*) R=/ ;; esac
+      rest=${t#/}${rest:+/$rest}
+    else
+      R=$next
+    fi
+  done
+}
+roots=$1; shift
+nl="
+"
+# Every link s own target in one readlink (a fork per link is most of the cost); one per line, so a
+# batch where a name or a target holds a newline is read link by link instead.
+all=$(readlink -- "$@"; echo x); all=${all%x}
+lines=$(printf %s "$all" | wc -l)
+[ "$lines" -eq $# ] && case "$*" in *"$nl"*) batch= ;; *) batch=1 ;; esac || batch=
+for link in "$@"; do
+  if [ -n "$batch" ]; then target=${all%%"$nl"*}; all=${all#*"$nl"}
+  else target=$(readlink -- "$link"; echo x); target=${target%?x}
+  fi
+  walk "$link" "$target"; bad=$P
+  for root in $roots; do
+    case $R in "$root"|"$root"/*) bad=1 ;; esac
+    case $root/ in "${R%/}"/*) bad=1 ;; esac
+  done
+  [ "$bad" = 0 ] || printf "%s\0%s\0" "$link" "$target"
+done' sh "$2" {} + > "$3"
+xargs -0 -n 2 sh -c 'rm -f -- "$1"' sh < "$3"
+cat "$3"
+"""
+"""Run as root after the agent has stopped, before /tests exists: removes the agent's symlinks that could
+lead the verifier into /tests or /logs, and lists them."""
+
+
+def removed_links(stdout: str) -> list[tuple[str, str]]:
+    """The `(path, target)` pairs `REMOVE_ESCAPING_LINKS` printed."""
+    fields = stdout.split("\0")
+    return list(zip(fields[0:-1:2], fields[1::2], strict=False))
 
 
 class RewardError(ValueError):

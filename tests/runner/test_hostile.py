@@ -107,8 +107,11 @@ def test_copy_out_attacks_are_cut_with_notes_and_cost_the_host_little(
     assert (agent / "sub" / "real.txt").read_text() == "real\n" and (agent / "oracle.log").is_file()
     assert not any(path.is_symlink() for path in agent.rglob("*"))
     notes = "\n".join(linked.notes)
-    for line in ("shadow: a symlink to '/etc/shadow'", "root: a symlink to '/'", "fifo: a device, FIFO"):
+    for line in ("shadow: a symlink to '/etc/shadow'", "fifo: a device, FIFO"):
         assert line in notes
+    # the link to / was removed before the verifier ran (it reaches /tests): listed, not collected
+    removed = (linked.out_dir / "verifier" / "removed-links.txt").read_text()
+    assert removed == '"/home/agent/logs/agent/root" -> "/"\n' and "removed 1 symlinks" in notes
     assert (linked.out_dir / "verifier" / "stdout.txt").exists()
 
     loud = results["loud-agent"]

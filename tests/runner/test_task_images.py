@@ -29,7 +29,7 @@ from agentbake.runner.runner_config import RunnerConfig
 from agentbake.runner.sandbox import SandboxRequest
 from agentbake.tasks import Task, load_task
 from agentbake.tasks.bundle import BUNDLE_GIT, BUNDLE_MOUNT
-from tests.runner.rollouts import EXAMPLES, write_task
+from tests.runner.rollouts import EXAMPLES, reward_if, write_task
 from tests.runner.test_cli import agentbake
 from tests.runner.test_harness import TAMPER, UNSOLVED_VERIFIER
 
@@ -67,8 +67,7 @@ def tasks(prebuilt: str, tmp_path_factory: pytest.TempPathFactory) -> list[Task]
         "prebuilt-notes",
         instruction="Append the line `reviewed` to /notes/todo.txt.\n",
         solve="echo reviewed >> todo.txt\n",
-        test='if [ "$(cat /notes/todo.txt)" = "$(printf "buy milk\\nreviewed")" ] && [ -f /etc/setup-ran ]; then\n'
-        "  echo 1 > /logs/verifier/reward.txt\nelse\n  echo 0 > /logs/verifier/reward.txt\nfi\n",
+        test=reward_if('[ "$(cat /notes/todo.txt)" = "$(printf "buy milk\\nreviewed")" ] && [ -f /etc/setup-ran ]'),
         setup="touch /etc/setup-ran\n",  # only root can write there
         toml=f'[environment]\ndocker_image = "{prebuilt}"\n',
     )
@@ -148,10 +147,10 @@ def test_agent_processes_are_dead_before_the_verifier_in_a_task_image(
     with Runner(config, backend) as runner:
         result = runner.run(load_task(task_dir))
     assert result.task_image is not None
-    assert (result.status, result.reward, result.verifier_exit_code) == (Status.OK, 0.0, 1), result.error
+    assert (result.status, result.reward, result.verifier_exit_code) == (Status.OK, 0.0, 0), result.error
     _, before, after = (result.out_dir / "verifier" / "stdout.txt").read_text().split()
     assert int(before) > 1 and before == after, "the agent's background process outlived the agent"
-    assert not (result.out_dir / "verifier" / "logs" / "reward.txt").exists()
+    assert (result.out_dir / "verifier" / "logs" / "reward.txt").read_text() == "0\n"
 
 
 def test_backends_without_task_images_refuse_them_before_any_sandbox(

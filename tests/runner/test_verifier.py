@@ -6,8 +6,10 @@ batch, and must end with reward 0 or its precise status."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -151,3 +153,108 @@ def test_each_attack_ends_with_no_reward_or_its_status(attack_results: dict[str,
         assert (result.out_dir / "verifier" / "logs" / "reward.txt").read_text() == "0\n"
     if name == "calc-reads-the-answers":
         assert "Permission denied: '/tests/expected.json'" in (result.out_dir / "verifier" / "stderr.txt").read_text()
+
+
+# -- the agent's symlinks -------------------------------------------------------------------------
+
+# Links the agent leaves (dangling while it runs: /tests does not exist yet) that would lead a root
+# verifier reading them to the hidden answer, or into /logs; and links a task may legitimately check.
+PLANT_LINKS = r"""mkdir -p deep/er "$HOME/stash" /tmp/t /dev/shm/s
+ln -s /tests/expected.txt answer.txt
+ln -s ../../../../../../tests/expected.txt relative.txt
+ln -s /proc/self/root/tests/expected.txt proc-root.txt
+ln -s /proc/self/cwd/expected.txt proc-cwd.txt
+ln -s /dev/fd/3 fd.txt
+ln -s /logs/../tests/expected.txt dots.txt
+ln -s //tests/./expected.txt slashes.txt
+ln -s / root
+ln -s root/tests/expected.txt via-root.txt
+ln -s via-root.txt chain.txt
+ln -s "$HOME/stash/hop" via-home.txt
+ln -s /tests "$HOME/stash/hop"
+ln -s /tmp/t/hop/expected.txt via-tmp.txt
+ln -s /tests /tmp/t/hop
+ln -s /dev/shm/s/r deep/er/via-shm.txt
+ln -s /tests/expected.txt /dev/shm/s/r
+ln -s /logs/verifier/reward.txt report.txt
+ln -s loop-a loop-b
+ln -s loop-b loop-a
+ln -s /usr/bin/python3 python
+ln -s ../answer-notes.md deep/notes.md
+echo notes > answer-notes.md
+ln -s /etc/hostname hostname
+ln -s /lib/../tests/x usr-tests
+"""
+ESCAPING = {
+    "answer.txt", "relative.txt", "proc-root.txt", "proc-cwd.txt", "fd.txt", "dots.txt", "slashes.txt", "root",
+    "via-root.txt", "chain.txt", "via-home.txt", "~/stash/hop", "via-tmp.txt", "/tmp/t/hop", "deep/er/via-shm.txt",
+    "/dev/shm/s/r", "report.txt", "loop-a", "loop-b",
+}  # fmt: skip
+# Reads every link the way a careless verifier would (cwd /tests for the cwd link, fd 3 open on the
+# answer for the fd link) and prints LEAK for each one that yields the answer; the legit links must work.
+READ_LINKS = r"""w=$PWD answer=$(cat /tests/expected.txt) leaks=0
+leak() { echo "LEAK $1"; leaks=$((leaks + 1)); }
+for f in answer.txt relative.txt proc-root.txt dots.txt slashes.txt via-root.txt chain.txt via-home.txt \
+         via-tmp.txt deep/er/via-shm.txt; do
+  [ "$(cat "$f" 2>/dev/null)" = "$answer" ] && leak "$f"
+done
+[ "$(cd /tests && cat "$w/proc-cwd.txt" 2>/dev/null)" = "$answer" ] && leak proc-cwd.txt
+[ "$(cat fd.txt 2>/dev/null 3< /tests/expected.txt)" = "$answer" ] && leak fd.txt
+[ -L python ] && ./python -c 'print("KEPT python")'
+[ "$(cat deep/notes.md)" = notes ] && echo "KEPT deep/notes.md"
+[ -L hostname ] && [ -L usr-tests ] && echo "KEPT hostname usr-tests"
+if [ "$leaks" -gt 0 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt
+"""
+
+
+def symlink_task(root: Path) -> Path:
+    task = write_task(root, "symlink-attacks", solve=PLANT_LINKS, test=READ_LINKS)
+    (task / "tests" / "expected.txt").write_text("the hidden answer 42\n")
+    return task
+
+
+@pytest.mark.docker
+def test_the_agents_links_into_tests_or_logs_are_removed_and_listed_and_others_kept(
+    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+) -> None:
+    config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path / "out")
+    with Runner(config, backend) as runner:
+        result = runner.run(load_task(symlink_task(tmp_path)))
+    assert (result.status, result.reward) == (Status.OK, 0.0), result.error
+    stdout = (result.out_dir / "verifier" / "stdout.txt").read_text()
+    assert "LEAK" not in stdout
+    assert stdout.count("KEPT") == 3, stdout
+    listed = (result.out_dir / "verifier" / "removed-links.txt").read_text().splitlines()
+    removed = {json.loads(line.split(" -> ")[0]) for line in listed}
+    workdir, home = "/home/agent/workdir/", "/home/agent/"
+    expected = {name.replace("~/", home) if name[0] in "~/" else workdir + name for name in ESCAPING}
+    assert removed == expected
+    assert '"/home/agent/workdir/answer.txt" -> "/tests/expected.txt"' in listed
+    assert f"removed {len(ESCAPING)} symlinks of the agent that led into /tests or /logs" in result.notes[0]
+
+
+@pytest.mark.docker
+def test_the_link_and_daemon_attacks_played_by_claude_code_earn_nothing(
+    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+) -> None:
+    """The same attacks through the real Claude Code: the scripted model plays each solve.sh through its
+    Bash tool, so the links and the helper module are made by the agent itself."""
+    links = load_task(symlink_task(tmp_path))
+    daemon = load_task(
+        write_task(
+            tmp_path, "daemon-attack", solve=DAEMON_HELPER.replace("{wait}", DAEMON_WAITS["polls"]), test=IMPORTS_HELPER
+        )
+    )
+    config = RunnerConfig(image=built_images["claude-code"].tag, model="scripted", out_dir=tmp_path / "out")
+    with Runner(config, backend) as runner:
+        runner.start_scripted([links, daemon])
+        results = {r.task: r for r in runner.run_batch([links, daemon], concurrency=2)}
+    for result in results.values():
+        assert (result.status, result.reward, result.agent) == (Status.OK, 0.0, "claude-code"), result.error
+        assert result.turns >= 2, "the agent made no tool call"
+    links_out = results["symlink-attacks"].out_dir
+    assert "LEAK" not in (links_out / "verifier" / "stdout.txt").read_text()
+    assert len((links_out / "verifier" / "removed-links.txt").read_text().splitlines()) == len(ESCAPING)
+    daemon_out = results["daemon-attack"].out_dir
+    assert "daemon started" in (daemon_out / "verifier" / "stdout.txt").read_text()
+    assert (daemon_out / "verifier" / "logs" / "reward.txt").read_text() == "0\n"

@@ -1,0 +1,135 @@
+"""Step 7 of a rollout, the verifier, run by the harness once every process of the agent is dead.
+
+The agent's links into /tests or /logs removed (and listed) -> /tests and /logs/verifier made fresh ->
+tests/ uploaded -> test.sh, with everything it left stopped and killed the moment it ends -> a root pass
+kills what is still there -> the reward read as Harbor does, without following a symlink. The in-sandbox
+commands and the reward rules are in `verifier.py`; why each step is there is README.md's threat model.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from agentbake.runner.agent_phase import STEP_TIMEOUT_SEC
+from agentbake.runner.result import Status
+from agentbake.runner.sandbox import ExecResult, SandboxHandle
+from agentbake.runner.verifier import (
+    HARBOR_TESTS_DIR,
+    HARBOR_VERIFIER_LOGS,
+    KILL_THEN_READ_REWARDS,
+    PROTECTED_ROOTS,
+    REMOVE_ESCAPING_LINKS,
+    RUN_TEST_SH,
+    RewardError,
+    parse_reward_files,
+    removed_links,
+    reward_from,
+)
+from agentbake.tasks import Task
+
+if TYPE_CHECKING:
+    from agentbake.runner.harness import HarnessOutcome
+
+_LOGS_PARENT = posixpath.dirname(HARBOR_VERIFIER_LOGS)
+
+
+@dataclass
+class VerifierPhase:
+    """What the verifier step needs from the harness: its sandbox, task and outcome, the facts gathered by
+    the earlier steps, and its helpers for root commands, uploads and files in out/."""
+
+    handle: SandboxHandle
+    task: Task
+    outcome: HarnessOutcome
+    workdir: str
+    private: str
+    """The harness's root-only scratch dir."""
+    root_env: Mapping[str, str]
+    agent_uid: str
+    own_processes: str
+    """The sandbox's own processes (`verifier.PROCESSES`), the only ones that outlive test.sh."""
+    root: Callable[..., ExecResult]
+    upload: Callable[..., None]
+    save: Callable[[str, str], None]
+
+    def run(self) -> None:
+        self._prepare()
+        tests = {
+            posixpath.join(HARBOR_TESTS_DIR, p.relative_to(self.task.tests_dir).as_posix()): p
+            for p in self.task.tests_dir.rglob("*")
+            if p.is_file()
+        }
+        self.upload(tests, archive=f"{self.private}/tests.tar", user="root")
+        result = self.handle.exec(
+            ["sh", "-c", RUN_TEST_SH, "sh", self.own_processes],
+            envs={**self.task.verifier_env, **self.root_env},
+            cwd=self.workdir,
+            timeout=self.task.verifier_timeout_sec,
+            user="root",
+        )
+        self.save("verifier/stdout.txt", result.stdout)
+        self.save("verifier/stderr.txt", result.stderr)
+        # What a timed-out test.sh left, and what any user but root left, dies here; the reward is read after.
+        ended = self.handle.exec(
+            ["sh", "-c", KILL_THEN_READ_REWARDS, "sh", self.own_processes],
+            envs=self.root_env,
+            cwd="/",
+            timeout=STEP_TIMEOUT_SEC,
+            user="root",
+        )
+        self._judge(result, ended)
+
+    def _prepare(self) -> None:
+        """The agent's symlinks into /tests or /logs go (listed in verifier/removed-links.txt, with a note);
+        then both are made fresh and root-owned: nothing in them predates this run. /tests is root's alone:
+        code of the agent that test.sh runs as another user cannot read the answers."""
+        prepared = self.root(
+            [
+                "sh",
+                "-c",
+                f"set -e\n{REMOVE_ESCAPING_LINKS}rm -rf {HARBOR_TESTS_DIR} {HARBOR_VERIFIER_LOGS}\n"
+                f"[ ! -L {_LOGS_PARENT} ] || rm -f {_LOGS_PARENT}\nmkdir -m 700 {HARBOR_TESTS_DIR}\n"
+                f"mkdir -p {HARBOR_VERIFIER_LOGS}\nchown root:root {_LOGS_PARENT} {HARBOR_VERIFIER_LOGS}\n"
+                f"chmod 755 {_LOGS_PARENT} {HARBOR_VERIFIER_LOGS}",
+                "sh",
+                self.agent_uid,
+                " ".join(PROTECTED_ROOTS),
+                f"{self.private}/removed-links",
+            ],
+            what=f"remove the agent's links into {HARBOR_TESTS_DIR} or {_LOGS_PARENT} and create them fresh",
+            cwd="/",
+        )
+        removed = removed_links(prepared.stdout)
+        if removed:
+            self.save(
+                "verifier/removed-links.txt",
+                "".join(f"{json.dumps(path)} -> {json.dumps(target)}\n" for path, target in removed),
+            )
+            self.outcome.notes.append(
+                f"removed {len(removed)} symlinks of the agent that led into {' or '.join(PROTECTED_ROOTS)} "
+                "before the verifier ran (verifier/removed-links.txt)"
+            )
+
+    def _judge(self, result: ExecResult, ended: ExecResult) -> None:
+        task = self.task
+        if result.timed_out:
+            self.outcome.fail(Status.VERIFIER_TIMEOUT, f"tests/test.sh ran past {task.verifier_timeout_sec:g} s")
+            return
+        self.outcome.verifier_exit_code = result.exit_code
+        if ended.exit_code != 0:
+            self.outcome.fail(Status.VERIFIER_ERROR, f"after tests/test.sh: {tail(ended.stderr or ended.stdout)}")
+            return
+        try:
+            self.outcome.reward = reward_from(parse_reward_files(ended.stdout))
+        except RewardError as exc:
+            exited = f" (tests/test.sh exited {result.exit_code}: {tail(result.stderr or result.stdout)})"
+            self.outcome.fail(Status.VERIFIER_ERROR, f"{exc}{exited if result.exit_code else ''}")
+
+
+def tail(text: str, lines: int = 5) -> str:
+    """The last lines of a command's output, on one line (for messages)."""
+    return " | ".join(text.strip().splitlines()[-lines:]) or "(no output)"

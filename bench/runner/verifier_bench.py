@@ -1,0 +1,105 @@
+"""The verifier phase's guards: what they cost, and how often a process left behind by test.sh still wins.
+
+    .venv/bin/python bench/runner/verifier_bench.py [--runs 30] [--image agentbake/claude-code:latest]
+
+In one hardened Docker sandbox (DockerBackend, 1 CPU, as the harness runs), measured in the same run:
+- races: a root process started by test.sh waits for test.sh's end, then writes reward 1 (test.sh wrote
+  0). It polls every 10 ms, or spins. Against: the reward read by a separate command after test.sh (the
+  harness before the guard), a /proc scan and kill in the same command (no stop), and `RUN_TEST_SH` (stop
+  in one system call, then kill). The table counts the races the process won.
+- costs: `RUN_TEST_SH` with a trivial test.sh beside `bash test.sh` alone; `KILL_THEN_READ_REWARDS` beside
+  a plain `cat` of the reward; `REMOVE_ESCAPING_LINKS` with no agent links and with 1000 beside a plain
+  `find / -type l -uid` listing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from agentbake.runner import DockerBackend, DockerConfig, SandboxRequest
+from agentbake.runner.sandbox import SandboxHandle
+from agentbake.runner.verifier import KILL_THEN_READ_REWARDS, PROCESSES, REMOVE_ESCAPING_LINKS, RUN_TEST_SH
+
+WAITS = {
+    "polls 10 ms": 'while kill -0 "$1" 2>/dev/null; do sleep 0.01; done',
+    "spins": 'while kill -0 "$1" 2>/dev/null; do :; done',
+}
+NO_STOP = RUN_TEST_SH.replace("kill -STOP -1 2>/dev/null\n", "")
+SEPARATE = "bash /tests/test.sh"  # the harness before the guard: test.sh alone, the reward read after
+
+
+def root(handle: SandboxHandle, cmd: list[str] | str) -> str:
+    result = handle.exec(cmd, user="root", timeout=120)
+    assert result.exit_code == 0, result
+    return result.stdout
+
+
+def race(handle: SandboxHandle, keep: str, wait: str, runner: str) -> bool:
+    """One race: True when the process left behind rewrote the reward before it was read."""
+    test_sh = (
+        f"t=$$; setsid sh -c '{wait}; echo 1 > /logs/verifier/reward.txt' sh \"$t\" >/dev/null 2>&1 &\n"
+        "echo 0 > /logs/verifier/reward.txt\n"
+    )
+    root(handle, "rm -rf /tests /logs && mkdir -p /tests /logs/verifier")
+    handle.write_text("/tests/test.sh", test_sh, user="root")
+    handle.exec(["sh", "-c", runner, "sh", keep], user="root", timeout=120)
+    read = root(handle, ["sh", "-c", KILL_THEN_READ_REWARDS, "sh", keep])
+    return "reward.txt file 1" in read
+
+
+def timed(handle: SandboxHandle, cmd: list[str] | str) -> float:
+    started = time.perf_counter()
+    root(handle, cmd)
+    return time.perf_counter() - started
+
+
+def p50(values: list[float]) -> str:
+    return f"{statistics.median(values) * 1000:.0f} ms"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--image", default="agentbake/claude-code:latest")
+    args = parser.parse_args()
+    backend = DockerBackend(DockerConfig(cpus=1, memory_mb=512))
+    try:
+        with backend.create(SandboxRequest(image=args.image, rollout_id="verifier-bench")) as handle:
+            keep = " ".join(root(handle, ["sh", "-c", PROCESSES]).split())
+            print(f"races won by the process left behind, of {args.runs}")
+            print(f"{'waits':<14}{'read after (before)':>22}{'kill, no stop':>16}{'stop + kill':>14}")
+            for name, wait in WAITS.items():
+                wins = [sum(race(handle, keep, wait, runner) for _ in range(args.runs)) for runner in (
+                    f"{SEPARATE}", NO_STOP, RUN_TEST_SH)]  # fmt: skip
+                print(f"{name:<14}{wins[0]:>22}{wins[1]:>16}{wins[2]:>14}")
+
+            handle.write_text("/tests/test.sh", "echo 1 > /logs/verifier/reward.txt\n", user="root")
+            costs: dict[str, list[float]] = {k: [] for k in ("bash", "wrapped", "cat", "kill+read")}
+            for _ in range(args.runs):
+                costs["bash"].append(timed(handle, ["bash", "/tests/test.sh"]))
+                costs["wrapped"].append(timed(handle, ["sh", "-c", RUN_TEST_SH, "sh", keep]))
+                costs["cat"].append(timed(handle, ["cat", "/logs/verifier/reward.txt"]))
+                costs["kill+read"].append(timed(handle, ["sh", "-c", KILL_THEN_READ_REWARDS, "sh", keep]))
+            scan = ["sh", "-c", REMOVE_ESCAPING_LINKS, "sh", "1000", "/tests /logs", "/root/links"]
+            listing = "find / \\( -path /proc -o -path /sys \\) -prune -o -type l -uid 1000 -print > /dev/null"
+            links: dict[str, list[float]] = {k: [] for k in ("find 0", "scan 0", "find 1000", "scan 1000")}
+            for _ in range(max(5, args.runs // 3)):
+                links["find 0"].append(timed(handle, listing))
+                links["scan 0"].append(timed(handle, scan))
+            handle.exec("mkdir -p ~/many && cd ~/many && for i in $(seq 1000); do ln -s /etc/hostname l$i; done")
+            for _ in range(max(5, args.runs // 3)):
+                links["find 1000"].append(timed(handle, listing))
+                links["scan 1000"].append(timed(handle, scan))
+            print("\ncost per rollout (p50, each command one exec round trip)")
+            print(f"run test.sh:        {p50(costs['wrapped'])} wrapped  vs {p50(costs['bash'])} bash test.sh alone")
+            print(f"kill + read reward: {p50(costs['kill+read'])}          vs {p50(costs['cat'])} cat reward.txt")
+            print(f"link scan, 0 links: {p50(links['scan 0'])}          vs {p50(links['find 0'])} find listing")
+            print(f"link scan, 1000:    {p50(links['scan 1000'])}          vs {p50(links['find 1000'])} find listing")
+    finally:
+        backend.close()
+
+
+if __name__ == "__main__":
+    main()
