@@ -1,23 +1,27 @@
 """Oracle rollout latency: the CLI and the runner beside the engine's floor, phase by phase (issue 17).
 
-    .venv/bin/python bench/runner/oracle_bench.py                 # ~3 min on 2 loaded cores
+    .venv/bin/python bench/runner/oracle_bench.py                      # ~4 min on 2 loaded cores
     .venv/bin/python bench/runner/oracle_bench.py --runs 5 --batch 16 --task DIR
+    .venv/bin/python bench/runner/oracle_bench.py --compare before=/path/to/other/checkout
 
 All in one run, on one Harbor-layout task (a throwaway one unless --task), the claude-code image:
 - floor: raw docker-py low-level calls, create + start + exec solve.sh (as the image's user) + exec test.sh
   (as root) + remove, network none (the engine's cost of the same work, nothing of ours);
 - CLI: `agentbake run claude-code --task T --oracle` end to end, in a subprocess (imports, catalog
   resolution, engine connection, the rollout, result writing);
-- runner: `Runner.run` in this process, per phase: seconds, engine round trips (HTTP requests to the engine,
-  by endpoint), the harness's commands (execs) and the time spent waiting on the engine;
+- runner: `Runner.run` in a long-lived subprocess, per phase: seconds, engine round trips (HTTP requests to
+  the engine, by endpoint), the harness's commands (execs) and the time spent waiting on the engine;
 - throughput: `agentbake rollout --oracle -k N -n C` in rollouts/min beside the floor run C at once;
 - start-up: `agentbake run --help` (wall and CPU) and which heavy modules it imports.
-Floor, CLI and runner runs are interleaved one by one so the machine's load hits them alike; medians.
+`--compare LABEL=DIR` measures another checkout of agentbake (e.g. the commit before a change) the same way,
+with this venv's python and DIR first on its path, in the same rounds. Floor, CLIs and runners run
+interleaved one by one so the machine's load hits them alike; medians.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -25,19 +29,20 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import docker
 
 ROOT = Path(__file__).resolve().parents[2]
-AGENTBAKE = Path(sys.executable).with_name("agentbake")
-HEAVY_MODULES = ("docker", "pydantic", "rich", "starlette", "httpx", "agentbake.gateway.app", "agentbake.export")
+HEAVY_MODULES = ("docker", "pydantic", "rich", "asyncio", "starlette", "httpx", "jinja2", "agentbake.export")
+RUN_CLI = "import sys\nfrom agentbake.cli import main\nsys.argv[0] = 'agentbake'\nmain()"
 
 TASK_TOML = "[agent]\ntimeout_sec = 60.0\n\n[verifier]\ntimeout_sec = 30.0\n"
 SOLVE = '#!/bin/bash\necho "latency ok" > answer.txt\n'
@@ -62,6 +67,10 @@ def write_task(folder: Path) -> Path:
     return folder
 
 
+def med(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
 # -- the floor --------------------------------------------------------------------------------------
 
 
@@ -78,68 +87,99 @@ def floor_rollout(api: docker.APIClient, image: str, user: str, workdir: str, so
     return time.perf_counter() - started
 
 
-# -- the CLI ----------------------------------------------------------------------------------------
+# -- one checkout of agentbake: its CLI and its runner ----------------------------------------------
 
 
-def cli_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's install has its bytecode cached
-    return env
+@dataclass
+class Variant:
+    """A checkout of agentbake measured in this run: its CLI and a runner probe, both on its code."""
+
+    label: str
+    source: Path
+    cli_wall: list[float] = field(default_factory=list)
+    cli_cpu: list[float] = field(default_factory=list)
+    help_wall: list[float] = field(default_factory=list)
+    help_cpu: list[float] = field(default_factory=list)
+    rollouts: list[dict[str, Any]] = field(default_factory=list)
+    batch_wall: float = float("nan")
+    probe: subprocess.Popen[str] | None = None
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ, PYTHONPATH=str(self.source))
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's install has its bytecode cached
+        return env
+
+    def cli(self, args: list[str]) -> tuple[float, float]:
+        """Wall and CPU seconds (user + system) of `agentbake ARGS`; exits the bench when it fails."""
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-c", RUN_CLI, *args], capture_output=True, text=True, env=self.env(), cwd=self.source
+        )
+        wall = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode != 0:
+            sys.exit(
+                f"{self.label}: agentbake {' '.join(args)} failed ({done.returncode}):\n{done.stdout}{done.stderr}"
+            )
+        return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+    def start_probe(self, image: str, task_dir: Path, out: Path) -> None:
+        self.probe = subprocess.Popen(
+            [sys.executable, __file__, "--probe", image, str(task_dir), str(out)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=self.env(),
+            cwd=self.source,
+        )
+
+    def rollout(self) -> dict[str, Any]:
+        assert self.probe is not None and self.probe.stdin is not None and self.probe.stdout is not None
+        self.probe.stdin.write("run\n")
+        self.probe.stdin.flush()
+        line = self.probe.stdout.readline()
+        if not line:
+            sys.exit(f"{self.label}: the runner probe ended")
+        return json.loads(line)
+
+    def stop_probe(self) -> None:
+        if self.probe is not None and self.probe.stdin is not None:
+            self.probe.stdin.close()
+            self.probe.wait(60)
+
+    def help_imports(self) -> list[str]:
+        code = (
+            "import sys; from agentbake.cli import main\n"
+            "try: main(['run', '--help'])\nexcept SystemExit: pass\n"
+            f"print(' '.join(m for m in {HEAVY_MODULES!r} if m in sys.modules))"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=self.env(), cwd="/")
+        return done.stdout.strip().splitlines()[-1].split() if done.stdout.strip() else []
+
+    def phase(self, name: str, key: str) -> float:
+        return med([r["phases"].get(name, {}).get(key, 0.0) for r in self.rollouts])
+
+    def timing(self, name: str) -> float:
+        return med([r["timings"].get(name, 0.0) for r in self.rollouts])
 
 
-def run_cli(args: list[str]) -> tuple[float, float]:
-    """Wall and CPU seconds (user + system) of `agentbake ARGS`; exits the bench when it fails."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    done = subprocess.run([str(AGENTBAKE), *args], capture_output=True, text=True, env=cli_env())
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        sys.exit(f"agentbake {' '.join(args)} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
-    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-
-
-def help_imports() -> list[str]:
-    """The heavy modules `agentbake run --help` imports."""
-    code = (
-        "import sys; from agentbake.cli import main\n"
-        "try: main(['run', '--help'])\nexcept SystemExit: pass\n"
-        f"print(' '.join(m for m in {HEAVY_MODULES!r} if m in sys.modules))"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), check=True)
-    return done.stdout.strip().splitlines()[-1].split() if done.stdout.strip() else []
-
-
-# -- the runner, instrumented -----------------------------------------------------------------------
+# -- the runner probe (a subprocess on one checkout's code) -----------------------------------------
 
 
 class Probe:
-    """Engine requests and harness commands per phase of the rollout running in this thread."""
+    """Engine requests and harness commands per phase of the rollout running in this process."""
 
     def __init__(self) -> None:
-        self.local = threading.local()
-        self.runs: list[dict[str, dict[str, float]]] = []
-        self.sample: dict[str, list[str]] = defaultdict(list)  # one run's requests and commands, for the table
-
-    @contextmanager
-    def rollout(self, keep_sample: bool) -> Iterator[None]:
-        self.local.counts = defaultdict(Counter)
-        self.local.keep = keep_sample
-        try:
-            yield
-        finally:
-            self.runs.append({phase: dict(c) for phase, c in self.local.counts.items()})
-            self.local.counts = None
+        self.phase: str | None = None
+        self.counts: dict[str, Counter[str]] = defaultdict(Counter)
+        self.calls: dict[str, list[str]] = defaultdict(list)
 
     def note(self, kind: str, label: str, seconds: float) -> None:
-        counts = getattr(self.local, "counts", None)
-        if counts is None:
-            return
-        phase = getattr(self.local, "phase", None) or "(outside phases)"
-        counts[phase][kind] += 1
-        counts[phase][f"{kind}_s"] += seconds
-        if self.local.keep:
-            self.sample[phase].append(label)
+        phase = self.phase or "(outside phases)"
+        self.counts[phase][kind] += 1
+        self.counts[phase][f"{kind}_s"] += seconds
+        self.calls[phase].append(label)
 
     def install(self) -> None:
         """Wrap the engine client's `send`, the sandbox's `exec` and the runner's phases (this process only)."""
@@ -149,47 +189,109 @@ class Probe:
         probe = self
         send, exec_, phase = docker.APIClient.send, DockerSandbox.exec, Timings.phase
 
-        def timed_send(client: docker.APIClient, request: object, **kwargs: object) -> object:
+        def timed_send(client: docker.APIClient, request: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()
             try:
                 return send(client, request, **kwargs)
             finally:
-                path = request.path_url.split("?")[0]  # type: ignore[attr-defined]
-                parts = ["{id}" if len(p) >= 32 or p.startswith("agentbake-") else p for p in path.split("/")]
+                parts = ["{id}" if len(p) >= 32 else p for p in request.path_url.split("?")[0].split("/")]
                 endpoint = "/".join(parts[2:] if parts[1].startswith("v1.") else parts[1:])
-                probe.note("requests", f"{request.method} /{endpoint}", time.perf_counter() - started)  # type: ignore[attr-defined]
+                probe.note("requests", f"{request.method} /{endpoint}", time.perf_counter() - started)
 
-        def timed_exec(sandbox: DockerSandbox, cmd: object, *args: object, **kwargs: object) -> object:
+        def timed_exec(sandbox: DockerSandbox, cmd: Any, *args: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()
             try:
                 return exec_(sandbox, cmd, *args, **kwargs)
             finally:
-                text = cmd if isinstance(cmd, str) else " ".join(map(str, cmd))  # type: ignore[arg-type]
-                probe.note("execs", f"exec: {text[:70]!r}", time.perf_counter() - started)
+                text = cmd if isinstance(cmd, str) else " ".join(map(str, cmd))
+                probe.note("execs", f"exec {text[:60]!r}", time.perf_counter() - started)
 
         @contextmanager
         def named_phase(timings: Timings, name: str) -> Iterator[None]:
-            outer = getattr(probe.local, "phase", None)
-            probe.local.phase = name
+            outer, probe.phase = probe.phase, name
             try:
                 with phase(timings, name):
                     yield
             finally:
-                probe.local.phase = outer
+                probe.phase = outer
 
         docker.APIClient.send = timed_send  # type: ignore[method-assign]
         DockerSandbox.exec = timed_exec  # type: ignore[method-assign]
         Timings.phase = named_phase  # type: ignore[method-assign]
 
-    def median(self, phase: str, key: str) -> float:
-        return statistics.median(run.get(phase, {}).get(key, 0.0) for run in self.runs)
+
+def serve_probe(image: str, task_dir: str, out: str) -> None:
+    """Run one instrumented oracle rollout per line read on stdin; one JSON line each on stdout."""
+    from agentbake.runner.runner import Runner
+    from agentbake.runner.runner_config import RunnerConfig
+    from agentbake.tasks import load_task
+
+    reports = os.fdopen(os.dup(1), "w")  # the JSON lines; anything else printed goes to stderr
+    sys.stdout = sys.stderr
+    probe = Probe()
+    probe.install()
+    task = load_task(Path(task_dir))
+    with Runner(RunnerConfig(image=image, oracle=True, out_dir=Path(out))) as runner:
+        runner.run(task)  # first use: image facts, engine connections, /etc/passwd reads
+        for _ in sys.stdin:
+            probe.counts.clear()
+            probe.calls.clear()
+            result = runner.run(task)
+            if not result.ok or result.reward != 1.0:
+                sys.exit(f"the oracle rollout did not pass: {result.status} {result.error}")
+            report = {
+                "timings": result.timings,
+                "phases": {phase: dict(counts) for phase, counts in probe.counts.items()},
+                "calls": {phase: dict(Counter(calls)) for phase, calls in probe.calls.items()},
+            }
+            print(json.dumps(report), file=reports, flush=True)
 
 
 # -- report -----------------------------------------------------------------------------------------
 
 
-def med(values: list[float]) -> float:
-    return statistics.median(values)
+def report(variants: list[Variant], floor: list[float], floor_batch: float, args: argparse.Namespace) -> None:
+    f50 = med(floor)
+    print("| what | " + " | ".join(v.label for v in variants) + " |")
+    print("|---" * (len(variants) + 1) + "|")
+
+    def row(name: str, values: list[str]) -> None:
+        print(f"| {name} | " + " | ".join(values) + " |")
+
+    row("floor p50 (s): raw docker-py create+start+exec solve+exec test+remove", [f"{f50:.3f}"] * len(variants))
+    row("CLI `agentbake run --oracle` p50 wall (s)", [f"{med(v.cli_wall):.3f}" for v in variants])
+    row("CLI CPU p50 (s, user+sys)", [f"{med(v.cli_cpu):.3f}" for v in variants])
+    row("**CLI / floor** (goal <= 1.5x)", [f"**{med(v.cli_wall) / f50:.2f}x**" for v in variants])
+    row("runner total p50 (s) (goal <= 0.9 s on a quiet machine)", [f"{v.timing('total'):.3f}" for v in variants])
+    row("runner total / floor", [f"{v.timing('total') / f50:.2f}x" for v in variants])
+    row("ready: create -> agent running p50 (s)", [f"{v.timing('ready'):.3f}" for v in variants])
+    requests = [med([sum(p.get("requests", 0) for p in r["phases"].values()) for r in v.rollouts]) for v in variants]
+    execs = [med([sum(p.get("execs", 0) for p in r["phases"].values()) for r in v.rollouts]) for v in variants]
+    row("engine requests per rollout (floor: 9)", [f"{n:.0f}" for n in requests])
+    row("harness execs per rollout (floor: 2)", [f"{n:.0f}" for n in execs])
+    row("`agentbake run --help` p50 wall (s)", [f"{med(v.help_wall):.3f}" for v in variants])
+    row("`agentbake run --help` p50 CPU (s)", [f"{med(v.help_cpu):.3f}" for v in variants])
+    row("`run --help` imports", [", ".join(v.help_imports()) or "-" for v in variants])
+    batch = f"`rollout --oracle -k {args.batch} -n {args.concurrent}` rollouts/min"
+    row(batch, [f"{args.batch / v.batch_wall * 60:.0f}" for v in variants])
+    row(f"floor, {args.concurrent} threads: rollouts/min", [f"{args.batch / floor_batch * 60:.0f}"] * len(variants))
+    row("batch throughput / floor's", [f"{floor_batch / v.batch_wall:.2f}" for v in variants])
+
+    print("\n## Runner phases (medians per rollout: seconds / engine requests / harness execs)\n")
+    phases = list(dict.fromkeys(p for v in variants for p in v.rollouts[0]["timings"] if p not in ("ready", "total")))
+    print("| phase | " + " | ".join(v.label for v in variants) + " |")
+    print("|---" * (len(variants) + 1) + "|")
+    for phase in phases:
+        cells = [
+            f"{v.timing(phase):.3f} / {v.phase(phase, 'requests'):.0f} / {v.phase(phase, 'execs'):.0f}"
+            for v in variants
+        ]
+        row(phase, cells)
+
+    for v in variants:
+        print(f"\n## {v.label}: one rollout's engine requests and commands, by phase\n")
+        for phase, calls in v.rollouts[0]["calls"].items():
+            print(f"- {phase}: " + "; ".join(f"{n}x {call}" if n > 1 else call for call, n in calls.items()))
 
 
 def main() -> None:
@@ -199,100 +301,70 @@ def main() -> None:
     parser.add_argument("--concurrent", type=int, default=8, help="rollouts at once in the batch (-n)")
     parser.add_argument("--task", type=Path, help="a Harbor-layout task with solution/ (default: a throwaway one)")
     parser.add_argument("--image", default="claude-code", help="catalog name or tag")
+    parser.add_argument("--compare", action="append", default=[], metavar="LABEL=DIR", help="another checkout")
+    parser.add_argument("--probe", nargs=3, help=argparse.SUPPRESS)  # IMAGE TASK_DIR OUT: the runner subprocess
     args = parser.parse_args()
+    if args.probe:
+        serve_probe(*args.probe)
+        return
 
-    from agentbake.runner import Runner, RunnerConfig, load_task
     from agentbake.runner.cli import resolve_image
 
     work = Path(tempfile.mkdtemp(prefix="agentbake-oracle-bench-"))
     task_dir = (args.task or write_task(work / "task")).resolve()
-    task = load_task(task_dir)
     image = resolve_image(args.image)
     load_start = os.getloadavg()
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    variants = [Variant(f"this ({commit.stdout.strip()})", ROOT)]
+    for spec in args.compare:
+        label, _, directory = spec.partition("=")
+        variants.append(Variant(label, Path(directory).resolve()))
 
     api = docker.APIClient(version="auto")
-    attrs = api.inspect_image(image)
-    labels = attrs["Config"].get("Labels") or {}
+    labels = api.inspect_image(image)["Config"].get("Labels") or {}
     user, workdir = labels.get("dev.agentbake.user", "agent"), labels.get("dev.agentbake.dir.workdir", "/")
-    solve = (task_dir / "solution" / "solve.sh").read_text()
-    test = (task_dir / "tests" / "test.sh").read_text()
-
-    probe = Probe()
-    probe.install()
+    floor_args = (
+        api,
+        image,
+        user,
+        workdir,
+        (task_dir / "solution" / "solve.sh").read_text(),
+        (task_dir / "tests" / "test.sh").read_text(),
+    )
+    for index, variant in enumerate(variants):
+        variant.start_probe(image, task_dir, work / f"runner{index}")
     cli_args = ["run", args.image, "--task", str(task_dir), "--oracle", "--out", str(work / "cli")]
-    floor, cli_wall, cli_cpu, results = [], [], [], []
-    with Runner(RunnerConfig(image=image, oracle=True, out_dir=work / "runner")) as runner:
-        floor_rollout(api, image, user, workdir, solve, test)  # warm-up: first-use costs on every side
-        run_cli(cli_args)
-        runner.run(task)
-        probe.runs.clear()
-        for index in range(args.runs):
-            floor.append(floor_rollout(api, image, user, workdir, solve, test))
-            wall, cpu = run_cli(cli_args)
-            cli_wall.append(wall)
-            cli_cpu.append(cpu)
-            with probe.rollout(keep_sample=index == 0):
-                result = runner.run(task)
-            if not result.ok or result.reward != 1.0:
-                sys.exit(f"the oracle rollout did not pass: {result.status} {result.error}")
-            results.append(result)
+    floor_rollout(*floor_args)  # warm-up: first-use costs on every side
+    for variant in variants:
+        variant.cli(cli_args)
+    floor: list[float] = []
+    try:
+        for _ in range(args.runs):
+            floor.append(floor_rollout(*floor_args))
+            for variant in variants:
+                wall, cpu = variant.cli(cli_args)
+                variant.cli_wall.append(wall)
+                variant.cli_cpu.append(cpu)
+                variant.rollouts.append(variant.rollout())
+                wall, cpu = variant.cli(["run", "--help"])
+                variant.help_wall.append(wall)
+                variant.help_cpu.append(cpu)
+    finally:
+        for variant in variants:
+            variant.stop_probe()
 
-    help_runs = [run_cli(["run", "--help"]) for _ in range(max(5, args.runs))]
-    version_runs = [run_cli(["--version"]) for _ in range(max(5, args.runs))]
-
-    pool_args = (api, image, user, workdir, solve, test)
     started = time.perf_counter()
     with ThreadPoolExecutor(args.concurrent) as pool:
-        list(pool.map(lambda _: floor_rollout(*pool_args), range(args.batch)))
+        list(pool.map(lambda _: floor_rollout(*floor_args), range(args.batch)))
     floor_batch = time.perf_counter() - started
     batch_args = ["rollout", args.image, "--oracle", "--tasks", str(task_dir), "-k", str(args.batch)]
-    batch_wall, _ = run_cli([*batch_args, "-n", str(args.concurrent), "--out", str(work / "batch")])
+    for index, variant in enumerate(variants):
+        variant.batch_wall, _ = variant.cli([*batch_args, "-n", str(args.concurrent), "--out", str(work / f"b{index}")])
     load_end = os.getloadavg()
 
-    f50, c50, totals = med(floor), med(cli_wall), [r.timings["total"] for r in results]
-    help_wall, help_cpu = [w for w, _ in help_runs], [c for _, c in help_runs]
-    print(f"# Oracle rollout latency (commit {commit.stdout.strip()}, {image}, {args.runs} runs each, seconds)\n")
+    print(f"# Oracle rollout latency ({image}, {args.runs} runs each, interleaved; seconds)\n")
     print(f"load average at start {load_start[0]:.1f}, at end {load_end[0]:.1f} ({os.cpu_count()} cores)\n")
-    print("| what | p50 | min | n |\n|---|---|---|---|")
-    for name, values in (
-        ("floor: raw docker-py create+start+exec solve+exec test+remove", floor),
-        ("CLI `agentbake run --oracle` end to end (wall)", cli_wall),
-        ("CLI `agentbake run --oracle` CPU (user+sys)", cli_cpu),
-        ("runner: `Runner.run` total (in process)", totals),
-        ("`agentbake run --help` wall", help_wall),
-        ("`agentbake run --help` CPU", help_cpu),
-        ("`agentbake --version` CPU (python + click)", [c for _, c in version_runs]),
-    ):
-        print(f"| {name} | {med(values):.3f} | {min(values):.3f} | {len(values)} |")
-    print(
-        f"\n**CLI / floor: {c50 / f50:.2f}x** (goal <= 1.5x); runner total / floor: {med(totals) / f50:.2f}x; "
-        f"runner total p50 {med(totals):.3f} s (goal <= 0.9 s)"
-    )
-    print(f"`run --help` imports: {', '.join(help_imports()) or 'none of ' + ', '.join(HEAVY_MODULES)}\n")
-
-    print("## Runner phases (medians per rollout)\n")
-    print("| phase | s | engine requests | waiting on engine (s) | harness execs | exec s |\n|---|---|---|---|---|---|")
-    phases = [p for p in results[0].timings if p not in ("ready", "total")]
-    for phase in [*phases, "(outside phases)"]:
-        seconds = f"{med([r.timings.get(phase, 0.0) for r in results]):.3f}" if phase in phases else "-"
-        counts = [probe.median(phase, key) for key in ("requests", "requests_s", "execs", "execs_s")]
-        print(f"| {phase} | {seconds} | {counts[0]:.0f} | {counts[1]:.3f} | {counts[2]:.0f} | {counts[3]:.3f} |")
-    requests = [sum(phase.get("requests", 0) for phase in run.values()) for run in probe.runs]
-    print(f"| ready (create -> agent running) | {med([r.timings['ready'] for r in results]):.3f} | | | | |")
-    print(f"| **total** | {med(totals):.3f} | {med(requests):.0f} | | | |")
-
-    print("\n## One rollout's engine requests and commands, by phase\n")
-    for phase, calls in probe.sample.items():
-        counted = Counter(calls)
-        print(f"- {phase}: " + "; ".join(f"{n}x {call}" if n > 1 else call for call, n in counted.items()))
-
-    print(f"\n## Throughput: {args.batch} oracle rollouts, {args.concurrent} at once\n")
-    print("| what | wall (s) | rollouts/min |\n|---|---|---|")
-    print(f"| floor, {args.concurrent} threads | {floor_batch:.1f} | {args.batch / floor_batch * 60:.0f} |")
-    batch_name = f"`agentbake rollout --oracle -k {args.batch} -n {args.concurrent}`"
-    print(f"| {batch_name} | {batch_wall:.1f} | {args.batch / batch_wall * 60:.0f} |")
-    print(f"\nbatch / floor throughput: {floor_batch / batch_wall:.2f}")
+    report(variants, floor, floor_batch, args)
     shutil.rmtree(work, ignore_errors=True)
 
 
