@@ -262,3 +262,35 @@ def test_the_other_agents_run_in_a_task_image_without_python(
         result = runner.run(task)
     assert (result.status, result.reward, result.agent) == (Status.OK, 1.0, agent), result.error
     assert result.turns >= 2 and result.calls_without_token_ids == 0
+
+
+FIX_INVENTORY_ATTACKS = {
+    "no-fix": "true\n",
+    # Exits 0 when imported, before printing anything: the verifier must not count that as passing.
+    "exits-0-at-import": "echo 'import os; os._exit(0)' >> /app/inventory.py\n",
+    # Leaves a process that writes reward files after the verifier's run (the function stays wrong).
+    "leaves-a-daemon": (
+        "cat >> /app/inventory.py <<'PY'\n"
+        "import subprocess\n"
+        "subprocess.Popen(['setsid', 'sh', '-c', 'sleep 1; echo 1 > /logs/verifier/reward.txt; "
+        'echo {\\"reward\\": 1} > /logs/verifier/reward.json\'])\n'
+        "PY\n"
+    ),
+}
+
+
+def test_the_agents_code_gets_no_reward_it_did_not_earn_in_fix_inventory(
+    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+) -> None:
+    """The task image's verifier runs the agent's code as the agent's user and judges only what it printed."""
+    tasks = []
+    for name, solve in FIX_INVENTORY_ATTACKS.items():
+        task = tmp_path / name
+        shutil.copytree(EXAMPLES / "fix-inventory", task)
+        (task / "solution" / "solve.sh").write_text("#!/bin/bash\n" + solve)
+        tasks.append(load_task(task))
+    config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path / "out")
+    with Runner(config, backend) as runner:
+        results = {r.task: r for r in runner.run_batch(tasks, concurrency=3)}
+    for name in FIX_INVENTORY_ATTACKS:
+        assert (results[name].status, results[name].reward) == (Status.OK, 0.0), (name, results[name].error)
