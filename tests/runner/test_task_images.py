@@ -32,6 +32,7 @@ from agentbake.tasks.bundle import BUNDLE_GIT, BUNDLE_MOUNT
 from tests.runner.rollouts import EXAMPLES, reward_if, write_task
 from tests.runner.test_cli import agentbake
 from tests.runner.test_harness import TAMPER, UNSOLVED_VERIFIER
+from tests.runner.test_verifier import symlink_task
 
 pytestmark = pytest.mark.docker
 
@@ -294,3 +295,21 @@ def test_the_agents_code_gets_no_reward_it_did_not_earn_in_fix_inventory(
         results = {r.task: r for r in runner.run_batch(tasks, concurrency=3)}
     for name in FIX_INVENTORY_ATTACKS:
         assert (results[name].status, results[name].reward) == (Status.OK, 0.0), (name, results[name].error)
+
+
+def test_the_agents_links_into_tests_are_removed_in_a_task_image_too(
+    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+) -> None:
+    """The verifier's symlink attacks (tests/runner/test_verifier.py), planted in a task image's /app."""
+    task_dir = symlink_task(tmp_path)
+    (task_dir / "environment").mkdir()
+    (task_dir / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path / "out")
+    with Runner(config, backend) as runner:
+        result = runner.run(load_task(task_dir))
+    assert result.task_image is not None
+    assert (result.status, result.reward) == (Status.OK, 0.0), result.error
+    assert "LEAK" not in (result.out_dir / "verifier" / "stdout.txt").read_text()
+    listed = (result.out_dir / "verifier" / "removed-links.txt").read_text().splitlines()
+    assert '"/app/answer.txt" -> "/tests/expected.txt"' in listed
+    assert '"/home/agent/stash/hop" -> "/tests"' in listed
