@@ -37,6 +37,16 @@ from tests.runner.test_verifier import symlink_task
 pytestmark = pytest.mark.docker
 
 IMAGE_TASKS = ("summarize-logs", "fix-inventory")
+THROWAWAY_TASKS = {
+    "prebuilt-notes",
+    "tamper-image",
+    "tb-shaped",
+    "symlink-attacks",
+    "no-fix",
+    "exits-0-at-import",
+    "leaves-a-daemon",
+}
+"""Tasks this module makes up: their images are removed when it ends."""
 PREBUILT = "agentbake-test/prebuilt-notes:latest"
 """The docker_image task's image: built here and tagged with the task's name (nothing can be pulled)."""
 
@@ -46,6 +56,20 @@ def backend(engine: docker.DockerClient) -> Iterator[DockerBackend]:
     backend = DockerBackend(DockerConfig(memory_mb=1024, cpus=1))
     yield backend
     backend.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def remove_throwaway_images(engine: docker.DockerClient) -> Iterator[None]:
+    """The images of this module's throwaway tasks (the examples' stay: the next run finds them cached)."""
+    yield
+    for image in engine.images.list(filters={"label": "dev.agentbake.task.name"}):
+        if image.labels["dev.agentbake.task.name"] in THROWAWAY_TASKS:
+            engine.images.remove(image.id, force=True)
+    for name in THROWAWAY_TASKS:
+        for image in engine.images.list(name=f"agentbake-task/{name}"):
+            for tag in image.tags:
+                if tag.startswith(f"agentbake-task/{name}:"):
+                    engine.images.remove(tag, force=True)
 
 
 @pytest.fixture(scope="module")
