@@ -83,6 +83,7 @@ for f in {REWARD_JSON} {REWARD_TXT}; do
   elif [ -L "$d/$f" ]; then echo "$f symlink"
   elif [ ! -e "$d/$f" ]; then echo "$f absent"
   elif [ ! -f "$d/$f" ]; then echo "$f special"
+  elif [ "$(stat -c %h "$d/$f")" != 1 ]; then echo "$f hardlinked"
   else printf '%s file ' "$f"; head -c {MAX_REWARD_BYTES} "$d/$f" | tr '\n\r\0' '   '; echo
   fi
 done
@@ -164,8 +165,8 @@ class RewardFile:
 
     name: str
     state: str
-    """`file`, `absent`, `symlink`, `special` (a FIFO, a directory, ...) or `baddir` (the log dir itself
-    is a symlink or gone)."""
+    """`file`, `absent`, `symlink`, `special` (a FIFO, a directory, ...), `hardlinked` (another name for a
+    file elsewhere) or `baddir` (the log dir itself is a symlink or gone)."""
     text: str = ""
     """A regular file's contents (newlines as spaces, at most `MAX_REWARD_BYTES`)."""
 
@@ -214,6 +215,8 @@ def _refuse_irregular(file: RewardFile) -> None:
         raise RewardError(f"{file.path} is a symlink: a reward is read only from a regular file")
     if file.state == "special":
         raise RewardError(f"{file.path} is not a regular file")
+    if file.state == "hardlinked":
+        raise RewardError(f"{file.path} has other hard links: a reward is read only from a file of its own")
     if file.state not in ("file", "absent"):
         raise RewardError(f"{file.path}: unexpected state {file.state!r}")
 

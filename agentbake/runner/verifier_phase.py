@@ -35,6 +35,11 @@ if TYPE_CHECKING:
     from agentbake.runner.harness import HarnessOutcome
 
 _LOGS_PARENT = posixpath.dirname(HARBOR_VERIFIER_LOGS)
+# $1: a user name or uid -> "uid gid home" from /etc/passwd; a uid with no entry -> "uid uid /"; exit 3 otherwise.
+_PASSWD_ENTRY = (
+    'e=$(awk -F: -v u="$1" \'$1 == u || $3 == u { print $3, $4, $6; exit }\' /etc/passwd) && [ -n "$e" ] '
+    '&& echo "$e" || case $1 in *[!0-9]*) exit 3 ;; *) echo "$1 $1 /" ;; esac'
+)
 
 
 @dataclass
@@ -57,6 +62,13 @@ class VerifierPhase:
     save: Callable[[str, str], None]
 
     def run(self) -> None:
+        user, owner, envs = "root", None, {**self.task.verifier_env, **self.root_env}
+        if self.task.verifier_user is not None:
+            found = self._verifier_user(self.task.verifier_user)
+            if found is None:
+                return
+            (owner, home), user = found, self.task.verifier_user
+            envs["HOME"] = home
         self._prepare()
         tests = {
             posixpath.join(HARBOR_TESTS_DIR, p.relative_to(self.task.tests_dir).as_posix()): p
@@ -64,12 +76,14 @@ class VerifierPhase:
             if p.is_file()
         }
         self.upload(tests, archive=f"{self.private}/tests.tar", user="root")
+        if owner is not None:  # /tests and the reward's folder are that user's (and root's) alone
+            self.root(["chown", "-R", owner, HARBOR_TESTS_DIR, HARBOR_VERIFIER_LOGS], what="give /tests to its user")
         result = self.handle.exec(
             ["sh", "-c", RUN_TEST_SH, "sh", self.own_processes],
-            envs={**self.task.verifier_env, **self.root_env},
+            envs=envs,
             cwd=self.workdir,
             timeout=self.task.verifier_timeout_sec,
-            user="root",
+            user=user,
         )
         self.save("verifier/stdout.txt", result.stdout)
         self.save("verifier/stderr.txt", result.stderr)
@@ -82,6 +96,22 @@ class VerifierPhase:
             user="root",
         )
         self._judge(result, ended)
+
+    def _verifier_user(self, user: str) -> tuple[str, str] | None:
+        """`[verifier] user` as `uid:gid` and its home, from the sandbox's passwd (a bare uid that is not there
+        runs as itself, home /); a name that is not there is a `verifier_error` (None)."""
+        found = self.handle.exec(
+            ["sh", "-c", _PASSWD_ENTRY, "sh", user], envs=self.root_env, cwd="/", timeout=STEP_TIMEOUT_SEC, user="root"
+        )
+        if found.exit_code != 0 or len(found.stdout.split()) != 3:
+            self.outcome.fail(
+                Status.VERIFIER_ERROR,
+                f"[verifier] user {user!r}: no such user in the sandbox's image (its /etc/passwd); create it in the "
+                "image or remove the key to run tests/test.sh as root",
+            )
+            return None
+        uid, gid, home = found.stdout.split()
+        return f"{uid}:{gid}", home
 
     def _prepare(self) -> None:
         """The agent's symlinks into /tests or /logs go (listed in verifier/removed-links.txt, with a note);

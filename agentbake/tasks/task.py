@@ -46,7 +46,7 @@ SETUP_SCRIPT = "setup.sh"
 # section -> keys agentbake reads; KNOWN_UNUSED lists Harbor keys accepted with a warning.
 USED_KEYS: dict[str, set[str]] = {
     "agent": {"timeout_sec"},
-    "verifier": {"timeout_sec", "env"},
+    "verifier": {"timeout_sec", "env", "user"},
     "environment": {
         "cpus",
         "memory_mb",
@@ -63,7 +63,7 @@ USED_KEYS: dict[str, set[str]] = {
 KNOWN_UNUSED: dict[str, set[str]] = {
     "": {"version", "schema_version", "metadata", "task", "source", "split"},
     "agent": {"setup_timeout_sec", "user"},
-    "verifier": {"user", "environment"},
+    "verifier": {"environment"},
     "environment": {"gpus", "gpu_types", "tpu", "os", "mcp_servers"},
     "solution": set(),
 }
@@ -72,6 +72,9 @@ MAX_TIMEOUT_SEC = 7 * 24 * 3600.0
 MAX_CPUS = 1024.0
 MAX_SIZE_MB = 16 * 1024 * 1024
 """Largest memory or storage size accepted (16 TiB)."""
+MAX_UID = 2**32 - 2
+"""Largest uid accepted (2**32 - 1 is the kernel's "no uid")."""
+_USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?|[0-9]{1,10}")
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|)\s*$", re.IGNORECASE)
 _MEMORY_UNITS = {"": 1 / (1024 * 1024), "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 
@@ -118,6 +121,9 @@ class Task:
     """`[environment] env`: variables for setup and the agent."""
     verifier_env: Mapping[str, str] = field(default_factory=dict)
     """`[verifier] env`: variables for the verifier."""
+    verifier_user: str | None = None
+    """`[verifier] user`: the user (a name, or a uid as text) `tests/test.sh` runs as; None runs it as root
+    (the default user of most Harbor images)."""
     solution_env: Mapping[str, str] = field(default_factory=dict)
     """`[solution] env`: variables for the reference solution."""
     warnings: tuple[str, ...] = ()
@@ -191,6 +197,7 @@ def load_task(path: str | Path) -> Task:
         solution_script=solution if solution.is_file() else None,
         environment_env=config.env("environment"),
         verifier_env=config.env("verifier"),
+        verifier_user=config.user("verifier"),
         solution_env=config.env("solution"),
         warnings=tuple(config.warnings),
     )
@@ -300,6 +307,19 @@ class _Config:
                 )
             return max(16, int(size))
         return None
+
+    def user(self, section: str) -> str | None:
+        """`[<section>] user`: a user name or a uid (Harbor's `str | int`); root (by name or uid 0) is None."""
+        value = self.section(section).get("user")
+        if value is None:
+            return None
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_UID:
+            value = str(value)
+        elif not (isinstance(value, str) and _USER_NAME.fullmatch(value)):
+            raise TaskError(
+                f'{self.file}: [{section}] user: expected a user name like "tester" or a uid like 1000, got {value!r}'
+            )
+        return None if value in ("root", "0") else value
 
     def env(self, section: str) -> dict[str, str]:
         value = self.section(section).get("env", {})

@@ -20,7 +20,7 @@ from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
 from agentbake.runner.verifier import RewardError, parse_reward_files, reward_from
 from agentbake.tasks import load_task
-from tests.runner.rollouts import copy_example, write_task
+from tests.runner.rollouts import copy_example, reward_if, write_task
 
 
 def rewards(json_line: str, txt_line: str) -> float:
@@ -48,6 +48,7 @@ def test_reward_json_comes_first_then_reward_txt() -> None:
         ("absent", "symlink", "/logs/verifier/reward.txt is a symlink: a reward is read only from a regular file"),
         ("symlink", "file 0 ", "/logs/verifier/reward.json is a symlink"),
         ("absent", "special", "/logs/verifier/reward.txt is not a regular file"),
+        ("absent", "hardlinked", "/logs/verifier/reward.txt has other hard links"),
         ("baddir", "baddir", "/logs/verifier was replaced (a symlink, or removed) while the verifier ran"),
     ],
 )
@@ -80,6 +81,32 @@ DAEMON_WAITS = {
     "polls": 'while kill -0 "$1" 2>/dev/null; do sleep 0.01; done',  # as soon as test.sh is gone (10 ms)
 }
 IMPORTS_HELPER = "python3 -c 'import helper'\necho 0 > /logs/verifier/reward.txt\n"
+
+# test.sh as `[verifier] user`: prints who it is, then earns 1 when it can read /tests and its HOME is its own.
+WHO_AM_I = """id -un; echo "$HOME"; ls -ld /tests | cut -d' ' -f3
+""" + reward_if('[ -r /tests/test.sh ] && [ "$HOME" = "$(getent passwd "$(id -un)" | cut -d: -f6)" ]')
+USERS = {
+    # name: (task.toml, test.sh, expected status, reward)
+    "as-agent": ('[verifier]\nuser = "agent"\n', WHO_AM_I, Status.OK, 1.0),
+    "as-nobody-uid": ("[verifier]\nuser = 65534\n", WHO_AM_I, Status.OK, 1.0),
+    "as-root-by-name": ('[verifier]\nuser = "root"\n', WHO_AM_I, Status.OK, 1.0),
+    "as-ghost": ('[verifier]\nuser = "ghost"\n', WHO_AM_I, Status.VERIFIER_ERROR, 0.0),
+    # a process the (non-root) verifier leaves rewrites the reward a moment later; root kills it first
+    "as-agent-daemon": (
+        '[verifier]\nuser = "agent"\n',
+        "setsid sh -c 'sleep 1; echo 1 > /logs/verifier/reward.txt' >/dev/null 2>&1 &\n"
+        "echo 0 > /logs/verifier/reward.txt\n",
+        Status.OK,
+        0.0,
+    ),
+    # a second name for a file elsewhere is not a reward file
+    "hardlinked-reward": (
+        '[verifier]\nuser = "agent"\n',
+        "echo 1 > /tmp/r; ln /tmp/r /logs/verifier/reward.txt\n",
+        Status.VERIFIER_ERROR,
+        0.0,
+    ),
+}
 
 ATTACKS = {
     # name: (solve.sh, test.sh or None for the fix-failing-test example's, expected status, reward)
@@ -118,6 +145,32 @@ ATTACKS = {
         0.0,
     ),
 }
+
+
+@pytest.mark.docker
+def test_the_verifier_user_runs_test_sh_and_owns_tests_and_its_log_dir(
+    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+) -> None:
+    tasks = [
+        load_task(write_task(tmp_path, name, solve="true\n", test=test, toml=toml))
+        for name, (toml, test, *_) in USERS.items()
+    ]
+    config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path / "out")
+    with Runner(config, backend) as runner:
+        results = {r.task: r for r in runner.run_batch(tasks, concurrency=3)}
+    for name, (*_, status, reward) in USERS.items():
+        assert (results[name].status, results[name].reward) == (status, reward), (name, results[name].error)
+    said = {
+        name: (results[name].out_dir / "verifier" / "stdout.txt").read_text().split()
+        for name in USERS
+        if name.startswith("as-") and name != "as-ghost"
+    }
+    assert said["as-agent"] == ["agent", "/home/agent", "agent"]
+    assert said["as-nobody-uid"] == ["nobody", "/nonexistent", "nobody"]
+    assert said["as-root-by-name"] == ["root", "/root", "root"]
+    assert "[verifier] user 'ghost': no such user in the sandbox's image" in results["as-ghost"].error
+    assert not (results["as-ghost"].out_dir / "verifier" / "stdout.txt").exists(), "test.sh ran as someone else"
+    assert "/logs/verifier/reward.txt has other hard links" in results["hardlinked-reward"].error
 
 
 @pytest.fixture(scope="module")

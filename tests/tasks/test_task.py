@@ -108,6 +108,11 @@ x = 1
         ("[environment]\ndocker_image = 3", "[environment] docker_image: expected an image reference"),
         ("[environment]\ndocker_image = 'a b'", "[environment] docker_image: expected an image reference"),
         ("[environment]\nbuild_timeout_sec = 0", "[environment] build_timeout_sec: expected a positive number"),
+        ("[verifier]\nuser = 'a b'", '[verifier] user: expected a user name like "tester" or a uid like 1000'),
+        ("[verifier]\nuser = true", "[verifier] user: expected a user name"),
+        ("[verifier]\nuser = -1", '[verifier] user: expected a user name like "tester" or a uid like 1000, got -1'),
+        ("[verifier]\nuser = 1.5", "[verifier] user: expected a user name"),
+        ("[verifier]\nuser = ''", "[verifier] user: expected a user name"),
         ("agent = 3", "[agent] must be a table"),
         ("[agent\n", "not valid TOML"),
     ],
@@ -117,6 +122,17 @@ def test_bad_task_toml_names_file_key_and_expectation(tmp_path: Path, toml: str,
     with pytest.raises(TaskError) as info:
         load_task(root)
     assert str(root / "task.toml") in str(info.value) and expected in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("'tester'", "tester"), ("1000", "1000"), ("'1000'", "1000"), ("'root'", None), ("0", None)]
+)
+def test_the_verifier_user_is_a_name_or_a_uid_and_root_is_the_default(
+    tmp_path: Path, value: str, expected: str | None
+) -> None:
+    task = load_task(make_task(tmp_path, f"[verifier]\nuser = {value}"))
+    assert task.verifier_user == expected and task.warnings == ()
+    assert load_task(make_task(tmp_path, name="plain")).verifier_user is None
 
 
 def test_storage_in_mib_or_as_a_size(tmp_path: Path) -> None:
