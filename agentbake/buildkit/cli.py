@@ -216,12 +216,15 @@ def _report(result: BuildResult, as_json: bool) -> None:
 def prune_command(
     dry_run: bool, ca_cert: Path | None, no_ca_cert: bool, catalog_dir: Path | None, as_json: bool
 ) -> None:
-    """Remove tags of catalog images that their current inputs no longer build to."""
+    """Remove tags of catalog images that their current inputs no longer build to, and the runnable images and
+    agent bundles of tasks with their own image that this agentbake no longer makes (docs/task-images.md)."""
+    from agentbake.tasks.prune import prune_task_artifacts
+
     catalog = Catalog.discover(catalog_dir)
     ca = _ca_bundle(ca_cert, no_ca_cert)
     client = connect()
     plans = [plan(client, spec, catalog.templates_dir, ca_cert=ca) for spec in catalog.load_all()]
-    for result in prune(client, plans, dry_run=dry_run):
+    for result in [*prune(client, plans, dry_run=dry_run), *prune_task_artifacts(client, dry_run=dry_run)]:
         if as_json:
             _print_json(result)
         else:

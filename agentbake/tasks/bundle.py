@@ -40,6 +40,7 @@ BUNDLE_LABEL = "dev.agentbake.bundle"
 """On the bundle's volume and container: the agent image id it was made from."""
 FILL_TIMEOUT_S = 600.0
 _STARTING_S = 10.0
+_FILL_ATTEMPTS = 5
 """How long a filling container another process created may take to start before it counts as abandoned."""
 _SCRIPT = Path(__file__).with_name("bundle_script.sh")
 _COMMAND_LABEL = "dev.agentbake.agent.command"
@@ -84,9 +85,17 @@ def ensure_bundle(client: docker.DockerClient, agent_image: str, *, progress: Pr
     name = bundle_name(attrs["Id"])
     with _lock(name):
         created = False
-        while not _ready(client, name):
-            if _fill(client, name, attrs["Id"], command, progress or Progress()):
-                created = True
+        for _ in range(_FILL_ATTEMPTS):
+            if _ready(client, name):
+                break
+            created = _fill(client, name, attrs["Id"], command, progress or Progress()) or created
+        else:  # the last fill may have been the one that made it
+            if not _ready(client, name):
+                raise AgentError(
+                    f"the agent bundle {name} could not be made in {_FILL_ATTEMPTS} tries: its volume stays in use "
+                    "without the container that records it; remove what uses it "
+                    f"(`docker ps -a --filter volume={name}`)"
+                )
     return AgentBundle(name, attrs["Id"], created, round(time.monotonic() - started, 3))
 
 
@@ -119,6 +128,13 @@ def _fill(client: docker.DockerClient, name: str, image_id: str, command: str, p
     """Fill the volume in a container named after it; False when another process's container took the name
     first (the caller then waits for that one)."""
     labels = {BUNDLE_LABEL: image_id}
+    try:  # a volume left without its filling container (a prune stopped halfway) holds unknown files
+        client.api.remove_volume(name)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError:  # in use: another process's filling container has just taken it
+        time.sleep(1)
+        return False
     client.api.create_volume(name, labels=labels)
     host_config = client.api.create_host_config(
         network_mode="none",

@@ -42,6 +42,8 @@ from agentbake.tasks.image import TaskImage, slug
 
 HASH_SCHEME = b"agentbake-runnable-v1"
 TAG_REPOSITORY = "agentbake-run"
+RECIPE_LABEL = "dev.agentbake.runnable.recipe"
+"""On every runnable image: the recipe version it was built by (`agentbake prune` removes the others)."""
 AGENT_UID = 1000
 DEFAULT_WORKDIR = "/app"
 """The workdir when the task image names none (Harbor's tasks use /app)."""
@@ -128,6 +130,11 @@ def unsafe_workdir(workdir: str) -> bool:
     )
 
 
+def recipe_version() -> str:
+    """What the runnable images this agentbake builds have in common: the hash scheme and the root step."""
+    return hashlib.sha256(length_prefixed(HASH_SCHEME) + length_prefixed(_PREPARE.read_bytes())).hexdigest()[:12]
+
+
 def runnable_labels(task: str, image: TaskImage, user: AgentUser, workdir: str) -> dict[str, str]:
     """The harness's facts (ImageLabels' spelling; the agent's own labels come from its catalog image at run
     time) and where the image came from."""
@@ -142,7 +149,12 @@ def runnable_labels(task: str, image: TaskImage, user: AgentUser, workdir: str) 
         "dir_logs_agent": f"{user.home}/logs/agent",
         "dir_logs_verifier": f"{user.home}/logs/verifier",
     }
-    source = {"task.name": task, "task.image": image.ref, "task.image-id": image.id}
+    source = {
+        "task.name": task,
+        "task.image": image.ref,
+        "task.image-id": image.id,
+        "runnable.recipe": recipe_version(),
+    }
     return {
         **{ImageLabels.key(key): value for key, value in facts.items()},
         **{LABEL_PREFIX + k: v for k, v in source.items()},
