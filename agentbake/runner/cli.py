@@ -92,6 +92,7 @@ def _model_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             no_preflight: bool,
             logprobs_mode: str | None,
             expect_logprobs: str,
+            verifier_network: str,
             **kwargs: Any,
         ) -> Any:
             settings = {name: kwargs.pop(name) for name in ModelSettings.model_fields}
@@ -122,6 +123,7 @@ def _model_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                         preflight=not no_preflight,
                         logprobs_mode=logprobs_mode,
                         expect_logprobs=expect_logprobs,
+                        verifier_network=verifier_network,
                         model_settings=ModelSettings(**settings),
                         **extra,
                     )
@@ -177,6 +179,15 @@ def _model_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                     default="raw",
                     show_default=True,
                     help="The logprobs the trainer uses; rollouts stamped otherwise are not trainable.",
+                ),
+                click.option(
+                    "--verifier-network",
+                    type=click.Choice(["none", "bridge"]),
+                    default="none",
+                    show_default=True,
+                    help="The verifier's network (the agent never has one). bridge: tasks whose allow_internet is "
+                    "true (Harbor's default) get one once the agent is dead, as Terminal-Bench's test.sh files need "
+                    "to fetch uv and pytest; it reaches this host's ports and the internet.",
                 ),
                 json_option,
             ]

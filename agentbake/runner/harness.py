@@ -30,7 +30,7 @@ from agentbake.runner.result import Status, Timings
 from agentbake.runner.sandbox import ExecResult, SandboxHandle
 from agentbake.runner.sandbox.copyout import CopyBudget
 from agentbake.runner.verifier import HARBOR_VERIFIER_LOGS, PROCESSES
-from agentbake.runner.verifier_phase import VerifierPhase, tail
+from agentbake.runner.verifier_phase import VerifierNetwork, VerifierPhase, tail
 from agentbake.runner.workdir import RECREATED, diff_command, restore_command, snapshot_command
 from agentbake.tasks import Task
 
@@ -87,9 +87,11 @@ class Harness:
         timings: Timings,
         *,
         oracle: bool = False,
+        verifier_network: VerifierNetwork = "none",
     ) -> None:
         self.handle, self.task, self.launch, self.out_dir, self.timings = handle, task, launch, out_dir, timings
         self.oracle = oracle
+        self.verifier_network = verifier_network
         self.workdir = handle.paths["workdir"]
         self.outcome = HarnessOutcome()
         # The root-only scratch dir (setup script, snapshot, test files), made by the first root step. Its name is
@@ -280,6 +282,7 @@ class Harness:
             root_env=self.root_env,
             agent_uid=self.agent_uid,
             own_processes=self.own_processes,
+            network=self.verifier_network,
             root=self._root,
             upload=self._upload,
             save=self._save,

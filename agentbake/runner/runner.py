@@ -256,6 +256,10 @@ class Runner:
         with timings.phase("image"):
             image = self.images.resolve(task)
         result.image, result.task_image = image.ref, image.task_image
+        # The verifier's network: the run's choice, if the task allows it; the remote clouds' sandboxes have
+        # their own network in every phase.
+        wanted = self.config.verifier_network == "bridge" and task.allow_internet
+        network = ("bridge" if wanted else "none") if self.backend.capabilities.network_phases else "backend"
         try:
             in_sandbox = self.config.gateway == "sandbox" and not self.config.oracle
             with timings.phase("create"):  # the gateway is part of what a rollout needs before it starts
@@ -270,6 +274,7 @@ class Runner:
                         storage_mb=self.config.storage_mb or task.storage_mb,
                         gateway_socket=None if live.gateway is None else str(live.gateway.uds),
                         agent_bundle=image.bundle,
+                        verifier_network=network == "bridge",
                     )
                 )
             if self._aborted.is_set():
@@ -283,6 +288,7 @@ class Runner:
                 out_dir,
                 timings,
                 oracle=self.config.oracle,
+                verifier_network=network,
             )
             outcome = harness.run()
         except BaseException:

@@ -53,6 +53,14 @@ class RunnerConfig(BaseModel):
     warm: int = Field(default=0, ge=0)
     """Sandboxes the Docker backend keeps started ahead of need (a warm pool); 0 starts each on demand."""
 
+    verifier_network: Literal["none", "bridge"] = "none"
+    """The verifier's network. The agent never has one. `none`: neither has the verifier (the default:
+    nothing the verifier runs, the agent's code included, reaches this host's ports or the internet).
+    `bridge`: a task whose `[environment] allow_internet` is true (Harbor's default) gets a bridge network
+    for its verifier, as Terminal-Bench's test.sh files need to fetch uv and pytest; the Docker backend
+    connects it once the agent is dead (its containers cannot reach each other; this host's ports and the
+    internet they can). Remote sandboxes reach the internet in both phases whatever this says."""
+
     gateway: Literal["host", "sandbox"] = "host"
     """`host`: each rollout's gateway runs in this process and the sandbox holds only a per-rollout token.
     `sandbox` (remote backends): it runs inside the sandbox from the image's baked venv, calling `model`

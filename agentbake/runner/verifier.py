@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import posixpath
+import re
 from dataclasses import dataclass
 
 # Harbor's contract with a task's verifier: its files under /tests, its reward under /logs/verifier.
@@ -153,6 +154,28 @@ def removed_links(stdout: str) -> list[tuple[str, str]]:
     """The `(path, target)` pairs `REMOVE_ESCAPING_LINKS` printed."""
     fields = stdout.split("\0")
     return list(zip(fields[0:-1:2], fields[1::2], strict=False))
+
+
+# What a verifier prints when it needs a network it does not have (curl, apt, pip and uv, glibc, Node).
+NETWORK_FAILURES = re.compile(
+    r"Could not resolve host|Temporary failure (in name resolution|resolving)|Name or service not known"
+    r"|Network is unreachable|No address associated with hostname|Failed to establish a new connection"
+    r"|failed to lookup address information|getaddrinfo (ENOTFOUND|EAI_AGAIN)|Could not connect to"
+    r"|Failed to fetch http|dns error",
+    re.IGNORECASE,
+)
+NO_NETWORK = (
+    "the verifier ran without network (--verifier-network none) and its output says it needed one ({!r}): run "
+    "with --verifier-network bridge, or install what it fetches in the task's image (environment/Dockerfile)"
+)
+
+
+def network_failure(output: str) -> str | None:
+    """The first line of a verifier's output that says a network was missing, if any."""
+    for line in output.splitlines():
+        if NETWORK_FAILURES.search(line):
+            return line.strip()[:200]
+    return None
 
 
 class RewardError(ValueError):

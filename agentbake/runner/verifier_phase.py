@@ -12,7 +12,7 @@ import json
 import posixpath
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from agentbake.runner.agent_phase import STEP_TIMEOUT_SEC
 from agentbake.runner.result import Status
@@ -21,10 +21,12 @@ from agentbake.runner.verifier import (
     HARBOR_TESTS_DIR,
     HARBOR_VERIFIER_LOGS,
     KILL_THEN_READ_REWARDS,
+    NO_NETWORK,
     PROTECTED_ROOTS,
     REMOVE_ESCAPING_LINKS,
     RUN_TEST_SH,
     RewardError,
+    network_failure,
     parse_reward_files,
     removed_links,
     reward_from,
@@ -35,6 +37,9 @@ if TYPE_CHECKING:
     from agentbake.runner.harness import HarnessOutcome
 
 _LOGS_PARENT = posixpath.dirname(HARBOR_VERIFIER_LOGS)
+VerifierNetwork = Literal["none", "bridge", "backend"]
+"""The verifier's network: `none` (the agent's: loopback only), `bridge` (connected once the agent is dead),
+`backend` (a remote cloud's sandbox, which has its own network throughout)."""
 # $1: a user name or uid -> "uid gid home" from /etc/passwd; a uid with no entry -> "uid uid /"; exit 3 otherwise.
 _PASSWD_ENTRY = (
     'e=$(awk -F: -v u="$1" \'$1 == u || $3 == u { print $3, $4, $6; exit }\' /etc/passwd) && [ -n "$e" ] '
@@ -57,6 +62,7 @@ class VerifierPhase:
     agent_uid: str
     own_processes: str
     """The sandbox's own processes (`verifier.PROCESSES`), the only ones that outlive test.sh."""
+    network: VerifierNetwork
     root: Callable[..., ExecResult]
     upload: Callable[..., None]
     save: Callable[[str, str], None]
@@ -70,6 +76,8 @@ class VerifierPhase:
             (owner, home), user = found, self.task.verifier_user
             envs["HOME"] = home
         self._prepare()
+        if self.network == "bridge":  # the agent is dead and its links into /tests are gone
+            self.handle.connect_network()
         tests = {
             posixpath.join(HARBOR_TESTS_DIR, p.relative_to(self.task.tests_dir).as_posix()): p
             for p in self.task.tests_dir.rglob("*")
@@ -153,11 +161,16 @@ class VerifierPhase:
         if ended.exit_code != 0:
             self.outcome.fail(Status.VERIFIER_ERROR, f"after tests/test.sh: {tail(ended.stderr or ended.stdout)}")
             return
+        offline = network_failure(result.stdout + "\n" + result.stderr) if self.network == "none" else None
         try:
             self.outcome.reward = reward_from(parse_reward_files(ended.stdout))
         except RewardError as exc:
             exited = f" (tests/test.sh exited {result.exit_code}: {tail(result.stderr or result.stdout)})"
-            self.outcome.fail(Status.VERIFIER_ERROR, f"{exc}{exited if result.exit_code else ''}")
+            said = f"{exc}{exited if result.exit_code else ''}"
+            self.outcome.fail(Status.VERIFIER_ERROR, f"{said}; {NO_NETWORK.format(offline)}" if offline else said)
+            return
+        if offline and self.outcome.reward == 0:  # a 0 it gave for want of a network is not the agent's
+            self.outcome.fail(Status.VERIFIER_ERROR, f"reward 0 not counted: {NO_NETWORK.format(offline)}")
 
 
 def tail(text: str, lines: int = 5) -> str:

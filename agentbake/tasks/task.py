@@ -121,6 +121,9 @@ class Task:
     """`[environment] env`: variables for setup and the agent."""
     verifier_env: Mapping[str, str] = field(default_factory=dict)
     """`[verifier] env`: variables for the verifier."""
+    allow_internet: bool = True
+    """`[environment] allow_internet` (Harbor's default: true). agentbake's agent phase never has network;
+    the verifier phase has it when the run asks (`--verifier-network bridge`) and this is true."""
     verifier_user: str | None = None
     """`[verifier] user`: the user (a name, or a uid as text) `tests/test.sh` runs as; None runs it as root
     (the default user of most Harbor images)."""
@@ -198,6 +201,7 @@ def load_task(path: str | Path) -> Task:
         environment_env=config.env("environment"),
         verifier_env=config.env("verifier"),
         verifier_user=config.user("verifier"),
+        allow_internet=config.allow_internet(),
         solution_env=config.env("solution"),
         warnings=tuple(config.warnings),
     )
@@ -257,8 +261,11 @@ class _Config:
                         warnings.append(f"{file}: [{key}] {sub}: {known}, ignored")
             elif key not in KNOWN_UNUSED[""]:
                 warnings.append(f"{file}: {key}: unknown key, ignored")
-        if data.get("environment", {}).get("allow_internet"):
-            warnings.append(f"{file}: [environment] allow_internet: agentbake sandboxes never reach the internet")
+        if data.get("environment", {}).get("allow_internet") is True:
+            warnings.append(
+                f"{file}: [environment] allow_internet: the agent never has network in agentbake; the verifier "
+                "has it with --verifier-network bridge"
+            )
         return cls(file, data, warnings)
 
     def section(self, name: str) -> dict[str, Any]:
@@ -307,6 +314,12 @@ class _Config:
                 )
             return max(16, int(size))
         return None
+
+    def allow_internet(self) -> bool:
+        value = self.section("environment").get("allow_internet", True)
+        if not isinstance(value, bool):
+            raise TaskError(f"{self.file}: [environment] allow_internet: expected true or false, got {value!r}")
+        return value
 
     def user(self, section: str) -> str | None:
         """`[<section>] user`: a user name or a uid (Harbor's `str | int`); root (by name or uid 0) is None."""

@@ -9,7 +9,8 @@ In one hardened Docker sandbox (DockerBackend, 1 CPU, as the harness runs), meas
   in one system call, then kill). The table counts the races the process won.
 - costs: `RUN_TEST_SH` with a trivial test.sh beside `bash test.sh` alone; `KILL_THEN_READ_REWARDS` beside
   a plain `cat` of the reward; `REMOVE_ESCAPING_LINKS` with no agent links and with 1000 beside a plain
-  `find / -type l -uid` listing.
+  `find / -type l -uid` listing; a sandbox able to join the verifier's network beside a plain one, and
+  `connect_network()`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 
 from agentbake.runner import DockerBackend, DockerConfig, SandboxRequest
 from agentbake.runner.sandbox import SandboxHandle
@@ -52,6 +54,12 @@ def race(handle: SandboxHandle, keep: str, wait: str, runner: str) -> bool:
 def timed(handle: SandboxHandle, cmd: list[str] | str) -> float:
     started = time.perf_counter()
     root(handle, cmd)
+    return time.perf_counter() - started
+
+
+def timed_call(action: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    action()
     return time.perf_counter() - started
 
 
@@ -97,6 +105,19 @@ def main() -> None:
             print(f"kill + read reward: {p50(costs['kill+read'])}          vs {p50(costs['cat'])} cat reward.txt")
             print(f"link scan, 0 links: {p50(links['scan 0'])}          vs {p50(links['find 0'])} find listing")
             print(f"link scan, 1000:    {p50(links['scan 1000'])}          vs {p50(links['find 1000'])} find listing")
+        print("\nthe verifier's network (p50): a sandbox made able to join it, and joining it")
+        plain, able, joined = [], [], []
+        for i in range(max(5, args.runs // 3)):
+            for wanted, times in ((False, plain), (True, able)):
+                request = SandboxRequest(image=args.image, rollout_id=f"verifier-bench-{i}", verifier_network=wanted)
+                started = time.perf_counter()
+                with backend.create(request) as made:
+                    times.append(time.perf_counter() - started)
+                    if wanted:
+                        joined.append(timed_call(made.connect_network))
+        print(f"create (network none):            {p50(plain)}")
+        print(f"create (verifier network, unjoined): {p50(able)}")
+        print(f"connect_network():                 {p50(joined)}")
     finally:
         backend.close()
 

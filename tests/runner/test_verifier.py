@@ -18,7 +18,7 @@ from agentbake.runner.docker.backend import DockerBackend
 from agentbake.runner.result import RolloutResult, Status
 from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
-from agentbake.runner.verifier import RewardError, parse_reward_files, reward_from
+from agentbake.runner.verifier import RewardError, network_failure, parse_reward_files, reward_from
 from agentbake.tasks import load_task
 from tests.runner.rollouts import copy_example, reward_if, write_task
 
@@ -311,3 +311,65 @@ def test_the_link_and_daemon_attacks_played_by_claude_code_earn_nothing(
     daemon_out = results["daemon-attack"].out_dir
     assert "daemon started" in (daemon_out / "verifier" / "stdout.txt").read_text()
     assert (daemon_out / "verifier" / "logs" / "reward.txt").read_text() == "0\n"
+
+
+# -- the verifier's network ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "curl: (6) Could not resolve host: astral.sh",
+        "urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in name resolution>",
+        "W: Failed to fetch http://deb.debian.org/debian/dists/bookworm/InRelease  Temporary failure resolving",
+        "  error: Request failed after 3 retries: dns error: failed to lookup address information",
+        "ConnectionError: Failed to establish a new connection: [Errno 101] Network is unreachable",
+    ],
+)
+def test_what_a_verifier_says_when_it_needs_a_network(line: str) -> None:
+    assert network_failure(f"collecting...\n{line}\nmore") == line.strip()
+    assert network_failure("FAILED test_outputs.py::test_answer - assert 3 == 4") is None
+
+
+# The agent phase has no network whatever the run says; the verifier fetches from PyPI (a package mirror)
+# and earns 1 when it got there and the agent did not.
+FETCH = "python3 -c \"import urllib.request; urllib.request.urlopen('https://pypi.org/simple/', timeout=20)\""
+AGENT_FETCHES = (
+    f"{FETCH} 2>/dev/null && echo online > net.txt || echo offline > net.txt\n"
+    "echo $(ls /sys/class/net) > interfaces.txt\n"
+)
+VERIFIER_FETCHES = f"{FETCH} && echo fetched\n" + reward_if('[ "$(cat net.txt)" = offline ] && ' + FETCH)
+NETWORK = {
+    # name: (task.toml, --verifier-network, expected status, reward)
+    "bridge": ("", "bridge", Status.OK, 1.0),
+    "bridge-but-not-allowed": ("[environment]\nallow_internet = false\n", "bridge", Status.VERIFIER_ERROR, 0.0),
+    "none": ("", "none", Status.VERIFIER_ERROR, 0.0),
+}
+
+
+@pytest.mark.docker
+def test_the_verifier_gets_a_network_only_when_the_run_asks_and_the_task_allows_it(
+    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+) -> None:
+    results = {}
+    for mode in ("bridge", "none"):
+        names = [name for name, (_, wanted, *_) in NETWORK.items() if wanted == mode]
+        tasks = [
+            load_task(write_task(tmp_path, name, solve=AGENT_FETCHES, test=VERIFIER_FETCHES, toml=NETWORK[name][0]))
+            for name in names
+        ]
+        config = RunnerConfig(
+            image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path / "out", verifier_network=mode
+        )
+        with Runner(config, backend) as runner:
+            results |= {r.task: r for r in runner.run_batch(tasks, concurrency=2)}
+    for name, (*_, status, reward) in NETWORK.items():
+        result = results[name]
+        assert (result.status, result.reward) == (status, reward), (name, result.error)
+        diff = (result.out_dir / "workdir.diff").read_text()
+        assert "+offline" in diff and "+lo\n" in diff, "the agent had a network"
+    assert "fetched" in (results["bridge"].out_dir / "verifier" / "stdout.txt").read_text()
+    for name in ("bridge-but-not-allowed", "none"):
+        error = results[name].error
+        assert error.startswith("reward 0 not counted: the verifier ran without network (--verifier-network none)")
+        assert "Temporary failure in name resolution" in error or "Network is unreachable" in error, error

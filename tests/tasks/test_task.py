@@ -113,6 +113,7 @@ x = 1
         ("[verifier]\nuser = -1", '[verifier] user: expected a user name like "tester" or a uid like 1000, got -1'),
         ("[verifier]\nuser = 1.5", "[verifier] user: expected a user name"),
         ("[verifier]\nuser = ''", "[verifier] user: expected a user name"),
+        ("[environment]\nallow_internet = 'yes'", "[environment] allow_internet: expected true or false, got 'yes'"),
         ("agent = 3", "[agent] must be a table"),
         ("[agent\n", "not valid TOML"),
     ],
@@ -133,6 +134,17 @@ def test_the_verifier_user_is_a_name_or_a_uid_and_root_is_the_default(
     task = load_task(make_task(tmp_path, f"[verifier]\nuser = {value}"))
     assert task.verifier_user == expected and task.warnings == ()
     assert load_task(make_task(tmp_path, name="plain")).verifier_user is None
+
+
+def test_allow_internet_is_harbors_true_unless_the_task_says_false(tmp_path: Path) -> None:
+    assert load_task(make_task(tmp_path, name="a")).allow_internet is True
+    closed = load_task(make_task(tmp_path, "[environment]\nallow_internet = false", name="b"))
+    assert closed.allow_internet is False and closed.warnings == ()
+    opened = load_task(make_task(tmp_path, "[environment]\nallow_internet = true", name="c"))
+    assert (
+        "the agent never has network in agentbake; the verifier has it with --verifier-network bridge"
+        in (opened.warnings[0])
+    )
 
 
 def test_storage_in_mib_or_as_a_size(tmp_path: Path) -> None:

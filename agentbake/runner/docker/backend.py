@@ -28,7 +28,7 @@ class DockerBackend(SandboxBackend):
     """Creates sandboxes on the local engine (DOCKER_HOST); `close()` removes every one still alive."""
 
     name = "docker"
-    capabilities = Capabilities(warm_pool=True, task_images=True)
+    capabilities = Capabilities(warm_pool=True, task_images=True, network_phases=True)
 
     def __init__(self, config: DockerConfig | None = None, *, base_url: str | None = None):
         self.config = config or DockerConfig()
@@ -51,8 +51,10 @@ class DockerBackend(SandboxBackend):
             if not Path(request.gateway_socket).exists():
                 raise SandboxError(f"gateway socket {request.gateway_socket} does not exist; start the gateway first")
         limits = self.engine.limits(request)
-        taken = self.pool.take(image, limits)
-        container_id, name = taken or self.engine.start_container(image, limits, request.rollout_id)
+        # A sandbox whose verifier gets a network starts on it, disconnected: never one of the warm pool's.
+        network = self.engine.verifier_network() if request.verifier_network else None
+        taken = None if network else self.pool.take(image, limits)
+        container_id, name = taken or self.engine.start_container(image, limits, request.rollout_id, network=network)
         try:
             model_url = self._connect_gateway(name, request.gateway_socket)
         except BaseException:
@@ -62,6 +64,7 @@ class DockerBackend(SandboxBackend):
             self.engine, container_id, name, image, image.user, request.envs, model_url, request.rollout_id, self.remove
         )
         sandbox.storage_limit_mb = request.storage_mb or self.config.storage_mb
+        sandbox.network = network
         with self._lock:
             closed = self._closed
             if not closed:

@@ -61,6 +61,11 @@ class DockerConfig(BaseModel):
     model_port: int = Field(default=48080, ge=1, le=65535)
     """Port on the sandbox's loopback where the forwarder relays to the gateway (`handle.model_url`)."""
 
+    verifier_network: str = "agentbake-verifier"
+    """The Docker network a sandbox joins for its verifier when the rollout asks for one (`--verifier-network
+    bridge`): a bridge network made on first use, with no traffic between its containers (icc off). A
+    sandbox is created on it and disconnected before it starts, so the agent never has an interface."""
+
     runtime_dir: Path = Field(default_factory=default_runtime_dir)
     """Host folder holding one subfolder per sandbox (the forwarder and the gateway socket's hard
     link), mounted read-only into it. Gateway sockets must be on the same filesystem."""

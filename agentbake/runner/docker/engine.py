@@ -13,6 +13,7 @@ import posixpath
 import re
 import secrets
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -88,6 +89,8 @@ class DockerEngine:
         self._images: dict[str, ImageInfo] = {}
         self._ids: dict[tuple[str, str], tuple[int, int]] = {}
         self._engine_cpus: int | None = None
+        self._network_ready = threading.Lock()
+        self._network_made = False
 
     def _own_runtime_dir(self) -> None:
         """Create the host folder of the sandboxes' folders, private to this user; refuse one that another
@@ -162,13 +165,46 @@ class DockerEngine:
         cpus = min(request.cpus or self.config.cpus, self._engine_cpus)
         return Limits(int(cpus * 1e9), request.memory_mb or self.config.memory_mb, self.config.pids_limit)
 
-    def start_container(self, image: ImageInfo, limits: Limits, rollout_id: str) -> tuple[str, str]:
-        """Create and start one container, retrying transient engine errors; nothing is left on failure."""
+    def verifier_network(self) -> str:
+        """The network sandboxes join for their verifier (`DockerConfig.verifier_network`), made on first use:
+        a bridge with no traffic between its containers."""
+        with self._network_ready:
+            if not self._network_made:
+                self._make_network(self.config.verifier_network)
+                self._network_made = True
+        return self.config.verifier_network
+
+    def _make_network(self, name: str) -> None:
+        try:
+            self.api.inspect_network(name)
+            return
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"cannot inspect the verifier's network {name!r}: {exc}") from None
+        try:
+            self.api.create_network(
+                name,
+                driver="bridge",
+                options={"com.docker.network.bridge.enable_icc": "false"},
+                labels={labels.NETWORK: "verifier"},
+                check_duplicate=True,
+            )
+        except docker.errors.DockerException as exc:
+            if not (isinstance(exc, docker.errors.APIError) and exc.status_code == 409):  # another runner made it
+                raise SandboxError(f"cannot make the verifier's network {name!r}: {exc}") from None
+
+    def start_container(
+        self, image: ImageInfo, limits: Limits, rollout_id: str, *, network: str | None = None
+    ) -> tuple[str, str]:
+        """Create and start one container, retrying transient engine errors; nothing is left on failure. With
+        `network`, the container is created on it and disconnected before it starts (so that it can be
+        connected later, which Docker refuses for `network_mode="none"`): it starts with loopback only."""
         attempts = self.config.create_attempts
         for attempt in range(1, attempts + 1):
             name = f"agentbake-{_slug(rollout_id)}-{secrets.token_hex(4)}"
             try:
-                return self._start_once(image, limits, rollout_id, name), name
+                return self._start_once(image, limits, rollout_id, name, network), name
             except BaseException as exc:
                 self.discard(name)
                 if not isinstance(exc, Exception):
@@ -179,7 +215,7 @@ class DockerEngine:
                 time.sleep(self.config.retry_backoff_s * 2 ** (attempt - 1))
         raise AssertionError("unreachable")
 
-    def _start_once(self, image: ImageInfo, limits: Limits, rollout_id: str, name: str) -> str:
+    def _start_once(self, image: ImageInfo, limits: Limits, rollout_id: str, name: str, network: str | None) -> str:
         host_dir = self.config.runtime_dir / name
         host_dir.mkdir(mode=0o755)
         if image.python:
@@ -191,7 +227,7 @@ class DockerEngine:
             command = ["sleep", "infinity"]
         host_config = self.api.create_host_config(
             init=True,
-            network_mode="none",
+            network_mode=network or "none",
             cap_drop=["ALL"],
             cap_add=list(self.config.root_capabilities),
             security_opt=["no-new-privileges"],
@@ -213,6 +249,8 @@ class DockerEngine:
             labels=labels.sandbox_labels(rollout_id, self.config.ttl_s, host_dir),
             host_config=host_config,
         )
+        if network is not None:
+            self.api.disconnect_container_from_network(container["Id"], network)
         self.api.start(container["Id"])
         return container["Id"]
 

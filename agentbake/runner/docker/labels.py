@@ -19,6 +19,8 @@ EXPIRES = "dev.agentbake.expires"
 RUNTIME_DIR = "dev.agentbake.runtime-dir"
 """The sandbox's host folder (forwarder, gateway socket link), removed with it."""
 WARM_ROLLOUT = "warm"
+NETWORK = "dev.agentbake.network"
+"""On the network sandboxes join for their verifier (shared by every runner, kept: gc leaves it)."""
 
 
 def _start_time(pid: int) -> str | None:

@@ -73,6 +73,8 @@ class DockerSandbox(SandboxHandle):
         self.rollout_id = rollout_id
         self._envs = dict(envs)
         self.killed = False
+        self.network: str | None = None
+        """The network `connect_network` joins (set by the backend for a rollout whose verifier has one)."""
 
     def __repr__(self) -> str:
         return f"DockerSandbox({self.name!r}, rollout={self.rollout_id!r})"
@@ -228,6 +230,14 @@ class DockerSandbox(SandboxHandle):
             self._api.start(self.sandbox_id)
         except docker.errors.DockerException as exc:
             raise self._error("restart", exc) from None
+
+    def connect_network(self) -> None:
+        if self.network is None:
+            raise SandboxError(f"sandbox {self.name} was not made for a network (SandboxRequest.verifier_network)")
+        try:
+            self._api.connect_container_to_network(self.sandbox_id, self.network)
+        except docker.errors.DockerException as exc:
+            raise self._error(f"connect the network {self.network!r} to", exc) from None
 
     def exists(self, path: str) -> bool:
         return self.exec(["test", "-e", self._absolute(path)], user="root").exit_code == 0

@@ -36,6 +36,10 @@ class Capabilities:
     server, and `SandboxHandle.before_kill(step)` runs the trace's last fetch before the sandbox is killed."""
     task_images: bool = False
     """Tasks with their own image run here: `SandboxRequest.agent_bundle` is mounted (agentbake.tasks)."""
+    network_phases: bool = False
+    """The sandbox has no network while the agent runs, and gets one for the verifier when asked
+    (`SandboxRequest.verifier_network`, `SandboxHandle.connect_network`). Without it the backend's own
+    network holds for both phases (the remote clouds: their sandboxes reach the internet throughout)."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,10 @@ class SandboxRequest:
     gateway_socket: str | None = None
     """Host path of the unix socket the rollout's gateway listens on; the backend makes it reachable
     inside the sandbox as `SandboxHandle.model_url` and reaches nothing else."""
+    verifier_network: bool = False
+    """The verifier phase may reach the network (`--verifier-network bridge` and the task's `allow_internet`):
+    with `Capabilities.network_phases` the sandbox is made so that `connect_network()` can give it one once
+    the agent is dead. The agent phase never has a network either way."""
     agent_bundle: str | None = None
     """For a task's own image (`Capabilities.task_images`): the agent bundle volume (agentbake.tasks.bundle)
     to mount read-only at /opt/agentbake, holding the agent and the python and git the harness runs."""
@@ -179,6 +187,11 @@ class SandboxHandle(abc.ABC):
         """Kill every process in the sandbox and start it again with its files as they are: the way out when a
         fork loop holds every process slot, so no command can start. SandboxError when the backend cannot."""
         raise SandboxError(f"sandbox {self.sandbox_id} cannot be restarted")
+
+    def connect_network(self) -> None:
+        """Give the sandbox its network for the verifier (asked for with `SandboxRequest.verifier_network`);
+        only with `Capabilities.network_phases`."""
+        raise SandboxError(f"sandbox {self.sandbox_id} cannot be connected to a network")
 
     def before_kill(self, step: Callable[[], None]) -> None:
         """Run `step` before the sandbox is killed (failures are logged); only with

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.docker
 
 def test_each_backend_says_what_it_can_do() -> None:
     assert SandboxBackend.capabilities == Capabilities()
-    assert DockerBackend.capabilities == Capabilities(warm_pool=True, task_images=True)
+    assert DockerBackend.capabilities == Capabilities(warm_pool=True, task_images=True, network_phases=True)
     assert E2BBackend.capabilities == HFBackend.capabilities == Capabilities(gateway_in_sandbox=True)
 
 
@@ -40,6 +40,16 @@ def test_a_docker_sandbox_cannot_run_a_step_before_its_kill(backend: DockerBacke
     try:
         with pytest.raises(SandboxError, match=f"sandbox {sandbox.sandbox_id} cannot run a step before it is killed"):
             sandbox.before_kill(lambda: None)
+    finally:
+        sandbox.kill()
+
+
+def test_a_docker_sandbox_made_without_a_verifier_network_cannot_join_one(backend: DockerBackend, image: str) -> None:
+    sandbox = backend.create(SandboxRequest(image=image, rollout_id="test-capabilities-network"))
+    try:
+        with pytest.raises(SandboxError, match="was not made for a network"):
+            sandbox.connect_network()
+        assert sandbox.exec("ls /sys/class/net").stdout.split() == ["lo"]
     finally:
         sandbox.kill()
 
