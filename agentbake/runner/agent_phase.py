@@ -31,6 +31,7 @@ STOP_ROUNDS = 10
 STEP_TIMEOUT_SEC = 120.0
 """Seconds for the harness's own short steps (uploads, snapshot, diff, collection, each kill round)."""
 
+_NONE_LEFT = "agentbake: none left"
 # Processes of a uid that are alive (zombies are dead; init reaps them).
 _LIVE_PIDS_OF_UID = (
     'for d in /proc/[0-9]*; do [ "$(stat -c %u "$d" 2>/dev/null)" = "$1" ] || continue; '
@@ -119,14 +120,23 @@ def _end(job: BgJob) -> None:
         logger.warning("could not kill the agent's command: %s", exc)
 
 
-def stop_user(handle: SandboxHandle, uid: str, root_env: Mapping[str, str]) -> str | None:
+@dataclass(frozen=True)
+class Stopped:
+    """How `stop_user` ended: a note when it had to restart the sandbox, and what its `then` printed."""
+
+    restarted: str | None
+    printed: str
+
+
+def stop_user(handle: SandboxHandle, uid: str, root_env: Mapping[str, str], then: str = "true") -> Stopped:
     """Kill every process of `uid` (what the agent left in the background too) and check none is left; when
-    that cannot be done from inside, restart the sandbox. Returns a note when it was restarted; SandboxError
-    when the processes cannot be stopped (the verifier must not run beside them)."""
+    that cannot be done from inside, restart the sandbox. `then` (shell, as root, cwd /) runs in the same exec
+    as the check that found none left: the steps that need the agent gone, without a round trip of their own.
+    SandboxError when the processes cannot be stopped (the verifier must not run beside them) or `then` fails."""
     try:
-        alive = _kill_rounds(handle, uid, root_env)
+        alive, printed = _kill_rounds(handle, uid, root_env, then)
         if not alive:
-            return None
+            return Stopped(None, printed)
         why = f"processes of {handle.user} kept running after {STOP_ROUNDS} rounds of kill -KILL -1 (pids {alive})"
     except SandboxError as exc:
         why = f"the processes of {handle.user} could not be stopped from inside the sandbox ({exc})"
@@ -134,30 +144,34 @@ def stop_user(handle: SandboxHandle, uid: str, root_env: Mapping[str, str]) -> s
         handle.restart()
     except SandboxError as exc:
         raise SandboxError(f"{why}; the verifier cannot run untouched ({exc})") from None
-    alive = _live_pids(handle, uid, root_env)
+    alive, printed = _live_pids(handle, uid, root_env, then)
     if alive:
         raise SandboxError(f"processes of {handle.user} survived a restart of the sandbox (pids {alive})")
-    return f"{why}: the sandbox was restarted (every process killed, its files kept)"
+    return Stopped(f"{why}: the sandbox was restarted (every process killed, its files kept)", printed)
 
 
-def _kill_rounds(handle: SandboxHandle, uid: str, root_env: Mapping[str, str]) -> str:
+def _kill_rounds(handle: SandboxHandle, uid: str, root_env: Mapping[str, str], then: str) -> tuple[str, str]:
     """`kill -KILL -1` as the agent's user until none of its processes is left; the pids alive after
-    STOP_ROUNDS rounds ("" when none)."""
+    STOP_ROUNDS rounds ("" when none) and what `then` printed once none was."""
     alive = ""
     for _ in range(STOP_ROUNDS):
         # kill(-1) as that user reaches exactly its processes (and spares the calling shell).
         handle.exec(["sh", "-c", "kill -KILL -1"], user=handle.user, timeout=STEP_TIMEOUT_SEC)
-        alive = _live_pids(handle, uid, root_env)
+        alive, printed = _live_pids(handle, uid, root_env, then)
         if not alive:
-            return ""
-    return alive
+            return "", printed
+    return alive, ""
 
 
-def _live_pids(handle: SandboxHandle, uid: str, root_env: Mapping[str, str]) -> str:
-    """The first pids of `uid` still alive, space-separated ("" when none); SandboxError when the listing fails."""
+def _live_pids(handle: SandboxHandle, uid: str, root_env: Mapping[str, str], then: str) -> tuple[str, str]:
+    """The first pids of `uid` still alive, space-separated ("" when none), and when none, what `then` printed
+    (run in the same exec, after a line NONE_LEFT); SandboxError when the listing or `then` fails."""
+    script = f'pids=$({_LIVE_PIDS_OF_UID}) || exit 1; [ -z "$pids" ] || {{ echo "$pids"; exit; }}; echo {_NONE_LEFT}\n'
     listed = handle.exec(
-        ["sh", "-c", _LIVE_PIDS_OF_UID, "sh", uid], envs=root_env, cwd="/", timeout=STEP_TIMEOUT_SEC, user="root"
+        ["sh", "-c", script + then, "sh", uid], envs=root_env, cwd="/", timeout=STEP_TIMEOUT_SEC, user="root"
     )
+    alive, none_left, printed = listed.stdout.partition(f"{_NONE_LEFT}\n")
     if listed.exit_code != 0:
-        raise SandboxError(f"could not list the agent's processes: exit {listed.exit_code}: {listed.stderr[-300:]}")
-    return " ".join(listed.stdout.split()[:10])
+        what = "run the steps after the agent's processes were stopped" if none_left else "list the agent's processes"
+        raise SandboxError(f"could not {what}: exit {listed.exit_code}: {listed.stderr[-300:]}")
+    return ("" if none_left else " ".join(alive.split()[:10])), printed

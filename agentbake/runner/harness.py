@@ -102,6 +102,8 @@ class Harness:
         self.root_env: dict[str, str] = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
         self.agent_uid = ""  # read by _snapshot, with the OOM-kill count before the agent starts
         self.oom_before = 0
+        self.agent_exit: ExecResult | None = None  # how the agent exited, judged once it is stopped
+        self.diff_exit = "not run"  # of the diff the stop step makes
         self.own_processes = ""  # the sandbox's processes before any task code ran (`pid:starttime ...`)
 
     def run(self) -> HarnessOutcome:
@@ -120,7 +122,7 @@ class Harness:
                 # Decisive: with the agent's processes alive (or the sandbox lost) no verifier runs.
                 stopped = self._step(self._stop_agent_user, "stopping the agent", decisive=True)
             with self.timings.phase("collect"):
-                self._step(self._save_diff, "the workdir diff")
+                self._step(self._save_diff, "the workdir diff")  # made by the stop step's exec
             if stopped:
                 with self.timings.phase("verifier"):
                     self._step(self._verify, "the verifier")
@@ -227,50 +229,61 @@ class Harness:
         self.outcome.exit_code = result.exit_code
         if end.stopped is not None:
             self.outcome.fail(end.stopped, end.reason)
-        elif self._oom_kills() > self.oom_before:
+        else:
+            self.agent_exit = result  # judged by the stop step, which reads the OOM count once the agent is gone
+
+    def _judge_agent_exit(self, oom_kills: int) -> None:
+        """`oom` when the sandbox's cgroup counted OOM kills since the snapshot, else `agent_error` on a non-zero
+        exit (after the agent's timeout or disk limit, which `_run_agent` records first)."""
+        result, self.agent_exit = self.agent_exit, None
+        if result is None:
+            return
+        if oom_kills > self.oom_before:
             self.outcome.fail(Status.OOM, f"the sandbox ran out of memory (agent exit {result.exit_code})")
         elif result.exit_code != 0:
             detail = tail(result.stderr or result.stdout)
             self.outcome.fail(Status.AGENT_ERROR, f"the agent exited {result.exit_code}: {detail}")
 
-    def _oom_kills(self) -> int:
-        """OOM kills so far in the sandbox's memory cgroup (v2 `memory.events`, v1 `memory.oom_control`)."""
-        try:
-            read = self.handle.exec(["sh", "-c", _OOM_KILLS], user="root", cwd="/", timeout=STEP_TIMEOUT_SEC)
-        except SandboxError as exc:  # no command can start (every pid slot taken): the count is unknown
-            logger.warning("sandbox %s: OOM kills unknown: %s", self.handle.sandbox_id, exc)
-            return self.oom_before
-        return sum(int(n) for n in read.stdout.split() if n.isdigit())
-
     def _stop_agent_user(self) -> None:
         """Every process of the agent's user killed (`agent_phase.stop_user`, a restart of the sandbox when it
-        must), then the workdir checked."""
-        restarted = stop_user(self.handle, self.agent_uid, self.root_env)
-        if restarted:
-            self.outcome.notes.append(restarted)
+        must); in the exec that finds none left: the OOM-kill count (v2 `memory.events`, v1 `memory.oom_control`),
+        the workdir checked (one the agent removed or replaced, by a file or by a link that git and the verifier
+        would follow, is made again, empty: the diff then shows what was lost, and the verifier gets its cwd),
+        and the workdir diffed into the scratch dir (`_save_diff` copies it out; its exit is printed, so a
+        failed diff stays the diff's failure)."""
+        then = (
+            f"echo oom $({_OOM_KILLS}) && {restore_command(self.workdir, self.agent_uid)}\n"
+            f"(cd {shlex.quote(self.workdir)} && {self._diff_command}); echo diff $?"
+        )
+        oom_kills = self.oom_before  # unknown when the agent cannot be stopped: judged as none
+        try:
+            stopped = stop_user(self.handle, self.agent_uid, self.root_env, then)
+            printed = stopped.printed.splitlines()
+            oom_kills = sum(int(n) for n in printed[0].split()[1:] if n.isdigit())
+        finally:
+            self._judge_agent_exit(oom_kills)
+        if stopped.restarted:
+            self.outcome.notes.append(stopped.restarted)
             # init and the relay started anew: they are the processes that outlive test.sh now
             listed = self._root(["sh", "-c", PROCESSES], what="list the sandbox's processes", cwd="/")
             self.own_processes = " ".join(listed.stdout.split())
-        self._restore_workdir()
-
-    def _restore_workdir(self) -> None:
-        """A workdir the agent removed or replaced (by a file, by a link that git and the verifier would follow)
-        is made again, empty: the diff then shows what was lost, and the verifier gets its cwd."""
-        made = self._root(
-            restore_command(self.workdir, self.agent_uid),
-            what="check the workdir",
-            cwd="/",
-        )
-        if made.stdout.strip() == RECREATED:
+        if RECREATED in printed:
             self.outcome.notes.append(f"the agent removed or replaced the workdir {self.workdir}: made again, empty")
+        self.diff_exit = printed[-1].removeprefix("diff ")
 
     def _save_diff(self) -> None:
-        diff = f"{self.private}/workdir.diff"
-        self._root(
-            diff_command(self.private, self.workdir, diff, self.handle.git),
-            what="diff the workdir",
-        )
-        self._save_bytes("workdir.diff", self.handle.read_bytes(diff))
+        """Copy out the diff the stop step made; when the stop step could not make it (the agent's processes
+        could not be stopped, the workdir not checked), make it now: the diff is kept whatever the agent did."""
+        if self.diff_exit == "not run":
+            self._root(self._diff_command, what="diff the workdir")
+        elif self.diff_exit != "0":
+            raise SandboxError(f"could not diff the workdir in sandbox {self.handle.sandbox_id}: exit {self.diff_exit}")
+        self._save_bytes("workdir.diff", self.handle.read_bytes(f"{self.private}/workdir.diff"))
+
+    @property
+    def _diff_command(self) -> str:
+        """The workdir's diff against the snapshot into the scratch dir (run in the workdir)."""
+        return diff_command(self.private, self.workdir, f"{self.private}/workdir.diff", self.handle.git)
 
     def _verify(self) -> None:
         VerifierPhase(
