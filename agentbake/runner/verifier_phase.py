@@ -42,7 +42,7 @@ VerifierNetwork = Literal["none", "bridge", "backend"]
 `backend` (a remote cloud's sandbox, which has its own network throughout)."""
 # $1: a user name or uid -> "uid gid home" from /etc/passwd; a uid with no entry -> "uid uid /"; exit 3 otherwise.
 _PASSWD_ENTRY = (
-    'while IFS=: read -r name _ uid gid _ home _; do '
+    "while IFS=: read -r name _ uid gid _ home _; do "
     '[ "$name" = "$1" ] || [ "$uid" = "$1" ] && { echo "$uid $gid ${home:-/}"; exit 0; }; done < /etc/passwd; '
     'case $1 in *[!0-9]*) exit 3 ;; *) echo "$1 $1 /" ;; esac'
 )
