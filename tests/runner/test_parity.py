@@ -16,7 +16,6 @@ from pathlib import Path
 import docker
 import pytest
 
-from agentbake.buildkit.build import BuildResult
 from agentbake.runner.remote.e2b import E2BBackend
 from agentbake.runner.remote.e2b_config import E2BConfig
 from agentbake.runner.remote.hf import HFBackend
@@ -41,11 +40,6 @@ def machines(engine: docker.DockerClient) -> Iterator[LocalMachines]:
     yield local
     local.remove_all()
     assert remove_leftovers(local) == 0
-
-
-@pytest.fixture(scope="module")
-def image(built_images: dict[str, BuildResult]) -> str:
-    return built_images["claude-code"].tag
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ from agentbake.runner.docker.engine import GATEWAY_SOCKET, DockerEngine
 from agentbake.runner.docker.sandbox import DockerSandbox
 from agentbake.runner.docker.warm_pool import WarmPool
 from agentbake.runner.sandbox import Capabilities, SandboxBackend, SandboxRequest
+from agentbake.runner.sandbox.protocol import kill_all
 
 
 class DockerBackend(SandboxBackend):
@@ -121,11 +122,4 @@ class DockerBackend(SandboxBackend):
         with self._lock:
             self._closed = True
         self.pool.close()
-        errors = []
-        for sandbox in self.live():
-            try:
-                sandbox.kill()
-            except SandboxError as exc:
-                errors.append(str(exc))
-        if errors:
-            raise SandboxError("; ".join(errors))
+        kill_all(self.live())

@@ -26,9 +26,9 @@ from agentbake.errors import SandboxError
 from agentbake.runner.docker.engine import DockerEngine, ImageInfo
 from agentbake.runner.sandbox import BgJob, ExecResult, SandboxHandle
 from agentbake.runner.sandbox.copyout import CopyBudget, extract
+from agentbake.runner.sandbox.deadline import deadline_argv, deadline_result
 from agentbake.runner.sandbox.output import CappedOutput
 
-TIMEOUT_EXIT = 124
 READ_MAX_BYTES = 64 * 1024 * 1024
 """Largest file `read_bytes` returns (reward files, the diff, /etc/passwd); a larger one is an error."""
 _ARCHIVE_CHUNK = 1024 * 1024
@@ -106,12 +106,7 @@ class DockerSandbox(SandboxHandle):
         timeout: float | None = None,
         user: str | None = None,
     ) -> ExecResult:
-        command = argv(cmd)
-        if timeout is not None:
-            if timeout <= 0:
-                raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-            command = ["timeout", "-s", "KILL", f"{timeout:g}", *command]
-        exec_id = self._exec_create(command, envs, cwd, user)
+        exec_id = self._exec_create(deadline_argv(argv(cmd), timeout), envs, cwd, user)
         started = time.monotonic()
         stdout, stderr = CappedOutput(), CappedOutput()
         try:
@@ -127,10 +122,7 @@ class DockerSandbox(SandboxHandle):
             code = self._exit_code(exec_id)
         except docker.errors.DockerException as exc:
             raise self._error("run a command in", exc) from None
-        # `timeout -s KILL` kills its own process group too, so a deadline shows as SIGKILL (137)
-        if timeout is not None and code == 137 and time.monotonic() - started >= timeout:
-            return ExecResult(TIMEOUT_EXIT, stdout.text(), stderr.text(), timed_out=True)
-        return ExecResult(code, stdout.text(), stderr.text())
+        return deadline_result(ExecResult(code, stdout.text(), stderr.text()), timeout, started)
 
     def start_bg(
         self,

@@ -1,5 +1,6 @@
-"""What the E2B and Hugging Face backends share: image facts, published references, bounded create retries,
-in-sandbox deadlines and background jobs waited on in a thread.
+"""What the E2B and Hugging Face backends share: image facts, published references, bounded create and kill
+retries, the SDK imported on first use, and what their sandboxes share (errors naming the sandbox, background
+jobs waited on in a thread, a kill run once). In-sandbox deadlines are `agentbake.runner.sandbox.deadline`.
 
 A remote sandbox knows nothing of the image's `dev.agentbake.*` labels, so they are read where the image
 was built (the local engine) and the sandbox itself is asked for the user's home. The reference a remote
@@ -9,6 +10,8 @@ content hash: never a moving tag such as `latest`.
 
 from __future__ import annotations
 
+import abc
+import importlib
 import logging
 import posixpath
 import shlex
@@ -17,18 +20,15 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from agentbake.buildkit.labels import ImageLabels
 from agentbake.errors import SandboxError
 from agentbake.runner.remote.relay import GatewayRelay, RelayConfig
 from agentbake.runner.sandbox import BgJob, Capabilities, ExecResult, SandboxBackend, SandboxHandle, SandboxRequest
+from agentbake.runner.sandbox.protocol import kill_all
 
 logger = logging.getLogger("agentbake.runner")
-
-TIMEOUT_EXIT = 124
-"""Exit code of a command stopped at its deadline (coreutils `timeout`'s convention)."""
-SIGKILL_EXIT = 137
 
 T = TypeVar("T")
 RemoteSandboxT = TypeVar("RemoteSandboxT", bound="RemoteSandbox")
@@ -66,6 +66,15 @@ class ImageFacts:
             python=image.python,
             paths=image.paths,
         )
+
+
+def import_sdk(module: str, missing: str) -> Any:
+    """The cloud's SDK module, imported when a backend is made; SandboxError `missing` (what to install)
+    when it is not installed."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise SandboxError(missing) from None
 
 
 def local_image_facts(ref: str) -> ImageFacts:
@@ -157,23 +166,6 @@ def shell_command(cmd: str | list[str]) -> str:
     return cmd if isinstance(cmd, str) else shlex.join(cmd)
 
 
-def with_deadline(command: str, timeout: float | None) -> str:
-    """Run `command` under coreutils `timeout -s KILL` inside the sandbox, so it dies at its deadline even
-    when the connection to the sandbox is gone."""
-    if timeout is None:
-        return command
-    if timeout <= 0:
-        raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-    return f"timeout -s KILL {timeout:g} sh -c {shlex.quote(command)}"
-
-
-def deadline_result(result: ExecResult, timeout: float | None, started: float) -> ExecResult:
-    """A SIGKILL at or after the deadline is the deadline: exit 124, `timed_out`."""
-    if timeout is not None and result.exit_code == SIGKILL_EXIT and time.monotonic() - started >= timeout:
-        return ExecResult(TIMEOUT_EXIT, result.stdout, result.stderr, timed_out=True)
-    return result
-
-
 def home_of(handle: SandboxHandle, user: str, *, first: str | None = None) -> str:
     """The user's home as the sandbox's passwd database says (root runs the lookup: it always can).
     `first`, a root command that must succeed, runs in the same round trip (one command less at create)."""
@@ -230,10 +222,50 @@ class ThreadedJob(BgJob):
 
 
 class RemoteSandbox(SandboxHandle):
-    """What a remote backend's handle shares: its rollout, and being killed only once."""
+    """What a remote backend's handle shares: its rollout, its SDK's errors named, being killed only once."""
 
-    rollout_id: str
-    killed: bool = False
+    cloud: str
+    """How messages name the cloud: `E2B sandbox <id>`."""
+
+    def __init__(
+        self,
+        backend: RemoteBackend,
+        sdk_sandbox: Any,
+        sandbox_id: str,
+        facts: ImageFacts,
+        rollout_id: str,
+        model_url: str | None,
+    ) -> None:
+        self._backend = backend
+        self._sandbox = sdk_sandbox
+        self.sandbox_id = sandbox_id
+        self.user = facts.user
+        self.home = ""  # asked from the sandbox by RemoteBackend.adopt
+        self.paths = dict(facts.paths)
+        self.model_url = model_url
+        self.rollout_id = rollout_id
+        self.killed = False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.sandbox_id!r}, rollout={self.rollout_id!r})"
+
+    def _error(self, action: str, exc: Exception) -> SandboxError:
+        gone = " (the sandbox was killed)" if self.killed else ""
+        return SandboxError(
+            f"cannot {action} {self.cloud} sandbox {self.sandbox_id}{gone}: {type(exc).__name__}: {exc}"
+        )
+
+    def background_job(self, process: Any, wait: Callable[[], ExecResult]) -> ThreadedJob:
+        """The job of an SDK's background process (its `pid`, `kill()`), whose end `wait` returns."""
+
+        def kill() -> None:
+            try:
+                process.kill()
+            except Exception as exc:
+                raise self._error("kill a background command in", exc) from None
+
+        name = f"{self._backend.name}-{self.sandbox_id}-{process.pid}"
+        return ThreadedJob(process.pid, wait, kill, name=name)
 
     def before_kill(self, step: Callable[[], None]) -> None:
         """Run `step` before the sandbox is killed (e.g. a last fetch of its trace); failures are logged."""
@@ -246,6 +278,18 @@ class RemoteSandbox(SandboxHandle):
                 step()
             except Exception as exc:
                 logger.warning("sandbox %s: before kill: %s", self.sandbox_id, exc)
+
+    def kill(self) -> None:
+        if self.killed:
+            return
+        self.run_before_kill()
+        self._end()
+        self.killed = True
+        self._backend.forget(self)
+
+    @abc.abstractmethod
+    def _end(self) -> None:
+        """End the sandbox in its cloud (`kill_with_retries`); SandboxError naming the backstop otherwise."""
 
     def kill_quietly(self) -> None:
         """Kill on a failure path: a failing kill is logged so the original error is the one raised."""
@@ -317,14 +361,9 @@ class RemoteBackend(SandboxBackend):
 
     def close(self) -> None:
         """Kill every sandbox still alive, then stop the relay; a failed kill is raised after the rest."""
-        errors = []
-        for sandbox in self.live():
-            try:
-                sandbox.kill()
-            except SandboxError as exc:
-                errors.append(str(exc))
-        if self._relay is not None:
-            self._relay.close()
-            self._relay = None
-        if errors:
-            raise SandboxError("; ".join(errors))
+        try:
+            kill_all(self.live())
+        finally:
+            if self._relay is not None:
+                self._relay.close()
+                self._relay = None

@@ -12,7 +12,6 @@ The template is the published one for the image's content hash, never `latest`.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import secrets
@@ -25,22 +24,13 @@ from agentbake.errors import SandboxError
 from agentbake.runner.remote import base
 from agentbake.runner.remote.e2b_config import E2BConfig
 from agentbake.runner.sandbox import ExecResult, SandboxRequest
-
-logger = logging.getLogger("agentbake.runner")
+from agentbake.runner.sandbox.deadline import deadline_command, deadline_result
 
 ROLLOUT_KEY = "dev.agentbake.rollout"
 OWNER_KEY = "dev.agentbake.owner"
 IMAGE_KEY = "dev.agentbake.image"
 _KEY_UNSAFE = re.compile(r"[^a-z0-9-]")
 """Idempotency keys take lowercase letters, digits and dashes only."""
-
-
-def _sdk() -> Any:
-    try:
-        import e2b
-    except ImportError:
-        raise SandboxError("the E2B backend needs the e2b SDK: pip install 'agentbake[e2b]'") from None
-    return e2b
 
 
 def transient(exc: Exception) -> bool:
@@ -62,7 +52,7 @@ class E2BBackend(base.RemoteBackend):
     def __init__(self, config: E2BConfig | None = None, *, image_facts: base.ImageFacts | None = None) -> None:
         self.config = config or E2BConfig()
         super().__init__(self.config.relay, image_facts)
-        self.sdk = _sdk()
+        self.sdk = base.import_sdk("e2b", "the E2B backend needs the e2b SDK: pip install 'agentbake[e2b]'")
 
     def template(self, facts: base.ImageFacts) -> str:
         """The template to start: the config's, else the published manifest's for this content hash."""
@@ -106,22 +96,14 @@ class E2BBackend(base.RemoteBackend):
 class E2BSandbox(base.RemoteSandbox):
     """One E2B sandbox; commands and files through the SDK's `commands` and `files`."""
 
+    cloud = "E2B"
+    _backend: E2BBackend
+
     def __init__(
         self, backend: E2BBackend, sdk_sandbox: Any, facts: base.ImageFacts, rollout_id: str, model_url: str | None
     ) -> None:
-        self._backend = backend
+        super().__init__(backend, sdk_sandbox, sdk_sandbox.sandbox_id, facts, rollout_id, model_url)
         self._sdk = backend.sdk
-        self._sandbox = sdk_sandbox
-        self.sandbox_id = sdk_sandbox.sandbox_id
-        self.user = facts.user
-        self.home = ""  # asked from the sandbox by create()
-        self.paths = dict(facts.paths)
-        self.model_url = model_url
-        self.rollout_id = rollout_id
-        self.killed = False
-
-    def __repr__(self) -> str:
-        return f"E2BSandbox({self.sandbox_id!r}, rollout={self.rollout_id!r})"
 
     def _run(self, command: str, envs: Mapping[str, str] | None, cwd: str | None, user: str | None, **kw: Any) -> Any:
         try:
@@ -141,14 +123,14 @@ class E2BSandbox(base.RemoteSandbox):
         timeout: float | None = None,
         user: str | None = None,
     ) -> ExecResult:
-        command = base.with_deadline(base.shell_command(cmd), timeout)
+        command = deadline_command(base.shell_command(cmd), timeout)
         started = time.monotonic()
         try:
             done = self._run(command, envs, cwd, user)
             result = ExecResult(done.exit_code, done.stdout, done.stderr)
         except self._sdk.CommandExitException as exc:
             result = ExecResult(exc.exit_code, exc.stdout, exc.stderr)
-        return base.deadline_result(result, timeout, started)
+        return deadline_result(result, timeout, started)
 
     def start_bg(
         self,
@@ -168,13 +150,7 @@ class E2BSandbox(base.RemoteSandbox):
             except Exception as exc:
                 raise self._error("wait for a background command in", exc) from None
 
-        def kill() -> None:
-            try:
-                handle.kill()
-            except Exception as exc:
-                raise self._error("kill a background command in", exc) from None
-
-        return base.ThreadedJob(handle.pid, wait, kill, name=f"e2b-{self.sandbox_id}-{handle.pid}")
+        return self.background_job(handle, wait)
 
     def write_bytes(self, path: str, data: bytes, *, mode: int = 0o644, user: str | None = None) -> None:
         owner = user or self.user
@@ -201,18 +177,9 @@ class E2BSandbox(base.RemoteSandbox):
         except Exception as exc:
             raise self._error(f"look for {path} in", exc) from None
 
-    def kill(self) -> None:
-        if self.killed:
-            return
-        self.run_before_kill()
+    def _end(self) -> None:
         base.kill_with_retries(
             self._sandbox.kill,  # False when E2B no longer has it: gone is what we want
             what=f"E2B sandbox {self.sandbox_id}",
             backstop=f"it ends by itself after {self._backend.config.sandbox_timeout_s} s",
         )
-        self.killed = True
-        self._backend.forget(self)
-
-    def _error(self, action: str, exc: Exception) -> SandboxError:
-        gone = " (the sandbox was killed)" if self.killed else ""
-        return SandboxError(f"cannot {action} E2B sandbox {self.sandbox_id}{gone}: {type(exc).__name__}: {exc}")

@@ -14,7 +14,6 @@ The image is the published reference for the image's content hash, never `latest
 
 from __future__ import annotations
 
-import logging
 import os
 import posixpath
 import shlex
@@ -28,21 +27,12 @@ from agentbake.errors import SandboxError
 from agentbake.runner.remote import base
 from agentbake.runner.remote.hf_config import HFConfig
 from agentbake.runner.sandbox import ExecResult, SandboxRequest
-
-logger = logging.getLogger("agentbake.runner")
+from agentbake.runner.sandbox.deadline import TIMEOUT_EXIT, require_positive
 
 ROLLOUT_LABEL = "agentbake-rollout"  # dash-separated, as the SDK's own job labels
 OWNER_LABEL = "agentbake-owner"
 ENDED_STAGES = ("COMPLETED", "ERROR", "DELETED", "CANCELED")
 _JOBS_DIR = "/run/agentbake-jobs"
-
-
-def _sdk() -> Any:
-    try:
-        import huggingface_hub
-    except ImportError:
-        raise SandboxError("the Hugging Face backend needs huggingface_hub: pip install 'agentbake[hf]'") from None
-    return huggingface_hub
 
 
 def transient(exc: Exception) -> bool:
@@ -65,7 +55,9 @@ class HFBackend(base.RemoteBackend):
     def __init__(self, config: HFConfig | None = None, *, image_facts: base.ImageFacts | None = None) -> None:
         self.config = config or HFConfig()
         super().__init__(self.config.relay, image_facts)
-        self.sdk = _sdk()
+        self.sdk = base.import_sdk(
+            "huggingface_hub", "the Hugging Face backend needs huggingface_hub: pip install 'agentbake[hf]'"
+        )
         self.api = self.sdk.HfApi()
 
     def image(self, facts: base.ImageFacts) -> str:
@@ -116,23 +108,15 @@ class HFBackend(base.RemoteBackend):
 class HFSandbox(base.RemoteSandbox):
     """One Hugging Face sandbox; commands through `run`, files through `files`."""
 
+    cloud = "HF"
+    _backend: HFBackend
+
     def __init__(
         self, backend: HFBackend, sdk_sandbox: Any, facts: base.ImageFacts, rollout_id: str, model_url: str | None
     ) -> None:
-        self._backend = backend
-        self._sandbox = sdk_sandbox
-        self.sandbox_id = sdk_sandbox.id
-        self.user = facts.user
-        self.home = ""  # asked from the sandbox by create()
-        self.paths = dict(facts.paths)
-        self.model_url = model_url
-        self.rollout_id = rollout_id
-        self.killed = False
+        super().__init__(backend, sdk_sandbox, sdk_sandbox.id, facts, rollout_id, model_url)
         self._jobs = 0
         self._jobs_lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"HFSandbox({self.sandbox_id!r}, rollout={self.rollout_id!r})"
 
     def as_user(self, command: str, user: str | None) -> str:
         """`command` as the given user (default: the image's); root's commands run unchanged."""
@@ -155,8 +139,7 @@ class HFSandbox(base.RemoteSandbox):
         timeout: float | None = None,
         user: str | None = None,
     ) -> ExecResult:
-        if timeout is not None and timeout <= 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        require_positive(timeout)
         command = self.as_user(base.shell_command(cmd), user)
         try:
             done = self._sandbox.run(command, env=dict(envs or {}), cwd=cwd, timeout=timeout, check=False)
@@ -165,7 +148,7 @@ class HFSandbox(base.RemoteSandbox):
         if done.timed_out or done.exit_code is None:
             # The server killed the command's process group at its deadline (or a signal ended it).
             if done.timed_out:
-                return ExecResult(base.TIMEOUT_EXIT, done.stdout, done.stderr, timed_out=True)
+                return ExecResult(TIMEOUT_EXIT, done.stdout, done.stderr, timed_out=True)
             return ExecResult(128 + (done.signal or 9), done.stdout, done.stderr)
         return ExecResult(done.exit_code, done.stdout, done.stderr)
 
@@ -192,13 +175,7 @@ class HFSandbox(base.RemoteSandbox):
             out, err = self._capture(f"{capture}.out"), self._capture(f"{capture}.err")
             return ExecResult(code, out, err)
 
-        def kill() -> None:
-            try:
-                process.kill()
-            except Exception as exc:
-                raise self._error("kill a background command in", exc) from None
-
-        return base.ThreadedJob(process.pid, wait, kill, name=f"hf-{self.sandbox_id}-{process.pid}")
+        return self.background_job(process, wait)
 
     def _poll(self, process: Any) -> int:
         """The process's exit code once `processes()` lists it as ended; vanished from the listing is an error."""
@@ -258,11 +235,8 @@ class HFSandbox(base.RemoteSandbox):
         except Exception as exc:
             raise self._error(f"look for {path} in", exc) from None
 
-    def kill(self) -> None:
+    def _end(self) -> None:
         """`kill()` (never only `close()`), then make sure the job ended: the SDK logs a failed kill and returns."""
-        if self.killed:
-            return
-        self.run_before_kill()
         api, namespace = self._backend.api, self._backend.config.namespace
 
         def kill_and_check() -> None:
@@ -280,9 +254,3 @@ class HFSandbox(base.RemoteSandbox):
             )
         finally:
             self._sandbox.close()
-        self.killed = True
-        self._backend.forget(self)
-
-    def _error(self, action: str, exc: Exception) -> SandboxError:
-        gone = " (the sandbox was killed)" if self.killed else ""
-        return SandboxError(f"cannot {action} HF sandbox {self.sandbox_id}{gone}: {type(exc).__name__}: {exc}")

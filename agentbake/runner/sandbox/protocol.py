@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 import posixpath
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -203,6 +203,19 @@ class SandboxHandle(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.kill()
+
+
+def kill_all(handles: Iterable[SandboxHandle]) -> None:
+    """Kill every handle (a backend's `close()`), each even when one before it failed; then one SandboxError
+    naming every kill that failed."""
+    errors = []
+    for handle in handles:
+        try:
+            handle.kill()
+        except SandboxError as exc:
+            errors.append(str(exc))
+    if errors:
+        raise SandboxError("; ".join(errors))
 
 
 class SandboxBackend(abc.ABC):

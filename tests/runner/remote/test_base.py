@@ -5,17 +5,11 @@ from __future__ import annotations
 import docker
 import pytest
 
-from agentbake.buildkit.build import BuildResult
 from agentbake.errors import AgentError, SandboxError
 from agentbake.runner.remote.base import ImageFacts
 from tests.runner.fakes.containers import facts_of
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(scope="module")
-def image(built_images: dict[str, BuildResult]) -> str:
-    return built_images["claude-code"].tag
 
 
 def test_facts_come_from_the_images_labels(engine: docker.DockerClient, image: str) -> None:

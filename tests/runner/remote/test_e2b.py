@@ -14,40 +14,21 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from agentbake.buildkit.build import BuildResult
 from agentbake.errors import SandboxError
 from agentbake.runner.remote.base import ImageFacts
 from agentbake.runner.remote.e2b import ROLLOUT_KEY, E2BBackend, E2BSandbox
 from agentbake.runner.remote.e2b_config import E2BConfig
 from agentbake.runner.sandbox import SandboxRequest
-from tests.runner.fakes.containers import LocalMachines, facts_of, remove_leftovers
+from tests.runner.fakes.containers import LocalMachines, facts_of
 from tests.runner.fakes.e2b_fake import FakeE2B
 from tests.runner.fakes.servers import fake_e2b
 
 pytestmark = pytest.mark.docker
 
 
-@pytest.fixture(scope="module")
-def machines(engine: docker.DockerClient) -> Iterator[LocalMachines]:
-    local = LocalMachines()
-    yield local
-    local.remove_all()
-    assert remove_leftovers(local) == 0, "a fake E2B sandbox outlived its test"
-
-
-@pytest.fixture(scope="module")
-def image(built_images: dict[str, BuildResult]) -> str:
-    return built_images["claude-code"].tag
-
-
 @pytest.fixture
 def template(image: str) -> str:
     return f"claude-code:{image.rsplit(':', 1)[1]}"
-
-
-@pytest.fixture
-def facts(engine: docker.DockerClient, image: str) -> ImageFacts:
-    return facts_of(engine, image)
 
 
 @pytest.fixture

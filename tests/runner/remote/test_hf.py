@@ -16,35 +16,16 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from agentbake.buildkit.build import BuildResult
 from agentbake.errors import SandboxError
 from agentbake.runner.remote.base import ImageFacts
 from agentbake.runner.remote.hf import ROLLOUT_LABEL, HFBackend, HFSandbox
 from agentbake.runner.remote.hf_config import HFConfig
 from agentbake.runner.sandbox import SandboxRequest
-from tests.runner.fakes.containers import LocalMachines, facts_of, remove_leftovers
+from tests.runner.fakes.containers import LocalMachines, facts_of
 from tests.runner.fakes.hf_fake import FakeHub
 from tests.runner.fakes.servers import fake_hub
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(scope="module")
-def machines(engine: docker.DockerClient) -> Iterator[LocalMachines]:
-    local = LocalMachines()
-    yield local
-    local.remove_all()
-    assert remove_leftovers(local) == 0, "a fake Hugging Face sandbox outlived its test"
-
-
-@pytest.fixture(scope="module")
-def image(built_images: dict[str, BuildResult]) -> str:
-    return built_images["claude-code"].tag
-
-
-@pytest.fixture
-def facts(engine: docker.DockerClient, image: str) -> ImageFacts:
-    return facts_of(engine, image)
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ records on the trainer's side. On the E2B fake (tests/runner/fakes/), whose sand
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -15,18 +14,10 @@ from agentbake.runner.remote.e2b import E2BBackend
 from agentbake.runner.remote.e2b_config import E2BConfig
 from agentbake.runner.remote.sandbox_gateway import TraceFetcher
 from agentbake.runner.sandbox import SandboxRequest
-from tests.runner.fakes.containers import LocalMachines, facts_of, remove_leftovers
+from tests.runner.fakes.containers import LocalMachines, facts_of
 from tests.runner.fakes.servers import fake_e2b
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(scope="module")
-def machines(engine: docker.DockerClient) -> Iterator[LocalMachines]:
-    local = LocalMachines()
-    yield local
-    local.remove_all()
-    assert remove_leftovers(local) == 0
 
 
 def wait_for(condition, timeout: float = 20) -> None:
