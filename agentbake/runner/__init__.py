@@ -30,7 +30,7 @@ _EXPORTS = {
     "Status": "agentbake.runner.result",
     "percentile": "agentbake.runner.result",
     "summarize_results": "agentbake.runner.result",
-    "BatchProgress": "agentbake.runner.runner",
+    "BatchProgress": "agentbake.runner.batch",
     "Runner": "agentbake.runner.runner",
     "new_rollout_id": "agentbake.runner.runner",
     "run_rollout": "agentbake.runner.runner",

@@ -1,10 +1,10 @@
-"""What `agentbake run` and `agentbake rollout` print: warnings, a rollout's result, a batch's live progress
-and its summary tables (on stderr, the tables on stdout)."""
+"""What `agentbake run` and `agentbake rollout` print: warnings, a build's progress, a rollout's result, a
+batch's live progress and its summary tables (on stderr, the tables on stdout)."""
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.live import Live
@@ -12,12 +12,23 @@ from rich.table import Table
 
 from agentbake.runner.result import RolloutResult, summarize_results
 
+if TYPE_CHECKING:
+    from agentbake.buildkit.progress import ConsoleProgress
+
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def warn(warnings: tuple[str, ...]) -> None:
     for warning in warnings:
         err.print(f"[yellow]warning:[/] {warning}", markup=True)
+
+
+def build_progress(what: str) -> ConsoleProgress:
+    """A build's progress on stderr (stdout stays the `--json` output)."""
+    from agentbake.buildkit.progress import ConsoleProgress
+
+    err.print(f"building {what} (missing on this engine)")
+    return ConsoleProgress(what, err)
 
 
 def _seconds(value: float | None) -> str:

@@ -19,27 +19,26 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import os
 import re
 import secrets
 import shutil
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agentbake.buildkit.engine import connect
-from agentbake.buildkit.labels import ImageLabels
-from agentbake.errors import AgentbakeError, PreflightError, SandboxError, TaskError
-from agentbake.gateway.config import GatewayConfig, LogprobsMode
+from agentbake.errors import AgentbakeError, SandboxError, TaskError
+from agentbake.gateway.config import LogprobsMode
 from agentbake.gateway.trace import TraceRecord, read_trace
 from agentbake.runner.agents import AgentImage, AgentLaunch, ModelAccess, agent_for_labels
 from agentbake.runner.backend_registry import BACKENDS, BackendConfig, make_backend
+from agentbake.runner.batch import BatchProgress, Rollout, repeated, run_rollouts
 from agentbake.runner.docker.config import DockerConfig
+from agentbake.runner.gateways import RolloutGateways
 from agentbake.runner.harness import Harness, HarnessOutcome, describe_error, oracle_launch
-from agentbake.runner.host_gateway import remove_stale_gateways, served_model, start_host_gateway
+from agentbake.runner.images import image_labels
 from agentbake.runner.result import RolloutResult, Status, Timings
 from agentbake.runner.runner_config import SCRIPTED, SCRIPTED_MODEL_NAME, RunnerConfig
 from agentbake.runner.sandbox import SandboxBackend, SandboxHandle, SandboxRequest
@@ -68,23 +67,6 @@ class _Live:
     runtime_dir: Path | None = None
 
 
-@dataclass
-class BatchProgress:
-    """Counts a progress display shows; passed to `on_progress` after every change."""
-
-    total: int
-    running: int = 0
-    done: int = 0
-    failed: int = 0
-    """Finished with a status other than `ok`."""
-    reward_sum: float = 0.0
-    results: list[RolloutResult] = field(default_factory=list)
-
-    @property
-    def mean_reward(self) -> float | None:
-        return self.reward_sum / self.done if self.done else None
-
-
 class Runner:
     """Runs rollouts of one image against one model; thread-safe, so a trainer can share it."""
 
@@ -99,19 +81,12 @@ class Runner:
         (after the preflight) and close; None builds a Docker backend with `config.warm` sandboxes kept warm.
         `build_progress` displays what a task image's first rollout builds (the CLI: its console)."""
         self.config = config
-        self._labels = _image_labels(config.image)
+        self._labels = image_labels(config.image)
         self._agent = None if config.oracle else agent_for_labels(self._labels)
         self.images = ImageResolver(config.image, self._labels, client=connect, progress=build_progress)
         """Which image each task's rollouts start from (resolve a batch's tasks ahead to build up front)."""
-        self._model = None  # the scripted model's server, started by start_scripted
-        upstream = config.upstream_url
-        # Without --model-name, the model the upstream serves: what the agent asks for must exist there.
-        remove_stale_gateways()
-        self._model_name = config.model_name or (served_model(upstream, config.api_key_env) if upstream else None)
-        # What every rollout's gateway shares (upstream, model override, key variable, logprobs mode).
-        self._gateway: GatewayConfig | None = None
-        if upstream:  # before the backend: a server that fails the preflight leaves nothing started
-            self._use_upstream(upstream)
+        # Before the backend: a server that fails the preflight leaves nothing started.
+        self._gateways = RolloutGateways(config)
         self._own_backend = not isinstance(backend, SandboxBackend)
         if isinstance(backend, SandboxBackend):
             self.backend = backend
@@ -131,41 +106,13 @@ class Runner:
 
     def start_scripted(self, tasks: Iterable[Task]) -> None:
         """Serve the scripted model on loopback for these tasks (`model="scripted"` needs it before a run)."""
-        from agentbake.scripted import start_scripted_model
-
-        if self._model is not None:
-            self._model.stop()
-        self._model = start_scripted_model(list(tasks))
-        self._use_upstream(f"{self._model.url}/v1")
-
-    def _use_upstream(self, upstream: str) -> None:
-        """Point every rollout's gateway at `upstream`, after its preflight (RunnerConfig.preflight, once per
-        upstream): PreflightError when its answers cannot be captured; else the gateways stamp the logprobs
-        mode it found."""
-        from agentbake.gateway.preflight import require_capturable
-
-        gateway = GatewayConfig(
-            upstream=upstream,
-            model_override=self._model_name,
-            api_key_env=self.config.api_key_env,
-            logprobs_mode=self.config.logprobs_mode,
-            **self.config.model_settings.model_dump(),
-        )
-        if self.config.preflight and self.config.gateway == "host":
-            try:
-                found = require_capturable(gateway).logprobs_mode
-            except PreflightError as exc:
-                hint = "a run that needs no capture (an evaluation) can skip it: --no-preflight"
-                hint += " (RunnerConfig.preflight)"
-                raise PreflightError(f"model {upstream}: {exc}\n{hint}", report=exc.report) from None
-            gateway = gateway.model_copy(update={"logprobs_mode": found})
-        self._gateway = gateway
+        self._gateways.start_scripted(tasks)
 
     @property
     def logprobs_mode(self) -> LogprobsMode | None:
         """What the model server's logprobs are, as every rollout's gateway stamps them: `logprobs_mode` when
         given, else what the preflight found; None when unknown (no preflight, or no model yet)."""
-        return None if self._gateway is None else self._gateway.logprobs_mode
+        return self._gateways.logprobs_mode
 
     def abort(self) -> None:
         """Remove every live sandbox and gateway now (Ctrl-C, SIGTERM); rollouts in flight end as errors."""
@@ -179,9 +126,7 @@ class Runner:
         """Remove what live rollouts hold, stop the scripted model, release the backend (when the runner
         made it). Safe to call from a signal's teardown while rollouts run."""
         self.abort()
-        if self._model is not None:
-            self._model.stop()
-            self._model = None
+        self._gateways.stop_scripted()
         if self._own_backend:
             self.backend.close()
 
@@ -264,7 +209,9 @@ class Runner:
             in_sandbox = self.config.gateway == "sandbox" and not self.config.oracle
             with timings.phase("create"):  # the gateway is part of what a rollout needs before it starts
                 if not self.config.oracle and not in_sandbox:
-                    live.runtime_dir, live.gateway = self._start_gateway(rollout_id, token, out_dir / TRACE_FILE)
+                    live.runtime_dir, live.gateway = self._gateways.start_on_host(
+                        rollout_id, token, out_dir / TRACE_FILE
+                    )
                 live.handle = self.backend.create(
                     SandboxRequest(
                         image=image.ref,
@@ -306,7 +253,7 @@ class Runner:
         if handle.model_url is None:
             raise SandboxError(f"sandbox {handle.sandbox_id} has no model_url: the backend did not expose the gateway")
         access = ModelAccess(
-            model_url=handle.model_url, token=token, model_name=self._model_name or SCRIPTED_MODEL_NAME
+            model_url=handle.model_url, token=token, model_name=self._gateways.model_name or SCRIPTED_MODEL_NAME
         )
         launch = self._agent.launch(image, access, task.instruction)
         if resolved.agent_path is None:
@@ -315,33 +262,12 @@ class Runner:
         return dataclasses.replace(launch, env={**launch.env, "PATH": resolved.agent_path})
 
     def _start_sandbox_gateway(self, handle: SandboxHandle, rollout_id: str, trace: Path) -> None:
-        from agentbake.runner.remote.sandbox_gateway import SandboxGateway, start_sandbox_gateway
-
         if not self.backend.capabilities.gateway_in_sandbox:
             raise SandboxError(
                 f"the {self.backend.name} backend cannot run the gateway in the sandbox; use gateway='host' or a "
                 "remote backend"
             )
-        gateway = self._shared_gateway()
-        spec = SandboxGateway(
-            upstream=gateway.upstream,
-            rollout_id=rollout_id,
-            trace=trace,
-            api_key_env=gateway.api_key_env,
-            api_key=os.environ.get(gateway.api_key_env),
-            model_override=gateway.model_override,
-            logprobs_mode=gateway.logprobs_mode,
-            settings=self.config.model_settings,
-        )
-        start_sandbox_gateway(handle, self._labels.python, spec)
-
-    def _start_gateway(self, rollout_id: str, token: str, trace: Path) -> tuple[Path, Any]:
-        return start_host_gateway(self._shared_gateway(), rollout_id=rollout_id, token=token, trace=trace)
-
-    def _shared_gateway(self) -> GatewayConfig:
-        if self._gateway is None:
-            raise SandboxError("model 'scripted' needs Runner.start_scripted(tasks) before a rollout")
-        return self._gateway
+        self._gateways.start_in_sandbox(handle, self._labels.python, rollout_id, trace)
 
     # -- batches ----------------------------------------------------------------------------------
 
@@ -357,10 +283,9 @@ class Runner:
 
         On Ctrl-C (KeyboardInterrupt) or any exception, and on SIGTERM under the CLI (SystemExit), every
         live sandbox and gateway is removed before it propagates."""
-        tasks = list(tasks)
-        jobs: list[tuple[Task, Path | None]] = [(task, None) for _ in range(repeats) for task in tasks]
-        results: list[RolloutResult | None] = [None] * len(jobs)
-        for index, result in self._run_jobs(jobs, concurrency, on_progress):
+        rollouts = repeated(list(tasks), repeats)
+        results: list[RolloutResult | None] = [None] * len(rollouts)
+        for index, result in self._run_rollouts(rollouts, concurrency, on_progress):
             results[index] = result
         return [r for r in results if r is not None]
 
@@ -374,62 +299,32 @@ class Runner:
     ) -> Iterator[RolloutResult]:
         """As `run_batch`, yielding each result as its rollout ends (a trainer can start on it at once).
         Leaving the loop early cancels the rollouts not yet started and waits for the running ones."""
-        tasks = list(tasks)
-        jobs = [(task, None) for _ in range(repeats) for task in tasks]
-        yield from self.iter_rollouts(jobs, concurrency=concurrency, on_progress=on_progress)
+        yield from self.iter_rollouts(repeated(list(tasks), repeats), concurrency=concurrency, on_progress=on_progress)
 
     def iter_rollouts(
         self,
-        rollouts: Iterable[tuple[Task, Path | None]],
+        rollouts: Iterable[Rollout],
         *,
         concurrency: int = 4,
         on_progress: Callable[[BatchProgress], None] | None = None,
     ) -> Iterator[RolloutResult]:
         """As `iter_batch`, for rollouts each given its folder (None: `config.out_dir/<rollout_id>`), as a
         job directory lays them out (`<task>__<attempt>`)."""
-        for _, result in self._run_jobs(list(rollouts), concurrency, on_progress):
+        for _, result in self._run_rollouts(list(rollouts), concurrency, on_progress):
             yield result
 
-    def _run_jobs(
-        self,
-        jobs: list[tuple[Task, Path | None]],
-        concurrency: int,
-        on_progress: Callable[[BatchProgress], None] | None,
+    def _run_rollouts(
+        self, rollouts: list[Rollout], concurrency: int, on_progress: Callable[[BatchProgress], None] | None
     ) -> Iterator[tuple[int, RolloutResult]]:
-        for task, _ in jobs:
+        for task, _ in rollouts:
             self._check(task)  # refuse the batch up front, not rollout by rollout
-        progress = BatchProgress(total=len(jobs))
-
-        def job(index: int) -> RolloutResult:
-            with self._lock:
-                progress.running += 1
-            _notify(on_progress, progress)
-            task, out_dir = jobs[index]
-            return self.run(task, out_dir=out_dir)
-
-        with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="rollout") as pool:
-            pending: dict[Future[RolloutResult], int] = {pool.submit(job, i): i for i in range(len(jobs))}
-            try:
-                while pending:
-                    finished, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                    for future in finished:
-                        index = pending.pop(future)
-                        result = future.result()
-                        with self._lock:
-                            progress.running -= 1
-                            progress.done += 1
-                            progress.failed += not result.ok
-                            progress.reward_sum += result.reward
-                            progress.results.append(result)
-                        _notify(on_progress, progress)
-                        yield index, result
-            except GeneratorExit:  # the caller stopped iterating: no new rollouts, the running ones finish
-                pool.shutdown(wait=True, cancel_futures=True)
-                raise
-            except BaseException:
-                pool.shutdown(wait=False, cancel_futures=True)
-                self.abort()
-                raise
+        yield from run_rollouts(
+            rollouts,
+            lambda task, out_dir: self.run(task, out_dir=out_dir),
+            self.abort,
+            concurrency=concurrency,
+            on_progress=on_progress,
+        )
 
 
 def run_rollout(
@@ -440,11 +335,6 @@ def run_rollout(
         if config.model == SCRIPTED and not config.oracle:
             runner.start_scripted([task])
         return runner.run(task)
-
-
-def _notify(callback: Callable[[BatchProgress], None] | None, progress: BatchProgress) -> None:
-    if callback is not None:
-        callback(progress)
 
 
 def _release(live: _Live, *, strict: bool = False) -> None:
@@ -484,13 +374,3 @@ def _write_sequences(result: RolloutResult, trace: Path, out_file: Path, logprob
 
     (summary,) = write_sequences(trace, out_file, rollout_id=result.rollout_id, logprobs=logprobs)
     result.trainable = bool(summary["trainable"])
-
-
-def _image_labels(image: str) -> ImageLabels:
-    """The image's `dev.agentbake.*` labels as the local engine holds them."""
-    from agentbake.buildkit.engine import connect, find_image
-
-    found = find_image(connect(timeout=30), image)
-    if found is None:
-        raise SandboxError(f"image {image!r} is not on this engine; build it with `agentbake build <name>`")
-    return ImageLabels.from_labels(image, found.labels or {})

@@ -22,7 +22,7 @@ from datasets import Dataset
 from trl import GRPOConfig, GRPOTrainer
 
 from agentbake.runner import Runner, RunnerConfig
-from agentbake.runner.cli import resolve_image
+from agentbake.runner.images import resolve_image
 from agentbake.trl import RolloutFunction, task_dataset, trainer_model_settings, verifier_reward
 
 

@@ -1,0 +1,96 @@
+"""The job directory `agentbake rollout` runs into, from its options: a new job (`--out`, default
+`jobs/<start time>`); the one `--resume DIR` names, alone with its own settings (the runtime ones given on the
+command line: -n, --warm, the relay's); or that one checked against the settings given in full."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+from click.core import ParameterSource
+
+from agentbake.runner.backend_options import BackendChoice
+
+if TYPE_CHECKING:
+    from agentbake.runner.job import Job, JobConfig
+    from agentbake.runner.runner_config import RunnerConfig
+    from agentbake.tasks import Task
+
+
+# What `--resume DIR` alone may set; every other setting comes from the job's config.json.
+_RESUME_MAY_SET = ("resume_dir", "as_json", "n_concurrent", "warm", "relay_listen", "relay_url")
+
+
+def open_rollout_job(
+    image: str | None,
+    make_config: Callable[..., RunnerConfig],
+    task_dirs: tuple[Path, ...],
+    n_attempts: int,
+    n_concurrent: int,
+    warm: int,
+    out_dir: Path | None,
+    resume_dir: Path | None,
+    backend: BackendChoice,
+) -> tuple[Job, list[Task]]:
+    """The job to run, with the settings to run it with, and its tasks: a new job (in --out); the one
+    --resume names, with its own settings (no IMAGE given); or that one, checked against those given."""
+    from agentbake.runner.display import warn
+    from agentbake.runner.job import Job, JobConfig, JobTask
+    from agentbake.tasks import discover_tasks
+
+    if resume_dir is not None and out_dir is not None:
+        raise click.UsageError("--resume DIR is the job's directory: drop --out")
+    if resume_dir is not None and image is None:
+        job = Job.open(resume_dir)
+        return Job(job.dir, _own_settings(job.config, resume_dir, backend)), job.load_tasks()
+    if not task_dirs:
+        raise click.UsageError("--tasks is required: a task directory or a folder of them (or --resume DIR)")
+    tasks = discover_tasks(task_dirs)
+    for task in tasks:
+        warn(task.warnings)
+    directory = (resume_dir or out_dir or Path("jobs") / time.strftime("%Y-%m-%d__%H-%M-%S")).absolute()
+    config = JobConfig(
+        # A resume checks the tag first: a catalog changed since the job started is refused, not built.
+        runner=make_config(warm=warm, gateway=backend.gateway, out_dir=directory, build_missing=resume_dir is None),
+        backend=backend,
+        tasks=tuple(JobTask.of(task) for task in tasks),
+        n_attempts=n_attempts,
+        n_concurrent=n_concurrent,
+    )
+    if resume_dir is None:
+        return Job.start(directory, config), tasks
+    job = Job.open(resume_dir)
+    job.check(config)
+    return Job(job.dir, config), tasks
+
+
+def _own_settings(stored: JobConfig, resume_dir: Path, backend: BackendChoice) -> JobConfig:
+    """A job resumed by `--resume DIR` alone: its own settings, with the runtime ones the command line gave
+    (-n, --warm, the relay's); any other option given is refused, naming it."""
+    from agentbake.runner.job import CONFIG_FILE
+
+    ctx = click.get_current_context()
+    given = {
+        param.name: param
+        for param in ctx.command.params
+        if param.name and ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE
+    }
+    refused = [param.get_error_hint(ctx) for name, param in given.items() if name not in _RESUME_MAY_SET]
+    if refused:
+        raise click.UsageError(
+            f"--resume without IMAGE takes every setting from {resume_dir / CONFIG_FILE}: drop {', '.join(refused)} "
+            "(or repeat the job's whole command, IMAGE and --tasks included, with --resume to have them checked)"
+        )
+    relay = {name: getattr(backend, name) for name in ("relay_listen", "relay_url") if name in given}
+    runner = {"out_dir": resume_dir.absolute(), **({"warm": ctx.params["warm"]} if "warm" in given else {})}
+    update: dict[str, Any] = {
+        "runner": stored.runner.model_copy(update=runner),
+        "backend": dataclasses.replace(stored.backend, **relay),
+    }
+    if "n_concurrent" in given:
+        update["n_concurrent"] = ctx.params["n_concurrent"]
+    return stored.model_copy(update=update)

@@ -1,0 +1,150 @@
+"""The options `agentbake run` and `agentbake rollout` share: IMAGE or `--agent`, the model, its key, the
+preflight and logprobs modes, the verifier's network, the gateway's model settings and `--json`; and the
+`RunnerConfig` they make (the image resolved, built when missing; a setting RunnerConfig refuses is a usage
+error). The backend's options are `backend_options.py`."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from agentbake.clikit import json_option, model_options
+from agentbake.gateway.config import LOGPROBS_MODES, ModelSettings
+
+if TYPE_CHECKING:
+    from agentbake.runner.runner_config import RunnerConfig
+
+
+MODEL_REQUIRED = (
+    "--model is required for an agent run: 'scripted' (the built-in model that plays each task's "
+    "solution/solve.sh) or the base URL of an OpenAI-compatible server with its /v1; or --oracle (no model)"
+)
+
+
+def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options `run` and `rollout` share: image resolution, model, key, preflight and logprobs modes,
+    the gateway's model settings, `--json`. The command receives `image`, `as_json` and `make_config`, which
+    builds the RunnerConfig from them and the command's own fields (out_dir, warm, gateway), resolving the
+    image; a setting RunnerConfig refuses is a usage error."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(command)
+        def wrapper(
+            *args: Any,
+            image: str | None,
+            agent: str | None,
+            model: str | None,
+            model_name: str | None,
+            api_key_env: str,
+            oracle: bool,
+            no_preflight: bool,
+            logprobs_mode: str | None,
+            expect_logprobs: str,
+            verifier_network: str,
+            **kwargs: Any,
+        ) -> Any:
+            settings = {name: kwargs.pop(name) for name in ModelSettings.model_fields}
+            if image is not None and agent is not None and image != agent:
+                raise click.UsageError(f"IMAGE {image!r} and --agent {agent!r} name two agents: give one of them")
+            image = image or agent
+
+            def make_config(*, build_missing: bool = True, **extra: Any) -> RunnerConfig:
+                from pydantic import ValidationError
+
+                from agentbake.runner.images import resolve_image
+                from agentbake.runner.runner_config import RunnerConfig
+
+                if image is None:
+                    raise click.UsageError(
+                        "IMAGE (or --agent) is required: a catalog name (e.g. claude-code) or an image tag"
+                    )
+                if oracle and model is not None:
+                    raise click.UsageError("--oracle runs the task's reference solution with no model: drop --model")
+                if not oracle and model is None:
+                    raise click.UsageError(MODEL_REQUIRED)
+                try:
+                    return RunnerConfig(
+                        image=resolve_image(image, build_missing=build_missing),
+                        model=model,
+                        model_name=model_name,
+                        api_key_env=api_key_env,
+                        oracle=oracle,
+                        preflight=not no_preflight,
+                        logprobs_mode=logprobs_mode,
+                        expect_logprobs=expect_logprobs,
+                        verifier_network=verifier_network,
+                        model_settings=ModelSettings(**settings),
+                        **extra,
+                    )
+                except ValidationError as exc:
+                    problems = "; ".join(
+                        f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in exc.errors()
+                    )
+                    raise click.UsageError(problems) from None
+
+            return command(*args, image=image, make_config=make_config, **kwargs)
+
+        # The gateway's model settings (--inner-system-as-user, --disable-thinking, --temperature, ...), from
+        # ModelSettings' fields as `agentbake gateway` has them.
+        decorated: Callable[..., Any] = model_options(ModelSettings)(wrapper)
+        for option in reversed(
+            [
+                click.argument("image", required=False),
+                click.option(
+                    "--agent",
+                    metavar="NAME",
+                    help="The agent (claude-code, opencode, pi, or an image tag), as IMAGE names it: a task with its "
+                    "own image (environment/Dockerfile, docker_image) runs in that image with this agent layered on.",
+                ),
+                click.option(
+                    "--model",
+                    help="Required for an agent run: 'scripted' (the built-in model that plays each task's "
+                    "solution/solve.sh) or the base URL of an OpenAI-compatible server, with its /v1.",
+                ),
+                click.option("--model-name", help="Model name sent upstream and configured in the agent."),
+                click.option(
+                    "--api-key-env",
+                    default="AGENTBAKE_UPSTREAM_API_KEY",
+                    show_default=True,
+                    help="Variable holding the upstream API key (e.g. OPENAI_API_KEY); only the gateway on this "
+                    "host reads it, the sandbox never sees it.",
+                ),
+                click.option(
+                    "--oracle", is_flag=True, help="Run the task's solution/solve.sh instead of an agent, no model."
+                ),
+                click.option(
+                    "--no-preflight",
+                    is_flag=True,
+                    help="Skip the model server's preflight (runs that need no capture, e.g. an evaluation).",
+                ),
+                click.option(
+                    "--logprobs-mode",
+                    type=click.Choice(LOGPROBS_MODES),
+                    help="What the server's logprobs are (vLLM --logprobs-mode); default: what the preflight finds.",
+                ),
+                click.option(
+                    "--expect-logprobs",
+                    type=click.Choice(LOGPROBS_MODES),
+                    default="raw",
+                    show_default=True,
+                    help="The logprobs the trainer uses; rollouts stamped otherwise are not trainable.",
+                ),
+                click.option(
+                    "--verifier-network",
+                    type=click.Choice(["none", "bridge"]),
+                    default="none",
+                    show_default=True,
+                    help="The verifier's network (the agent never has one). bridge: tasks whose allow_internet is "
+                    "true (Harbor's default) get one once the agent is dead, as Terminal-Bench's test.sh files need "
+                    "to fetch uv and pytest; it reaches this host's ports and the internet.",
+                ),
+                json_option,
+            ]
+        ):
+            decorated = option(decorated)
+        return decorated
+
+    return decorate
