@@ -13,12 +13,10 @@ in its home (a `.gitconfig`, Python's user site) runs as root.
 
 from __future__ import annotations
 
-import io
 import logging
 import posixpath
 import secrets
 import shlex
-import tarfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +27,7 @@ from agentbake.runner.agents import AgentImage, AgentLaunch, headless_launch
 from agentbake.runner.result import Status, Timings
 from agentbake.runner.sandbox import ExecResult, SandboxHandle
 from agentbake.runner.sandbox.copyout import CopyBudget
+from agentbake.runner.upload import USER_UMASK_MODES, made_in_user_dirs, tar_archive, unpack_command
 from agentbake.runner.verifier import HARBOR_VERIFIER_LOGS, PROCESSES
 from agentbake.runner.verifier_phase import VerifierNetwork, VerifierPhase, tail
 from agentbake.runner.workdir import RECREATED, diff_command, restore_command, snapshot_command
@@ -39,6 +38,7 @@ logger = logging.getLogger("agentbake.runner")
 
 SETUP_TIMEOUT_SEC = 600.0
 """Seconds `environment/setup.sh` may run (Harbor's default build/setup budget)."""
+_MADE = "upload-made"  # in the scratch dir: what the upload makes in the user's dirs (`upload.made_in_user_dirs`)
 # The kernel's count of OOM kills in the sandbox's own memory cgroup (namespaced: the container's).
 _OOM_KILLS = (
     "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null | sed -n 's/^oom_kill //p'"
@@ -102,6 +102,7 @@ class Harness:
         self.root_env: dict[str, str] = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
         self.agent_uid = ""  # read by _snapshot, with the OOM-kill count before the agent starts
         self.oom_before = 0
+        self.upload = f"{self.private}.tar"  # the agent's files, unpacked by the first root step
         self.agent_exit: ExecResult | None = None  # how the agent exited, judged once it is stopped
         self.diff_exit = "not run"  # of the diff the stop step makes
         self.own_processes = ""  # the sandbox's processes before any task code ran (`pid:starttime ...`)
@@ -149,9 +150,10 @@ class Harness:
         step) and the sandbox's own processes (init, the relay, a backend's daemon: nothing of the task has run
         yet; they are the only ones that outlive test.sh), then run `then` in the same exec with that HOME;
         returns what `then` printed."""
+        unpack = unpack_command(self.upload, f"{self.private}/{_MADE}", self.handle.user)
         made = self._root(
             f'mkdir -m 700 -- {self.private} && HOME=~root && export HOME && echo "$HOME" && '
-            f"{{ {PROCESSES}; }} | tr '\\n' ' ' && echo && {then}",
+            f"{{ {PROCESSES}; }} | tr '\\n' ' ' && echo && {unpack} && {then}",
             what=what,
         )
         root_home, _, rest = made.stdout.partition("\n")
@@ -161,8 +163,9 @@ class Harness:
         return printed
 
     def _upload_agent_files(self) -> None:
-        """Environment files into the workdir, the launch's files (config, instruction) under home, and for
-        the oracle the solution folder into the task dir: one archive, owned by the image's user."""
+        """Environment files into the workdir, the launch's files (config, instruction) under home, for the
+        oracle the solution folder into the task dir, and setup.sh into the scratch dir: one archive, written
+        as root beside the scratch dir. The first root step unpacks it (`upload.py`): no round trip of its own."""
         task, home = self.task, self.handle.home
         files: dict[str, bytes | Path] = {}
         if task.environment_dir is not None:
@@ -179,14 +182,18 @@ class Harness:
                 if p.is_file()
             }
         files |= {posixpath.join(home, rel): text.encode() for rel, text in self.launch.files.items()}
-        self._upload(files, archive=posixpath.join(home, ".agentbake-upload.tar"), user=None)
+        made = made_in_user_dirs(files, (home, self.workdir, *self.handle.paths.values()))
+        files[f"{self.private}/{_MADE}"] = made.encode()  # root's alone, in the scratch dir, like setup.sh
+        if task.setup_script is not None:
+            files[f"{self.private}/setup.sh"] = task.setup_script
+        archive = tar_archive(files, mode_mask=USER_UMASK_MODES)
+        self.handle.write_bytes(self.upload, archive, mode=0o600, user="root")
 
     def _setup(self) -> bool:
         if self.task.setup_script is None:
             return True
         self._prepare("true", what="create the harness's scratch dir")
-        script = f"{self.private}/setup.sh"
-        self.handle.write_bytes(script, self.task.setup_script.read_bytes(), mode=0o700, user="root")
+        script = f"{self.private}/setup.sh"  # unpacked there by _prepare
         result = self.handle.exec(
             ["bash", script],
             envs={**self.task.environment_env, **self.root_env},
@@ -336,17 +343,8 @@ class Harness:
         with one write and one `tar -x` as `user`, who then owns them."""
         if not files:
             return
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as tar:
-            for path, source in sorted(files.items()):
-                if isinstance(source, Path):
-                    tar.add(source, arcname=path.lstrip("/"), recursive=False, filter=_owned_by_extractor)
-                else:
-                    info = tarfile.TarInfo(path.lstrip("/"))
-                    info.size, info.mode = len(source), 0o600
-                    tar.addfile(info, io.BytesIO(source))
         # Written as root (0644 when `user` unpacks it): no lookup of the user's uid (an /etc/passwd read).
-        self.handle.write_bytes(archive, buffer.getvalue(), mode=0o600 if user == "root" else 0o644, user="root")
+        self.handle.write_bytes(archive, tar_archive(files), mode=0o600 if user == "root" else 0o644, user="root")
         quoted = shlex.quote(archive)
         result = self.handle.exec(
             f"tar -x -f {quoted} -C / && rm -f {quoted}",
@@ -364,13 +362,6 @@ class Harness:
         path = self.out_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-
-
-def _owned_by_extractor(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    """Owner 0 in the archive: root extracts it as root's, the image's user as its own (tar's defaults)."""
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    return info
 
 
 def describe_error(exc: BaseException) -> str:
