@@ -30,6 +30,7 @@ class BackendChoice:
     manifest: Path | None = None
     relay_listen: str = "127.0.0.1:0"
     relay_url: str | None = None
+    warm: int = 0  # `rollout --warm`: DockerConfig.warm, the Docker backend's warm pool
 
     def relay(self) -> RelayConfig:
         host, sep, port = self.relay_listen.rpartition(":")
@@ -39,7 +40,7 @@ class BackendChoice:
             )
         return RelayConfig(listen_host=host.strip("[]"), listen_port=int(port), public_url=self.relay_url)
 
-    def config(self, *, warm: int = 0) -> BackendConfig:
+    def config(self) -> BackendConfig:
         kind = BACKENDS[self.name]
         if self.gateway == "sandbox" and not kind.backend.capabilities.gateway_in_sandbox:
             able = " or ".join(name for name, k in BACKENDS.items() if k.backend.capabilities.gateway_in_sandbox)
@@ -47,10 +48,10 @@ class BackendChoice:
                 f"--gateway sandbox is for remote backends: {self.name} sandboxes cannot reach the model server "
                 f"themselves; use --backend {able}, or --gateway host"
             )
-        if warm and not kind.backend.capabilities.warm_pool:
+        if self.warm and not kind.backend.capabilities.warm_pool:
             raise SandboxError(f"--warm keeps Docker sandboxes started; the {self.name} backend has no warm pool")
         if self.name == "docker":
-            return kind.config(warm=warm)
+            return kind.config(warm=self.warm)
         return kind.config(manifest=self.manifest, relay=self.relay())
 
 

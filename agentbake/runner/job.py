@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentbake.errors import JobError
 from agentbake.runner.backend_options import BackendChoice
@@ -32,7 +32,7 @@ from agentbake.tasks import Task, load_task
 CONFIG_FILE = "config.json"
 SUMMARY_FILE = "summary.json"
 RUNTIME_SETTINGS = frozenset(
-    {"n_concurrent", "runner.warm", "runner.out_dir", "backend.relay_listen", "backend.relay_url"}
+    {"n_concurrent", "runner.out_dir", "backend.warm", "backend.relay_listen", "backend.relay_url"}
 )
 """Settings a resume may change: how fast and from where the job runs, not what it runs."""
 
@@ -63,15 +63,25 @@ class JobConfig(BaseModel):
     """The layout of config.json."""
     runner: RunnerConfig
     """The runner's settings: the image's content tag, model, key variable, oracle, preflight, logprobs
-    modes, warm pool; `out_dir` is the job directory."""
+    modes; `out_dir` is the job directory."""
     backend: BackendChoice
-    """Where sandboxes run (`--backend`, `--gateway`, `--manifest`, the relay's address)."""
+    """Where sandboxes run (`--backend`, `--gateway`, `--manifest`, the relay's address, `--warm`)."""
     tasks: tuple[JobTask, ...]
     """Every task, in the order its rollouts start."""
     n_attempts: int = Field(ge=1)
     """Rollouts per task (`-k`), attempts 0 to n_attempts - 1."""
     n_concurrent: int = Field(ge=1)
     """Rollouts at once (`-n`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _warm_is_a_backend_option(cls, data: Any) -> Any:
+        """A config.json written before `--warm` became a backend option holds it as `runner.warm`."""
+        runner, backend = (data.get("runner"), data.get("backend")) if isinstance(data, dict) else (None, None)
+        if isinstance(runner, dict) and "warm" in runner and isinstance(backend, dict):
+            runner = {key: value for key, value in runner.items() if key != "warm"}
+            data = {**data, "runner": runner, "backend": {"warm": data["runner"]["warm"], **backend}}
+        return data
 
 
 def rollout_folder(task: str, attempt: int) -> str:

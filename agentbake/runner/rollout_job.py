@@ -44,6 +44,7 @@ def open_rollout_job(
 
     if resume_dir is not None and out_dir is not None:
         raise click.UsageError("--resume DIR is the job's directory: drop --out")
+    backend = dataclasses.replace(backend, warm=warm)
     if resume_dir is not None and image is None:
         job = Job.open(resume_dir)
         return Job(job.dir, _own_settings(job.config, resume_dir, backend)), job.load_tasks()
@@ -55,7 +56,7 @@ def open_rollout_job(
     directory = (resume_dir or out_dir or Path("jobs") / time.strftime("%Y-%m-%d__%H-%M-%S")).absolute()
     config = JobConfig(
         # A resume checks the tag first: a catalog changed since the job started is refused, not built.
-        runner=make_config(warm=warm, gateway=backend.gateway, out_dir=directory, build_missing=resume_dir is None),
+        runner=make_config(gateway=backend.gateway, out_dir=directory, build_missing=resume_dir is None),
         backend=backend,
         tasks=tuple(JobTask.of(task) for task in tasks),
         n_attempts=n_attempts,
@@ -85,11 +86,10 @@ def _own_settings(stored: JobConfig, resume_dir: Path, backend: BackendChoice) -
             f"--resume without IMAGE takes every setting from {resume_dir / CONFIG_FILE}: drop {', '.join(refused)} "
             "(or repeat the job's whole command, IMAGE and --tasks included, with --resume to have them checked)"
         )
-    relay = {name: getattr(backend, name) for name in ("relay_listen", "relay_url") if name in given}
-    runner = {"out_dir": resume_dir.absolute(), **({"warm": ctx.params["warm"]} if "warm" in given else {})}
+    runtime = {name: getattr(backend, name) for name in ("relay_listen", "relay_url", "warm") if name in given}
     update: dict[str, Any] = {
-        "runner": stored.runner.model_copy(update=runner),
-        "backend": dataclasses.replace(stored.backend, **relay),
+        "runner": stored.runner.model_copy(update={"out_dir": resume_dir.absolute()}),
+        "backend": dataclasses.replace(stored.backend, **runtime),
     }
     if "n_concurrent" in given:
         update["n_concurrent"] = ctx.params["n_concurrent"]

@@ -27,7 +27,7 @@ MODEL_REQUIRED = (
 def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The options `run` and `rollout` share: image resolution, model, key, preflight and logprobs modes,
     the gateway's model settings, `--json`. The command receives `image`, `as_json` and `make_config`, which
-    builds the RunnerConfig from them and the command's own fields (out_dir, warm, gateway), resolving the
+    builds the RunnerConfig from them and the command's own fields (out_dir, gateway), resolving the
     image; a setting RunnerConfig refuses is a usage error."""
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbake.buildkit.engine import connect
-from agentbake.errors import AgentbakeError, SandboxError, TaskError
+from agentbake.errors import AgentbakeError, ConfigError, SandboxError, TaskError
 from agentbake.gateway.config import LogprobsMode
 from agentbake.gateway.trace import TraceRecord, read_trace
 from agentbake.runner.agents import AgentImage, AgentLaunch, ModelAccess, agent_for_labels
@@ -78,8 +78,15 @@ class Runner:
         build_progress: ProgressFactory | None = None,
     ) -> None:
         """`backend`: a backend to use (the caller closes it), or the config of one for the runner to build
-        (after the preflight) and close; None builds a Docker backend with `config.warm` sandboxes kept warm.
-        `build_progress` displays what a task image's first rollout builds (the CLI: its console)."""
+        (after the preflight) and close; None builds a Docker backend (with `config.warm` sandboxes kept warm,
+        deprecated: `DockerConfig(warm=)` is the setting). `build_progress` displays what a task image's first
+        rollout builds (the CLI: its console)."""
+        if config.warm and backend is not None and _warm_pool(backend) != config.warm:
+            raise ConfigError(
+                f"RunnerConfig.warm={config.warm} (deprecated) differs from the given backend's warm pool "
+                f"({_warm_pool(backend)}), which is the one used: set DockerConfig(warm={config.warm}) and drop "
+                "RunnerConfig.warm"
+            )
         self.config = config
         self._labels = image_labels(config.image)
         self._agent = None if config.oracle else agent_for_labels(self._labels)
@@ -335,6 +342,15 @@ def run_rollout(
         if config.model == SCRIPTED and not config.oracle:
             runner.start_scripted([task])
         return runner.run(task)
+
+
+def _warm_pool(backend: SandboxBackend | BackendConfig) -> int:
+    """The warm pool a given backend, or backend config, keeps: its `DockerConfig.warm`; 0 for the others."""
+    from agentbake.runner.docker.backend import DockerBackend
+
+    if isinstance(backend, DockerBackend):
+        return backend.config.warm
+    return backend.warm if isinstance(backend, DockerConfig) else 0
 
 
 def _release(live: _Live, *, strict: bool = False) -> None:

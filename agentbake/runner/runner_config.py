@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Literal
 
@@ -50,8 +51,10 @@ class RunnerConfig(BaseModel):
     """Disk limit of each sandbox's own files (MiB), over the task's `[environment] storage_mb`; None takes the
     task's, else the backend's (Docker: 10240). Past it the agent is stopped: status `disk_limit`."""
 
-    warm: int = Field(default=0, ge=0)
-    """Sandboxes the Docker backend keeps started ahead of need (a warm pool); 0 starts each on demand."""
+    warm: int = Field(default=0, ge=0, exclude=True)
+    """Deprecated: the warm pool is the Docker backend's own setting, `DockerConfig.warm` (CLI `--warm`). Still
+    honoured when the Runner is given no backend (it builds `DockerConfig(warm=warm)`); a backend given with
+    another warm pool is a ConfigError. Left out of dumps (a job's config.json holds `backend.warm`)."""
 
     verifier_network: Literal["none", "bridge"] = "none"
     """The verifier's network. The agent never has one. `none`: neither has the verifier (the default:
@@ -98,6 +101,13 @@ class RunnerConfig(BaseModel):
             )
         if self.model not in (None, SCRIPTED) and not self.model.startswith(("http://", "https://")):
             raise ValueError(f"model {self.model!r}: expected 'scripted' or an http(s):// URL ending in /v1")
+        if self.warm:
+            warnings.warn(
+                "RunnerConfig.warm is deprecated: the warm pool is the Docker backend's own setting; pass "
+                f"DockerConfig(warm={self.warm}) as the Runner's backend",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         return self
 
     @property

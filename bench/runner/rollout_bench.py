@@ -54,7 +54,7 @@ def raw_docker(engine: docker.DockerClient, image: str, runs: int) -> list[float
 
 def sequential(image: str, tasks: list, runs: int, warm: int, out: Path) -> tuple[list[RolloutResult], float]:
     backend = DockerBackend(DockerConfig(warm=warm))
-    config = RunnerConfig(image=image, model="scripted", out_dir=out, warm=warm)
+    config = RunnerConfig(image=image, model="scripted", out_dir=out)
     with Runner(config, backend) as runner:
         runner.start_scripted(tasks)
         runner.run(tasks[0])  # first use: image inspect, pool fill, connection set-up

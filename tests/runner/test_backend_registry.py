@@ -55,3 +55,19 @@ def test_the_runner_builds_a_backend_from_its_config_and_closes_it(built_images:
     assert backend._closed
     with Runner(config) as runner:  # no backend: Docker, warm as the RunnerConfig says
         assert isinstance(runner.backend, DockerBackend) and runner.backend.pool.size == 0
+
+
+def test_runner_config_warm_is_deprecated_and_a_backend_with_another_pool_is_refused(
+    built_images: dict, engine: object
+) -> None:
+    """DockerConfig.warm is the setting; RunnerConfig.warm still makes the Runner's own Docker backend's pool."""
+    tag = built_images["claude-code"].tag
+    with pytest.warns(DeprecationWarning, match=r"RunnerConfig.warm is deprecated: .* pass DockerConfig\(warm=2\)"):
+        config = RunnerConfig(image=tag, oracle=True, warm=2)
+    for other in (DockerConfig(), E2BConfig(template="t:1")):
+        with pytest.raises(ConfigError, match=r"RunnerConfig.warm=2 \(deprecated\) differs from the given backend's"):
+            Runner(config, other)
+    with Runner(config) as runner:  # no backend: the Runner's Docker backend keeps the pool asked for
+        assert isinstance(runner.backend, DockerBackend) and runner.backend.pool.size == 2
+    with Runner(config, DockerConfig(warm=2, memory_mb=512)) as runner:  # the same pool: only the warning
+        assert isinstance(runner.backend, DockerBackend) and runner.backend.pool.size == 2

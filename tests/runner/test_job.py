@@ -19,6 +19,7 @@ from agentbake.buildkit.catalog import builtin_root
 from agentbake.cli import main
 from agentbake.errors import JobError
 from agentbake.runner.backend_options import BackendChoice
+from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.job import CONFIG_FILE, SUMMARY_FILE, Job, JobConfig, JobTask
 from agentbake.runner.result import RESULT_FILE, RolloutResult, Status
 from agentbake.runner.runner_config import RunnerConfig
@@ -91,8 +92,8 @@ def test_a_resume_with_other_settings_is_refused_naming_each(tmp_path: Path) -> 
     tasks_root = _tasks(tmp_path / "tasks")
     job = Job.start(tmp_path / "job", _config(tmp_path / "job", tasks_root))
     # How fast and from where it runs may change.
-    runtime = job.config.runner.model_copy(update={"warm": 3, "out_dir": tmp_path / "moved"})
-    job.check(_config(tmp_path / "job", tasks_root, n_concurrent=8, runner=runtime))
+    runtime = job.config.runner.model_copy(update={"out_dir": tmp_path / "moved"})
+    job.check(_config(tmp_path / "job", tasks_root, n_concurrent=8, runner=runtime, backend=BackendChoice(warm=3)))
 
     (tasks_root / "beta" / "instruction.md").write_text("Another prompt.\n")
     write_task(tasks_root, "gamma", solve="true\n", test="true\n")
@@ -108,6 +109,20 @@ def test_a_resume_with_other_settings_is_refused_naming_each(tmp_path: Path) -> 
     assert f"`agentbake rollout --resume {job.dir}` alone takes them from config.json" in message
     with pytest.raises(JobError, match=r"beta: changed since the job .* started"):
         job.load_tasks()
+
+
+def test_a_config_json_with_the_warm_pool_under_runner_reads_it_as_the_backends(tmp_path: Path) -> None:
+    """`--warm` was `runner.warm` in config.json before it became a backend option (DockerConfig.warm)."""
+    config = _config(tmp_path / "job", _tasks(tmp_path / "tasks"), backend=BackendChoice(warm=2))
+    job = Job.start(tmp_path / "job", config)
+    written = json.loads((job.dir / CONFIG_FILE).read_text())
+    assert written["backend"]["warm"] == 2 and "warm" not in written["runner"]
+    del written["backend"]["warm"]
+    written["runner"]["warm"] = 3
+    (job.dir / CONFIG_FILE).write_text(json.dumps(written))
+    opened = Job.open(job.dir).config
+    assert (opened.backend.warm, opened.runner.warm) == (3, 0)
+    assert opened.backend.config() == DockerConfig(warm=3)
 
 
 def test_unreadable_job_files_name_the_file(tmp_path: Path) -> None:
