@@ -26,7 +26,7 @@ from agentbake.runner.remote.e2b import E2BBackend
 from agentbake.runner.remote.e2b_config import E2BConfig
 from agentbake.runner.remote.hf import HFBackend
 from agentbake.runner.remote.hf_config import HFConfig
-from agentbake.runner.result import Status
+from agentbake.runner.result import RolloutResult, Status
 from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
 from agentbake.scripted import ScriptedModel
@@ -176,11 +176,11 @@ def test_an_image_not_published_at_its_hash_is_a_clear_error(
         assert fake.created == 0  # the template of another build is never started
 
 
-@pytest.mark.parametrize("after", [0, 3, 12])  # at create, early in the harness, later in it
+@pytest.mark.parametrize("when", ["at create", "early in the harness", "at test.sh"])
 @pytest.mark.parametrize("backend", ["e2b", "hf"])
 def test_a_sandbox_that_stops_answering_is_a_sandbox_error_and_is_killed(
     backend: str,
-    after: int,
+    when: str,
     monkeypatch: pytest.MonkeyPatch,
     machines: LocalMachines,
     built_images: dict[str, BuildResult],
@@ -188,25 +188,38 @@ def test_a_sandbox_that_stops_answering_is_a_sandbox_error_and_is_killed(
     tmp_path: Path,
 ) -> None:
     tag, (_, template) = built_images["claude-code"].tag, published
-    if backend == "e2b":
-        cloud = fake_e2b(monkeypatch, machines, {template: (tag, "agent")})
-        make = lambda: E2BBackend(E2BConfig(template=template))  # noqa: E731
-    else:
-        cloud = fake_hub(monkeypatch, machines)
-        make = lambda: HFBackend(HFConfig(image=tag))  # noqa: E731
-    with cloud as fake:
+    task = load_task(EXAMPLES / "multi-step-report")
+
+    def rollout(fail_after: int | None) -> tuple[RolloutResult, list[str]]:
+        """One oracle rollout whose sandbox stops answering after `fail_after` commands; the result and the
+        commands the cloud saw."""
         if backend == "e2b":
-            fake.fail_starts_after = after
+            cloud = fake_e2b(monkeypatch, machines, {template: (tag, "agent")})
+            make = lambda: E2BBackend(E2BConfig(template=template))  # noqa: E731
         else:
-            fake.fail_execs_after = after
-        sandboxes = make()
-        config = RunnerConfig(image=tag, oracle=True, out_dir=tmp_path)
-        with Runner(config, sandboxes) as runner:
-            result = runner.run(load_task(EXAMPLES / "multi-step-report"))
-        sandboxes.close()
-        assert result.status is Status.SANDBOX_ERROR, result.error
-        assert "stopped answering" in (result.error or "")
-        assert (fake.created, fake.alive) == (1, 0)
+            cloud = fake_hub(monkeypatch, machines)
+            make = lambda: HFBackend(HFConfig(image=tag))  # noqa: E731
+        with cloud as fake:
+            if backend == "e2b":
+                fake.fail_starts_after = fail_after
+            else:
+                fake.fail_execs_after = fail_after
+            sandboxes = make()
+            with Runner(RunnerConfig(image=tag, oracle=True, out_dir=tmp_path / str(fail_after)), sandboxes) as runner:
+                result = runner.run(task)
+            sandboxes.close()
+            seen = [" ".join(s.cmd) for s in fake.starts] if backend == "e2b" else [json.dumps(e) for e in fake.execs]
+            assert (fake.created, fake.alive) == (1, 0)
+        return result, seen
+
+    after = {"at create": 0, "early in the harness": 3}.get(when)
+    if after is None:  # the harness's command count changes as it is tuned: find the verifier's by its script
+        healthy, commands = rollout(None)
+        assert healthy.status is Status.OK, healthy.error
+        after = next(i for i, command in enumerate(commands) if "/tests/test.sh" in command)
+    result, _ = rollout(after)
+    assert result.status is Status.SANDBOX_ERROR, result.error
+    assert "stopped answering" in (result.error or "")
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,13 @@ def test_scripted_llm_serves_the_tasks_and_stops_on_sigterm():
     process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         started = json.loads(process.stdout.readline())
-        assert started["tasks"] == ["fix-failing-test", "multi-step-report", "write-file"]
+        assert started["tasks"] == [
+            "fix-failing-test",
+            "fix-inventory",
+            "multi-step-report",
+            "summarize-logs",
+            "write-file",
+        ]
         client = openai.OpenAI(base_url=started["openai_base_url"], api_key="unused", max_retries=0)
         instruction = (EXAMPLES / "write-file" / "instruction.md").read_text()
         tools = [
