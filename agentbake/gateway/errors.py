@@ -52,11 +52,8 @@ class Overloaded(GatewayError):
     error_type = "overloaded_error"
 
 
-class TraceFull(GatewayError):
+class TraceFull(RequestTooLarge):
     """The trace reached `max_trace_bytes`: no more calls are taken (413, which clients do not retry)."""
-
-    status = 413
-    error_type = "request_too_large"
 
 
 class Unauthorized(GatewayError):

@@ -19,6 +19,7 @@ import click
 from agentbake.errors import SandboxError
 from agentbake.runner.backend_registry import BACKENDS, BackendConfig
 from agentbake.runner.remote.relay_config import RelayConfig
+from agentbake.runner.runner_config import GATEWAY_PLACES
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ def backend_options(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--gateway",
-            type=click.Choice(["host", "sandbox"]),
+            type=click.Choice(GATEWAY_PLACES),
             default="host",
             show_default=True,
             help="host: the gateway runs here, the sandbox holds a per-rollout token; sandbox: it runs in the "

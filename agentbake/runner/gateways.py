@@ -33,7 +33,7 @@ class RolloutGateways:
             self._use_upstream(upstream)
 
     def start_scripted(self, tasks: Iterable[Task]) -> None:
-        """Serve the scripted model on loopback for these tasks (`model="scripted"` needs it before a run)."""
+        """`Runner.start_scripted`: the scripted model served here becomes every gateway's upstream."""
         from agentbake.scripted import start_scripted_model
 
         self.stop_scripted()
@@ -70,8 +70,7 @@ class RolloutGateways:
 
     @property
     def logprobs_mode(self) -> LogprobsMode | None:
-        """What the model server's logprobs are, as every rollout's gateway stamps them: `logprobs_mode` when
-        given, else what the preflight found; None when unknown (no preflight, or no model yet)."""
+        """`Runner.logprobs_mode`: what the gateways stamp on their records."""
         return None if self._shared is None else self._shared.logprobs_mode
 
     def start_on_host(self, rollout_id: str, token: str, trace: Path) -> tuple[Path, Any]:

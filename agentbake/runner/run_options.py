@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from agentbake.clikit import json_option, model_options
 from agentbake.gateway.config import LOGPROBS_MODES, ModelSettings
-
-if TYPE_CHECKING:
-    from agentbake.runner.runner_config import RunnerConfig
-
+from agentbake.runner.runner_config import VERIFIER_NETWORKS, RunnerConfig
 
 MODEL_REQUIRED = (
     "--model is required for an agent run: 'scripted' (the built-in model that plays each task's "
@@ -55,7 +52,6 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                 from pydantic import ValidationError
 
                 from agentbake.runner.images import resolve_image
-                from agentbake.runner.runner_config import RunnerConfig
 
                 if image is None:
                     raise click.UsageError(
@@ -134,7 +130,7 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                 ),
                 click.option(
                     "--verifier-network",
-                    type=click.Choice(["none", "bridge"]),
+                    type=click.Choice(VERIFIER_NETWORKS),
                     default="none",
                     show_default=True,
                     help="The verifier's network (the agent never has one). bridge: tasks whose allow_internet is "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -13,6 +13,10 @@ from agentbake.gateway.config import LogprobsMode, ModelSettings
 SCRIPTED = "scripted"
 """`model` value that serves agentbake's scripted model in-process (plays each task's solve.sh)."""
 SCRIPTED_MODEL_NAME = "scripted"
+GatewayPlace = Literal["host", "sandbox"]
+GATEWAY_PLACES: tuple[str, ...] = get_args(GatewayPlace)
+VerifierNetwork = Literal["none", "bridge"]
+VERIFIER_NETWORKS: tuple[str, ...] = get_args(VerifierNetwork)
 
 
 class RunnerConfig(BaseModel):
@@ -56,7 +60,7 @@ class RunnerConfig(BaseModel):
     honoured when the Runner is given no backend (it builds `DockerConfig(warm=warm)`); a backend given with
     another warm pool is a ConfigError. Left out of dumps (a job's config.json holds `backend.warm`)."""
 
-    verifier_network: Literal["none", "bridge"] = "none"
+    verifier_network: VerifierNetwork = "none"
     """The verifier's network. The agent never has one. `none`: neither has the verifier (the default:
     nothing the verifier runs, the agent's code included, reaches this host's ports or the internet).
     `bridge`: a task whose `[environment] allow_internet` is true (Harbor's default) gets a bridge network
@@ -64,7 +68,7 @@ class RunnerConfig(BaseModel):
     connects it once the agent is dead (its containers cannot reach each other; this host's ports and the
     internet they can). Remote sandboxes reach the internet in both phases whatever this says."""
 
-    gateway: Literal["host", "sandbox"] = "host"
+    gateway: GatewayPlace = "host"
     """`host`: each rollout's gateway runs in this process and the sandbox holds only a per-rollout token.
     `sandbox` (remote backends): it runs inside the sandbox from the image's baked venv, calling `model`
     directly with the key from `api_key_env` (docs/remote.md)."""
