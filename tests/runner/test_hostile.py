@@ -19,6 +19,7 @@ from agentbake.runner.runner_config import RunnerConfig
 from agentbake.runner.sandbox.copyout import CopyBudget
 from agentbake.tasks import load_task
 from tests.resources import Peak
+from tests.runner.probes import STILL_OPEN
 from tests.runner.rollouts import copy_example, leftovers, reward_if, write_task
 
 pytestmark = pytest.mark.docker
@@ -184,7 +185,10 @@ def test_an_agent_breaking_its_sandbox_gets_a_precise_status_and_the_batch_goes_
 # Played by the scripted model through Claude Code's Bash tool (one step: no blank line). From inside the sandbox,
 # with the rollout's own token: 12 requests of 60 MiB each, held one byte short of their end, then 600 idle
 # connections to the model URL; prints how many idle ones stayed open and the 12 answers' status lines.
-GATEWAY_FLOOD = r"""python3 - <<'PY'
+GATEWAY_FLOOD = (
+    "python3 - <<'PY'"
+    + STILL_OPEN
+    + r"""
 import os, socket, threading, time, urllib.parse
 url = urllib.parse.urlsplit(os.environ["ANTHROPIC_BASE_URL"])
 token, size = os.environ["ANTHROPIC_API_KEY"], 60 << 20
@@ -218,18 +222,10 @@ for _ in range(600):
 time.sleep(1)
 finish.set()
 [t.join() for t in threads]
-open_idle = 0
-for s in idle:
-    s.settimeout(0.05)
-    try:
-        open_idle += s.recv(1) != b""
-    except socket.timeout:
-        open_idle += 1
-    except OSError:
-        pass
-print(f"idle connections open: {open_idle} of {len(idle)} | answers: {sorted(answers)}")
+print(f"idle connections open: {still_open(idle)} of {len(idle)} | answers: {sorted(answers)}")
 PY
 """
+)
 
 
 def test_an_agent_flooding_its_gateway_costs_the_runner_bounded_descriptors_and_memory(

@@ -23,7 +23,7 @@ from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.remote.base import ImageFacts
 from agentbake.runner.remote.hf import HFBackend
 from agentbake.runner.remote.hf_config import HFConfig
-from agentbake.runner.result import Status
+from agentbake.runner.result import RolloutResult, Status
 from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
 from agentbake.runner.sandbox import SandboxRequest
@@ -161,17 +161,25 @@ def test_task_image_sandbox_has_no_network_and_a_read_only_bundle(
         sandbox.kill()
 
 
+def oracle_in_a_debian_image(
+    task_dir: Path, built_images: dict[str, BuildResult], backend: DockerBackend
+) -> RolloutResult:
+    """The task's oracle rollout in an image of its own (debian, WORKDIR /app) with claude-code layered on."""
+    (task_dir / "environment").mkdir()
+    (task_dir / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=task_dir.parent / "out")
+    with Runner(config, backend) as runner:
+        result = runner.run(load_task(task_dir))
+    assert result.task_image is not None
+    return result
+
+
 def test_agent_processes_are_dead_before_the_verifier_in_a_task_image(
     built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
 ) -> None:
     """The tamper payload (planted reward files, a detached rewriting process) gets no reward here either."""
     task_dir = write_task(tmp_path, "tamper-image", solve=TAMPER, test=UNSOLVED_VERIFIER)
-    (task_dir / "environment").mkdir()
-    (task_dir / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
-    config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path / "out")
-    with Runner(config, backend) as runner:
-        result = runner.run(load_task(task_dir))
-    assert result.task_image is not None
+    result = oracle_in_a_debian_image(task_dir, built_images, backend)
     assert (result.status, result.reward, result.verifier_exit_code) == (Status.OK, 0.0, 0), result.error
     _, before, after = (result.out_dir / "verifier" / "stdout.txt").read_text().split()
     assert int(before) > 1 and before == after, "the agent's background process outlived the agent"
@@ -325,13 +333,7 @@ def test_the_agents_links_into_tests_are_removed_in_a_task_image_too(
     built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
 ) -> None:
     """The verifier's symlink attacks (tests/runner/test_verifier.py), planted in a task image's /app."""
-    task_dir = symlink_task(tmp_path)
-    (task_dir / "environment").mkdir()
-    (task_dir / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
-    config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path / "out")
-    with Runner(config, backend) as runner:
-        result = runner.run(load_task(task_dir))
-    assert result.task_image is not None
+    result = oracle_in_a_debian_image(symlink_task(tmp_path), built_images, backend)
     assert (result.status, result.reward) == (Status.OK, 0.0), result.error
     assert "LEAK" not in (result.out_dir / "verifier" / "stdout.txt").read_text()
     listed = (result.out_dir / "verifier" / "removed-links.txt").read_text().splitlines()

@@ -23,6 +23,7 @@ from agentbake.runner.docker.sandbox import DockerSandbox
 from agentbake.runner.sandbox import SandboxRequest
 from agentbake.serve import ServedApp, serve_in_thread
 from tests.resources import Peak
+from tests.runner.probes import STILL_OPEN
 
 SECRET = "sk-isolation-test-4f1d9c2b7e"
 CAPS_OF_ROOT = 0xEB  # CHOWN(0) DAC_OVERRIDE(1) FOWNER(3) KILL(5) SETGID(6) SETUID(7): root_capabilities
@@ -233,23 +234,17 @@ def test_a_fork_bomb_stops_at_the_pids_limit_and_the_relay_survives(sandbox: Doc
 
 # Run by the image's python inside the sandbox: opens N connections to the model port, holds them, prints how
 # many the relay kept open.
-HOLD_CONNECTIONS = """
+HOLD_CONNECTIONS = (
+    STILL_OPEN
+    + """
 import socket, sys, time
 port, count = int(sys.argv[1]), int(sys.argv[2])
 held = [socket.create_connection(("127.0.0.1", port)) for _ in range(count)]
 time.sleep(1)
-still_open = 0
-for conn in held:
-    conn.settimeout(0.05)
-    try:
-        still_open += conn.recv(1) != b""
-    except socket.timeout:
-        still_open += 1
-    except OSError:
-        pass
-print(still_open, flush=True)
+print(still_open(held), flush=True)
 time.sleep(2)
 """
+)
 
 
 def test_the_forwarder_relays_at_most_max_connections_at_once(sandbox: DockerSandbox) -> None:
