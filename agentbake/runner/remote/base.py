@@ -20,13 +20,17 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentbake.buildkit.labels import ImageLabels
 from agentbake.errors import SandboxError
 from agentbake.runner.remote.relay import GatewayRelay, RelayConfig
 from agentbake.runner.sandbox import BgJob, Capabilities, ExecResult, SandboxBackend, SandboxHandle, SandboxRequest
 from agentbake.runner.sandbox.protocol import kill_all
+
+if TYPE_CHECKING:
+    from agentbake.runner.remote.e2b_config import E2BConfig
+    from agentbake.runner.remote.hf_config import HFConfig
 
 logger = logging.getLogger("agentbake.runner")
 
@@ -124,15 +128,12 @@ def refuse_moving_tag(reference: str, what: str) -> str:
 
 
 def with_create_retries(
-    create: Callable[[], T],
-    *,
-    attempts: int,
-    backoff_s: float,
-    transient: Callable[[Exception], bool],
-    what: str,
+    create: Callable[[], T], config: E2BConfig | HFConfig, *, transient: Callable[[Exception], bool], what: str
 ) -> T:
-    """Call `create` until it succeeds, at most `attempts` times, sleeping `backoff_s * 2**n` between tries;
-    only errors `transient` accepts are retried. `create` itself must leave nothing behind when it fails."""
+    """Call `create` until it succeeds, at most `config.create_attempts` times, sleeping `config.retry_backoff_s
+    * 2**n` between tries; only errors `transient` accepts are retried. `create` itself must leave nothing behind
+    when it fails."""
+    attempts = config.create_attempts
     for attempt in range(1, attempts + 1):
         try:
             return create()
@@ -141,7 +142,7 @@ def with_create_retries(
                 tried = f" after {attempt} tries" if attempt > 1 else ""
                 raise SandboxError(f"cannot create {what}{tried}: {type(exc).__name__}: {exc}") from exc
             logger.info("create %s failed (%s), try %d of %d", what, exc, attempt + 1, attempts)
-            time.sleep(backoff_s * 2 ** (attempt - 1))
+            time.sleep(config.retry_backoff_s * 2 ** (attempt - 1))
     raise AssertionError("unreachable")
 
 
@@ -268,7 +269,6 @@ class RemoteSandbox(SandboxHandle):
         return ThreadedJob(process.pid, wait, kill, name=name)
 
     def before_kill(self, step: Callable[[], None]) -> None:
-        """Run `step` before the sandbox is killed (e.g. a last fetch of its trace); failures are logged."""
         self.__dict__.setdefault("_before_kill", []).append(step)
 
     def run_before_kill(self) -> None:

@@ -83,13 +83,8 @@ class E2BBackend(base.RemoteBackend):
                 retries=0,  # E2BConfig.create_attempts is the one bound on tries
             )
 
-        sdk_sandbox = base.with_create_retries(
-            create_once,
-            attempts=self.config.create_attempts,
-            backoff_s=self.config.retry_backoff_s,
-            transient=transient,
-            what=f"an E2B sandbox from template {template!r}",
-        )
+        what = f"an E2B sandbox from template {template!r}"
+        sdk_sandbox = base.with_create_retries(create_once, self.config, transient=transient, what=what)
         return self.adopt(E2BSandbox(self, sdk_sandbox, facts, request.rollout_id, model_url))
 
 

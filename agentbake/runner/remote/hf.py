@@ -93,13 +93,8 @@ class HFBackend(base.RemoteBackend):
                 start_timeout=self.config.start_timeout_s,
             )
 
-        sdk_sandbox = base.with_create_retries(
-            create_once,
-            attempts=self.config.create_attempts,
-            backoff_s=self.config.retry_backoff_s,
-            transient=transient,
-            what=f"a Hugging Face sandbox from {image!r}",
-        )
+        what = f"a Hugging Face sandbox from {image!r}"
+        sdk_sandbox = base.with_create_retries(create_once, self.config, transient=transient, what=what)
         sandbox = HFSandbox(self, sdk_sandbox, facts, request.rollout_id, model_url)
         # The root-only folder background jobs report into, made in the same round trip as the home lookup.
         return self.adopt(sandbox, first=f"umask 077 && mkdir -p {_JOBS_DIR}")
