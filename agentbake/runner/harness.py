@@ -17,7 +17,7 @@ import logging
 import posixpath
 import secrets
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -304,7 +304,6 @@ class Harness:
             own_processes=self.own_processes,
             network=self.verifier_network,
             root=self._root,
-            upload=self._upload,
             save=self._save,
         ).run()
 
@@ -337,23 +336,6 @@ class Harness:
                 f"exit {result.exit_code}: {tail(result.stderr or result.stdout)}"
             )
         return result
-
-    def _upload(self, files: Mapping[str, bytes | Path], *, archive: str, user: str | None) -> None:
-        """Files by absolute sandbox path (host files keep their mode; contents given as bytes get 0600),
-        with one write and one `tar -x` as `user`, who then owns them."""
-        if not files:
-            return
-        # Written as root (0644 when `user` unpacks it): no lookup of the user's uid (an /etc/passwd read).
-        self.handle.write_bytes(archive, tar_archive(files), mode=0o600 if user == "root" else 0o644, user="root")
-        quoted = shlex.quote(archive)
-        result = self.handle.exec(
-            f"tar -x -f {quoted} -C / && rm -f {quoted}",
-            envs=self.root_env if user == "root" else None,
-            timeout=STEP_TIMEOUT_SEC,
-            user=user,
-        )
-        if result.exit_code != 0:
-            raise SandboxError(f"could not unpack {len(files)} task files in the sandbox: {tail(result.stderr)}")
 
     def _save(self, name: str, text: str) -> None:
         self._save_bytes(name, text.encode())

@@ -1,15 +1,19 @@
 """Step 7 of a rollout, the verifier, run by the harness once every process of the agent is dead.
 
-The agent's links into /tests or /logs removed (and listed) -> /tests and /logs/verifier made fresh ->
-tests/ uploaded -> test.sh, with everything it left stopped and killed the moment it ends -> a root pass
-kills what is still there -> the reward read as Harbor does, without following a symlink. The in-sandbox
-commands and the reward rules are in `verifier.py`; why each step is there is README.md's threat model.
+tests/ written into the root-only scratch dir -> in one root command: the agent's links into /tests or /logs
+removed (and listed), /tests and /logs/verifier made fresh, tests/ unpacked -> test.sh, with everything it left
+stopped and killed the moment it ends (or its timeout) -> a root pass kills what is still there -> the reward
+read as Harbor does, without following a symlink; test.sh as root does the last three in one command. The
+in-sandbox commands and the reward rules are in `verifier.py`; why each step is there is README.md's threat
+model. Two commands for a rollout whose test.sh runs as root, four with another `[verifier] user` (issue 17).
 """
 
 from __future__ import annotations
 
 import json
 import posixpath
+import secrets
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -17,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 from agentbake.runner.agent_phase import STEP_TIMEOUT_SEC
 from agentbake.runner.result import Status
 from agentbake.runner.sandbox import ExecResult, SandboxHandle
+from agentbake.runner.upload import tar_archive
 from agentbake.runner.verifier import (
     HARBOR_TESTS_DIR,
     HARBOR_VERIFIER_LOGS,
@@ -24,6 +29,7 @@ from agentbake.runner.verifier import (
     NO_NETWORK,
     PROTECTED_ROOTS,
     REMOVE_ESCAPING_LINKS,
+    ROOT_TEST_SH_THEN_READ_REWARDS,
     RUN_TEST_SH,
     RewardError,
     network_failure,
@@ -51,7 +57,7 @@ _PASSWD_ENTRY = (
 @dataclass
 class VerifierPhase:
     """What the verifier step needs from the harness: its sandbox, task and outcome, the facts gathered by
-    the earlier steps, and its helpers for root commands, uploads and files in out/."""
+    the earlier steps, and its helpers for root commands and files in out/."""
 
     handle: SandboxHandle
     task: Task
@@ -65,7 +71,6 @@ class VerifierPhase:
     """The sandbox's own processes (`verifier.PROCESSES`), the only ones that outlive test.sh."""
     network: VerifierNetwork
     root: Callable[..., ExecResult]
-    upload: Callable[..., None]
     save: Callable[[str, str], None]
 
     def run(self) -> None:
@@ -76,35 +81,61 @@ class VerifierPhase:
                 return
             (owner, home), user = found, self.task.verifier_user
             envs["HOME"] = home
-        self._prepare()
-        if self.network == "bridge":  # the agent is dead and its links into /tests are gone
-            self.handle.connect_network()
         tests = {
             posixpath.join(HARBOR_TESTS_DIR, p.relative_to(self.task.tests_dir).as_posix()): p
             for p in self.task.tests_dir.rglob("*")
             if p.is_file()
         }
-        self.upload(tests, archive=f"{self.private}/tests.tar", user="root")
-        if owner is not None:  # /tests and the reward's folder are that user's (and root's) alone
-            self.root(["chown", "-R", owner, HARBOR_TESTS_DIR, HARBOR_VERIFIER_LOGS], what="give /tests to its user")
-        result = self.handle.exec(
-            ["sh", "-c", RUN_TEST_SH, "sh", self.own_processes],
+        # Root's alone until the next command unpacks it, once the agent's links are gone (the agent is dead).
+        self.handle.write_bytes(f"{self.private}/tests.tar", tar_archive(tests), mode=0o600, user="root")
+        self._prepare(owner)
+        if self.network == "bridge":  # the agent is dead and its links into /tests are gone
+            self.handle.connect_network()
+        if user == "root":
+            result, ended = self._run_as_root(envs)
+        else:
+            result = self.handle.exec(
+                ["sh", "-c", RUN_TEST_SH, "sh", self.own_processes],
+                envs=envs,
+                cwd=self.workdir,
+                timeout=self.task.verifier_timeout_sec,
+                user=user,
+            )
+            ended = self._kill_then_read_rewards()
+        self.save("verifier/stdout.txt", result.stdout)
+        self.save("verifier/stderr.txt", result.stderr)
+        self._judge(result, ended)
+
+    def _run_as_root(self, envs: Mapping[str, str]) -> tuple[ExecResult, ExecResult]:
+        """test.sh as root, what it left killed and the reward files described, in one command
+        (`ROOT_TEST_SH_THEN_READ_REWARDS`); returns test.sh's result (its output up to the marker) and the
+        kill-and-read's, as the two commands of another user's test.sh would. A command cut short (its
+        deadline, a test.sh that kills it) is followed by the kill-and-read of its own, as those are."""
+        marker = f"agentbake-verifier-{secrets.token_hex(8)}"
+        both = self.handle.exec(
+            ["sh", "-c", ROOT_TEST_SH_THEN_READ_REWARDS, "sh", self.own_processes, marker],
             envs=envs,
             cwd=self.workdir,
             timeout=self.task.verifier_timeout_sec,
-            user=user,
+            user="root",
         )
-        self.save("verifier/stdout.txt", result.stdout)
-        self.save("verifier/stderr.txt", result.stderr)
-        # What a timed-out test.sh left, and what any user but root left, dies here; the reward is read after.
-        ended = self.handle.exec(
+        output, found, after = both.stdout.rpartition(f"\n{marker}\n")
+        status, _, rewards = after.partition("\n")
+        if both.timed_out or not found or not status.startswith("test.sh "):
+            return both, self._kill_then_read_rewards()
+        return ExecResult(int(status.removeprefix("test.sh ")), output, both.stderr), ExecResult(
+            both.exit_code, rewards, both.stderr
+        )
+
+    def _kill_then_read_rewards(self) -> ExecResult:
+        """What a timed-out test.sh left, and what any user but root left, dies here; the reward is read after."""
+        return self.handle.exec(
             ["sh", "-c", KILL_THEN_READ_REWARDS, "sh", self.own_processes],
             envs=self.root_env,
             cwd="/",
             timeout=STEP_TIMEOUT_SEC,
             user="root",
         )
-        self._judge(result, ended)
 
     def _verifier_user(self, user: str) -> tuple[str, str] | None:
         """`[verifier] user` as `uid:gid` and its home, from the sandbox's passwd (a bare uid that is not there
@@ -122,10 +153,14 @@ class VerifierPhase:
         uid, gid, home = found.stdout.split()
         return f"{uid}:{gid}", home
 
-    def _prepare(self) -> None:
+    def _prepare(self, owner: str | None) -> None:
         """The agent's symlinks into /tests or /logs go (listed in verifier/removed-links.txt, with a note);
         then both are made fresh and root-owned: nothing in them predates this run. /tests is root's alone:
-        code of the agent that test.sh runs as another user cannot read the answers."""
+        code of the agent that test.sh runs as another user cannot read the answers. Then tests/ is unpacked
+        there, and with `owner` (`uid:gid` of the `[verifier] user`) /tests and the reward's folder are that
+        user's (and root's) alone."""
+        archive = f"{self.private}/tests.tar"
+        give = f"chown -R {shlex.quote(owner)} {HARBOR_TESTS_DIR} {HARBOR_VERIFIER_LOGS}\n" if owner is not None else ""
         prepared = self.root(
             [
                 "sh",
@@ -133,13 +168,14 @@ class VerifierPhase:
                 f"set -e\n{REMOVE_ESCAPING_LINKS}rm -rf {HARBOR_TESTS_DIR} {HARBOR_VERIFIER_LOGS}\n"
                 f"[ ! -L {_LOGS_PARENT} ] || rm -f {_LOGS_PARENT}\nmkdir -m 700 {HARBOR_TESTS_DIR}\n"
                 f"mkdir -p {HARBOR_VERIFIER_LOGS}\nchown root:root {_LOGS_PARENT} {HARBOR_VERIFIER_LOGS}\n"
-                f"chmod 755 {_LOGS_PARENT} {HARBOR_VERIFIER_LOGS}",
+                f"chmod 755 {_LOGS_PARENT} {HARBOR_VERIFIER_LOGS}\n"
+                f"tar -x -f {archive} -C / >&2\nrm -f {archive}\n{give}",
                 "sh",
                 self.agent_uid,
                 " ".join(PROTECTED_ROOTS),
                 f"{self.private}/removed-links",
             ],
-            what=f"remove the agent's links into {HARBOR_TESTS_DIR} or {_LOGS_PARENT} and create them fresh",
+            what=f"remove the agent's links into {HARBOR_TESTS_DIR} or {_LOGS_PARENT}, make them fresh, unpack tests/",
             cwd="/",
         )
         removed = removed_links(prepared.stdout)

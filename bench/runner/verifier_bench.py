@@ -6,9 +6,11 @@ In one hardened Docker sandbox (DockerBackend, 1 CPU, as the harness runs), meas
 - races: a root process started by test.sh waits for test.sh's end, then writes reward 1 (test.sh wrote
   0). It polls every 10 ms, or spins. Against: the reward read by a separate command after test.sh (the
   harness before the guard), a /proc scan and kill in the same command (no stop), and `RUN_TEST_SH` (stop
-  in one system call, then kill). The table counts the races the process won.
+  in one system call, then kill), and `ROOT_TEST_SH_THEN_READ_REWARDS` (the same and the reward read in one
+  command, as a root test.sh runs). The table counts the races the process won.
 - costs: `RUN_TEST_SH` with a trivial test.sh beside `bash test.sh` alone; `KILL_THEN_READ_REWARDS` beside
-  a plain `cat` of the reward; `REMOVE_ESCAPING_LINKS` with no agent links and with 1000 beside a plain
+  a plain `cat` of the reward; `ROOT_TEST_SH_THEN_READ_REWARDS` beside `bash test.sh` + `cat` (two commands);
+  `REMOVE_ESCAPING_LINKS` with no agent links and with 1000 beside a plain
   `find / -type l -uid` listing; a sandbox able to join the verifier's network beside a plain one, and
   `connect_network()`.
 """
@@ -22,7 +24,13 @@ from collections.abc import Callable
 
 from agentbake.runner import DockerBackend, DockerConfig, SandboxRequest
 from agentbake.runner.sandbox import SandboxHandle
-from agentbake.runner.verifier import KILL_THEN_READ_REWARDS, PROCESSES, REMOVE_ESCAPING_LINKS, RUN_TEST_SH
+from agentbake.runner.verifier import (
+    KILL_THEN_READ_REWARDS,
+    PROCESSES,
+    REMOVE_ESCAPING_LINKS,
+    ROOT_TEST_SH_THEN_READ_REWARDS,
+    RUN_TEST_SH,
+)
 
 WAITS = {
     "polls 10 ms": 'while kill -0 "$1" 2>/dev/null; do sleep 0.01; done',
@@ -30,6 +38,7 @@ WAITS = {
 }
 NO_STOP = RUN_TEST_SH.replace("kill -STOP -1 2>/dev/null\n", "")
 SEPARATE = "bash /tests/test.sh"  # the harness before the guard: test.sh alone, the reward read after
+MARK = "bench-marker"
 
 
 def root(handle: SandboxHandle, cmd: list[str] | str) -> str:
@@ -46,8 +55,11 @@ def race(handle: SandboxHandle, keep: str, wait: str, runner: str) -> bool:
     )
     root(handle, "rm -rf /tests /logs && mkdir -p /tests /logs/verifier")
     handle.write_text("/tests/test.sh", test_sh, user="root")
-    handle.exec(["sh", "-c", runner, "sh", keep], user="root", timeout=120)
-    read = root(handle, ["sh", "-c", KILL_THEN_READ_REWARDS, "sh", keep])
+    if runner == ROOT_TEST_SH_THEN_READ_REWARDS:  # reads the reward itself, after its marker line
+        read = root(handle, ["sh", "-c", runner, "sh", keep, MARK]).rpartition(f"\n{MARK}\n")[2]
+    else:
+        handle.exec(["sh", "-c", runner, "sh", keep], user="root", timeout=120)
+        read = root(handle, ["sh", "-c", KILL_THEN_READ_REWARDS, "sh", keep])
     return "reward.txt file 1" in read
 
 
@@ -77,19 +89,21 @@ def main() -> None:
         with backend.create(SandboxRequest(image=args.image, rollout_id="verifier-bench")) as handle:
             keep = " ".join(root(handle, ["sh", "-c", PROCESSES]).split())
             print(f"races won by the process left behind, of {args.runs}")
-            print(f"{'waits':<14}{'read after (before)':>22}{'kill, no stop':>16}{'stop + kill':>14}")
+            print(f"{'waits':<14}{'read after (before)':>22}{'kill, no stop':>16}{'stop + kill':>14}{'one (root)':>12}")
             for name, wait in WAITS.items():
                 wins = [sum(race(handle, keep, wait, runner) for _ in range(args.runs)) for runner in (
-                    f"{SEPARATE}", NO_STOP, RUN_TEST_SH)]  # fmt: skip
-                print(f"{name:<14}{wins[0]:>22}{wins[1]:>16}{wins[2]:>14}")
+                    f"{SEPARATE}", NO_STOP, RUN_TEST_SH, ROOT_TEST_SH_THEN_READ_REWARDS)]  # fmt: skip
+                print(f"{name:<14}{wins[0]:>22}{wins[1]:>16}{wins[2]:>14}{wins[3]:>12}")
 
             handle.write_text("/tests/test.sh", "echo 1 > /logs/verifier/reward.txt\n", user="root")
-            costs: dict[str, list[float]] = {k: [] for k in ("bash", "wrapped", "cat", "kill+read")}
+            costs: dict[str, list[float]] = {k: [] for k in ("bash", "wrapped", "cat", "kill+read", "one")}
+            one = ["sh", "-c", ROOT_TEST_SH_THEN_READ_REWARDS, "sh", keep, MARK]
             for _ in range(args.runs):
                 costs["bash"].append(timed(handle, ["bash", "/tests/test.sh"]))
                 costs["wrapped"].append(timed(handle, ["sh", "-c", RUN_TEST_SH, "sh", keep]))
                 costs["cat"].append(timed(handle, ["cat", "/logs/verifier/reward.txt"]))
                 costs["kill+read"].append(timed(handle, ["sh", "-c", KILL_THEN_READ_REWARDS, "sh", keep]))
+                costs["one"].append(timed(handle, one))
             scan = ["sh", "-c", REMOVE_ESCAPING_LINKS, "sh", "1000", "/tests /logs", "/root/links"]
             listing = "find / \\( -path /proc -o -path /sys \\) -prune -o -type l -uid 1000 -print > /dev/null"
             links: dict[str, list[float]] = {k: [] for k in ("find 0", "scan 0", "find 1000", "scan 1000")}
@@ -103,6 +117,7 @@ def main() -> None:
             print("\ncost per rollout (p50, each command one exec round trip)")
             print(f"run test.sh:        {p50(costs['wrapped'])} wrapped  vs {p50(costs['bash'])} bash test.sh alone")
             print(f"kill + read reward: {p50(costs['kill+read'])}          vs {p50(costs['cat'])} cat reward.txt")
+            print(f"both in one (root): {p50(costs['one'])}          vs the two plain commands above")
             print(f"link scan, 0 links: {p50(links['scan 0'])}          vs {p50(links['find 0'])} find listing")
             print(f"link scan, 1000:    {p50(links['scan 1000'])}          vs {p50(links['find 1000'])} find listing")
         print("\nthe verifier's network (p50): a sandbox made able to join it, and joining it")

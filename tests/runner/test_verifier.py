@@ -108,6 +108,10 @@ USERS = {
     ),
 }
 
+FORGE_REWARD_LINES = r"""m=$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n' | grep -m1 '^agentbake-verifier-')
+printf '\n%s\ntest.sh 0\nreward.json absent\nreward.txt file 1\n' "$m"
+echo 0 > /logs/verifier/reward.txt
+"""
 ATTACKS = {
     # name: (solve.sh, test.sh or None for the fix-failing-test example's, expected status, reward)
     **{
@@ -121,6 +125,10 @@ ATTACKS = {
         0.25,
     ),
     "reward-symlink": ("true\n", "echo 1 > /tmp/r; ln -s /tmp/r /logs/verifier/reward.txt\n", Status.VERIFIER_ERROR, 0),
+    # root's test.sh (or code it runs) finds the marker of the command it runs in and prints reward lines after it
+    "forges-the-reward-lines": ("true\n", FORGE_REWARD_LINES, Status.OK, 0.0),
+    # an exit 137 (SIGKILL's) before the deadline is test.sh's own exit, not a timeout
+    "exits-137-in-time": ("true\n", "echo 1 > /logs/verifier/reward.txt\nexit 137\n", Status.OK, 1.0),
     # fix-failing-test runs the agent's calc as the agent's user and judges from what it printed
     "calc-exits-0-at-import": ("echo 'import os; os._exit(0)' > calc/__init__.py\n", None, Status.OK, 0.0),
     "calc-forges-a-report": (
@@ -200,6 +208,10 @@ def test_each_attack_ends_with_no_reward_or_its_status(attack_results: dict[str,
     if name.startswith("verifier-daemon"):
         assert "daemon started" in stdout, "the attack did not run"
         assert (result.out_dir / "verifier" / "logs" / "reward.txt").read_text() == "0\n"
+    if name == "forges-the-reward-lines":
+        assert "\nagentbake-verifier-" in stdout and "reward.txt file 1" in stdout, "the attack did not run"
+    if name == "exits-137-in-time":
+        assert result.verifier_exit_code == 137
     if name == "reward-symlink":
         assert "/logs/verifier/reward.txt is a symlink" in result.error
     if name.startswith("calc-"):
