@@ -8,34 +8,30 @@
 'agentbake/claude-code:df466684b8ef'
 """
 
-from agentbake.buildkit.base import BaseResult, debian_base
-from agentbake.buildkit.build import BuildPlan, BuildResult, build, plan
-from agentbake.buildkit.builders import Builder, Progress
-from agentbake.buildkit.catalog import Catalog
-from agentbake.buildkit.digest import content_hash
-from agentbake.buildkit.engine import connect
-from agentbake.buildkit.labels import ImageLabels
-from agentbake.buildkit.lock import read_lock, write_lock
-from agentbake.buildkit.render import Rendered, harness_paths, render
-from agentbake.buildkit.spec import ImageSpec
+from agentbake.lazy import lazy_exports
 
-__all__ = [
-    "BaseResult",
-    "BuildPlan",
-    "BuildResult",
-    "Builder",
-    "Catalog",
-    "ImageLabels",
-    "ImageSpec",
-    "Progress",
-    "Rendered",
-    "build",
-    "connect",
-    "content_hash",
-    "debian_base",
-    "harness_paths",
-    "plan",
-    "read_lock",
-    "render",
-    "write_lock",
-]
+# name -> the module defining it, imported on first use (agentbake/lazy.py): the runner's
+# `agentbake.buildkit.engine` then loads no spec models, no templates' jinja2, no build machinery.
+_EXPORTS = {
+    "BaseResult": "agentbake.buildkit.base",
+    "BuildPlan": "agentbake.buildkit.build",
+    "BuildResult": "agentbake.buildkit.build",
+    "Builder": "agentbake.buildkit.builders",
+    "Catalog": "agentbake.buildkit.catalog",
+    "ImageLabels": "agentbake.buildkit.labels",
+    "ImageSpec": "agentbake.buildkit.spec",
+    "Progress": "agentbake.buildkit.builders",
+    "Rendered": "agentbake.buildkit.render",
+    "build": "agentbake.buildkit.build",
+    "connect": "agentbake.buildkit.engine",
+    "content_hash": "agentbake.buildkit.digest",
+    "debian_base": "agentbake.buildkit.base",
+    "harness_paths": "agentbake.buildkit.render",
+    "plan": "agentbake.buildkit.build",
+    "read_lock": "agentbake.buildkit.lock",
+    "render": "agentbake.buildkit.render",
+    "write_lock": "agentbake.buildkit.lock",
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)

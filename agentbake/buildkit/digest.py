@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import TYPE_CHECKING
 
-from agentbake.buildkit.render import Rendered
+if TYPE_CHECKING:  # a type only: the runner imports this module, not the templates' jinja2
+    from agentbake.buildkit.render import Rendered
 
 HASH_SCHEME = b"agentbake-image-v1"
 

@@ -30,12 +30,10 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from agentbake.buildkit.build import context_tar
 from agentbake.buildkit.builders import Progress, run_build
 from agentbake.buildkit.digest import length_prefixed
 from agentbake.buildkit.engine import image_id
 from agentbake.buildkit.labels import LABEL_PREFIX, ImageLabels
-from agentbake.buildkit.render import dockerpairs
 from agentbake.errors import BuildError, TaskImageError
 from agentbake.tasks.bundle import BUNDLE_GIT, BUNDLE_PYTHON
 from agentbake.tasks.image import TaskImage, slug
@@ -164,6 +162,8 @@ def runnable_labels(task: str, image: TaskImage, user: AgentUser, workdir: str) 
 def dockerfile(image: TaskImage, user: AgentUser, workdir: str, original_user: str, labels: dict[str, str]) -> str:
     """The recipe; exec-form RUN, so a task's SHELL does not matter; one LABEL step (the legacy builder makes
     a step of each label passed with the request)."""
+    from agentbake.buildkit.render import dockerpairs  # here: rollouts in catalog images never load jinja2
+
     args = [user.name, str(user.uid), str(user.gid), user.home, "1" if user.create else "0", workdir]
     return "\n".join(
         [
@@ -218,6 +218,8 @@ def runnable_image(
     found = image_id(client, tag)
     if found is not None:
         return RunnableImage(tag, found, labels, True, round(time.monotonic() - started, 3))
+    from agentbake.buildkit.build import context_tar  # here, as dockerpairs above
+
     context = context_tar({"Dockerfile": recipe.encode(), _PREPARE.name: _PREPARE.read_bytes()})
     try:
         built = run_build(client, context, tag, progress=progress, timeout_s=BUILD_TIMEOUT_S)

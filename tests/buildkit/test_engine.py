@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import docker
 import pytest
@@ -14,6 +16,21 @@ from agentbake.cli import main
 from agentbake.errors import EngineError
 
 NO_ENGINE = "unix:///nonexistent/docker.sock"
+TEMPLATE_MACHINERY = ("jinja2", "agentbake.buildkit.render", "agentbake.buildkit.spec", "agentbake.buildkit.build")
+
+
+def test_the_engine_connection_and_the_runner_load_no_templates() -> None:
+    """The runner connects through `agentbake.buildkit.engine`; the build kit's names load on first use."""
+    probe = (
+        "import json, sys\nimport agentbake.runner.runner\n"
+        f"print(json.dumps(sorted(m for m in {TEMPLATE_MACHINERY!r} if m in sys.modules)))\n"
+        "from agentbake.buildkit import Catalog, connect, render\n"
+        "print(json.dumps([Catalog.__module__, connect.__module__, render.__module__]))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    loaded, homes = (json.loads(line) for line in out.splitlines()[-2:])
+    assert loaded == []
+    assert homes == ["agentbake.buildkit.catalog", "agentbake.buildkit.engine", "agentbake.buildkit.render"]
 
 
 def test_no_engine_says_how_to_start_one(monkeypatch) -> None:
