@@ -29,7 +29,7 @@ from agentbake.runner.sandbox import ExecResult, SandboxHandle
 from agentbake.runner.sandbox.copyout import CopyBudget
 from agentbake.runner.upload import USER_UMASK_MODES, made_in_user_dirs, tar_archive, unpack_command
 from agentbake.runner.verifier import HARBOR_VERIFIER_LOGS, PROCESSES
-from agentbake.runner.verifier_phase import VerifierNetwork, VerifierPhase, tail
+from agentbake.runner.verifier_phase import VerifierNetwork, VerifierPhase, clear_the_way, note_removed_links, tail
 from agentbake.runner.workdir import RECREATED, diff_command, restore_command, snapshot_command
 from agentbake.tasks import Task
 
@@ -38,6 +38,7 @@ logger = logging.getLogger("agentbake.runner")
 
 SETUP_TIMEOUT_SEC = 600.0
 """Seconds `environment/setup.sh` may run (Harbor's default build/setup budget)."""
+_LINKS = "links"  # in the stop step's output: what follows are the links `clear_the_way` removed
 _MADE = "upload-made"  # in the scratch dir: what the upload makes in the user's dirs (`upload.made_in_user_dirs`)
 # The kernel's count of OOM kills in the sandbox's own memory cgroup (namespaced: the container's).
 _OOM_KILLS = (
@@ -256,19 +257,23 @@ class Harness:
         must); in the exec that finds none left: the OOM-kill count (v2 `memory.events`, v1 `memory.oom_control`),
         the workdir checked (one the agent removed or replaced, by a file or by a link that git and the verifier
         would follow, is made again, empty: the diff then shows what was lost, and the verifier gets its cwd),
-        and the workdir diffed into the scratch dir (`_save_diff` copies it out; its exit is printed, so a
-        failed diff stays the diff's failure)."""
+        the workdir diffed into the scratch dir (`_save_diff` copies it out; its exit is printed, so a failed
+        diff stays the diff's failure), and last the verifier's way cleared (`verifier_phase.clear_the_way`: the
+        agent's links into /tests or /logs removed, both made fresh)."""
         then = (
             f"echo oom $({_OOM_KILLS}) && {restore_command(self.workdir, self.agent_uid)}\n"
-            f"(cd {shlex.quote(self.workdir)} && {self._diff_command}); echo diff $?"
+            f"(cd {shlex.quote(self.workdir)} && {self._diff_command}); echo diff $?\n"
+            f"echo {_LINKS}\n{clear_the_way(self.private)}"
         )
         oom_kills = self.oom_before  # unknown when the agent cannot be stopped: judged as none
         try:
             stopped = stop_user(self.handle, self.agent_uid, self.root_env, then)
-            printed = stopped.printed.splitlines()
+            ours, _, links = stopped.printed.partition(f"\n{_LINKS}\n")
+            printed = ours.splitlines()
             oom_kills = sum(int(n) for n in printed[0].split()[1:] if n.isdigit())
         finally:
             self._judge_agent_exit(oom_kills)
+        note_removed_links(links, self.outcome, self._save)
         if stopped.restarted:
             self.outcome.notes.append(stopped.restarted)
             # init and the relay started anew: they are the processes that outlive test.sh now
@@ -300,7 +305,6 @@ class Harness:
             workdir=self.workdir,
             private=self.private,
             root_env=self.root_env,
-            agent_uid=self.agent_uid,
             own_processes=self.own_processes,
             network=self.verifier_network,
             root=self._root,

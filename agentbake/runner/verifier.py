@@ -2,8 +2,9 @@
 
 Everything the agent left is hostile input here. The harness (`harness.py`) runs these steps in order:
 
-0. `REMOVE_ESCAPING_LINKS` once the agent is dead, before /tests is uploaded: the agent's symlinks that
-   could lead the verifier into /tests or /logs are removed (and listed).
+0. `REMOVE_ESCAPING_LINKS` once the agent is dead (in the command that finds none of its processes left),
+   before /tests is uploaded: the agent's symlinks that could lead the verifier into /tests or /logs are
+   removed (and listed).
 1. `PROCESSES` at the start of the rollout, before any task code runs: the sandbox's own processes
    (init, the relay, a backend's daemon), the only ones allowed to outlive the verifier.
 2. `tests/test.sh`, then `KILL_THEN_READ_REWARDS`: every process that is not one of those, nor the
@@ -98,10 +99,12 @@ KILL_THEN_READ_REWARDS = f"{_KEEP}{_KILL_THE_REST}{_STUCK}{_READ_REWARDS}"
 coming back), then describes each reward file without following a symlink. $1: as for `RUN_TEST_SH`."""
 
 ROOT_TEST_SH_THEN_READ_REWARDS = f"""mark=$2
+tar -x -f "$3" -C / >&2 && rm -f -- "$3" || {{ echo "could not unpack tests/ into {HARBOR_TESTS_DIR}" >&2; exit 4; }}
 {_TEST_SH_THEN_KILL}echo; echo "$mark"; echo "test.sh $rc"
 {_STUCK}{_READ_REWARDS}"""
-"""`RUN_TEST_SH` and `KILL_THEN_READ_REWARDS` in one command, for a test.sh run as root (whose kill pass
-already reaches every user's processes): then the line `$2` (a marker: the last one printed is this
+"""The archive `$3` of tests/ unpacked (exit 4 when it cannot be), then `RUN_TEST_SH` and
+`KILL_THEN_READ_REWARDS` in one command, for a test.sh run as root (whose kill pass already reaches every
+user's processes): then the line `$2` (a marker: the last one printed is this
 command's, nothing test.sh left is alive to print after it), test.sh's exit status (`test.sh N`), and as
 `KILL_THEN_READ_REWARDS` exit 3 or the reward files. $1: as for `RUN_TEST_SH`. Cut short (its deadline,
 test.sh killing it), it prints no marker: `KILL_THEN_READ_REWARDS` then runs on its own, as after

@@ -1,11 +1,12 @@
 """Step 7 of a rollout, the verifier, run by the harness once every process of the agent is dead.
 
-tests/ written into the root-only scratch dir -> in one root command: the agent's links into /tests or /logs
-removed (and listed), /tests and /logs/verifier made fresh, tests/ unpacked -> test.sh, with everything it left
-stopped and killed the moment it ends (or its timeout) -> a root pass kills what is still there -> the reward
-read as Harbor does, without following a symlink; test.sh as root does the last three in one command. The
-in-sandbox commands and the reward rules are in `verifier.py`; why each step is there is README.md's threat
-model. Two commands for a rollout whose test.sh runs as root, four with another `[verifier] user` (issue 17).
+In the stop step's root command, the one that finds none of the agent's processes left (`clear_the_way`):
+the agent's links into /tests or /logs removed (and listed), /tests and /logs/verifier made fresh. Then here:
+tests/ written into the root-only scratch dir -> unpacked -> test.sh, with everything it left stopped and
+killed the moment it ends -> a root pass kills what is still there -> the reward read as Harbor does, without
+following a symlink; for a test.sh run as root, all of it one command (`ROOT_TEST_SH_THEN_READ_REWARDS`),
+three with another `[verifier] user` (issue 17). The in-sandbox commands and the reward rules are in
+`verifier.py`; why each step is there is README.md's threat model.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from agentbake.errors import SandboxError
 from agentbake.runner.agent_phase import STEP_TIMEOUT_SEC
 from agentbake.runner.result import Status
 from agentbake.runner.sandbox import ExecResult, SandboxHandle
@@ -66,7 +68,6 @@ class VerifierPhase:
     private: str
     """The harness's root-only scratch dir."""
     root_env: Mapping[str, str]
-    agent_uid: str
     own_processes: str
     """The sandbox's own processes (`verifier.PROCESSES`), the only ones that outlive test.sh."""
     network: VerifierNetwork
@@ -86,14 +87,19 @@ class VerifierPhase:
             for p in self.task.tests_dir.rglob("*")
             if p.is_file()
         }
-        # Root's alone until the next command unpacks it, once the agent's links are gone (the agent is dead).
-        self.handle.write_bytes(f"{self.private}/tests.tar", tar_archive(tests), mode=0o600, user="root")
-        self._prepare(owner)
+        # Root's alone until the next command unpacks it; the agent is dead and its links are gone (stop step).
+        self.handle.write_bytes(self.tests_archive, tar_archive(tests), mode=0o600, user="root")
         if self.network == "bridge":  # the agent is dead and its links into /tests are gone
             self.handle.connect_network()
         if user == "root":
             result, ended = self._run_as_root(envs)
         else:
+            archive, give = self.tests_archive, f"{shlex.quote(str(owner))} {HARBOR_TESTS_DIR} {HARBOR_VERIFIER_LOGS}"
+            self.root(  # /tests and the reward's folder are that user's (and root's) alone
+                f"tar -x -f {archive} -C / && rm -f {archive} && chown -R {give}",
+                what="unpack tests/ and give it to the [verifier] user",
+                cwd="/",
+            )
             result = self.handle.exec(
                 ["sh", "-c", RUN_TEST_SH, "sh", self.own_processes],
                 envs=envs,
@@ -107,13 +113,13 @@ class VerifierPhase:
         self._judge(result, ended)
 
     def _run_as_root(self, envs: Mapping[str, str]) -> tuple[ExecResult, ExecResult]:
-        """test.sh as root, what it left killed and the reward files described, in one command
+        """tests/ unpacked, test.sh as root, what it left killed and the reward files described, in one command
         (`ROOT_TEST_SH_THEN_READ_REWARDS`); returns test.sh's result (its output up to the marker) and the
         kill-and-read's, as the two commands of another user's test.sh would. A command cut short (its
         deadline, a test.sh that kills it) is followed by the kill-and-read of its own, as those are."""
         marker = f"agentbake-verifier-{secrets.token_hex(8)}"
         both = self.handle.exec(
-            ["sh", "-c", ROOT_TEST_SH_THEN_READ_REWARDS, "sh", self.own_processes, marker],
+            ["sh", "-c", ROOT_TEST_SH_THEN_READ_REWARDS, "sh", self.own_processes, marker, self.tests_archive],
             envs=envs,
             cwd=self.workdir,
             timeout=self.task.verifier_timeout_sec,
@@ -121,6 +127,8 @@ class VerifierPhase:
         )
         output, found, after = both.stdout.rpartition(f"\n{marker}\n")
         status, _, rewards = after.partition("\n")
+        if not found and both.exit_code == 4:  # before test.sh: the unpack failed
+            raise SandboxError(f"in sandbox {self.handle.sandbox_id}: {tail(both.stderr)}")
         if both.timed_out or not found or not status.startswith("test.sh "):
             return both, self._kill_then_read_rewards()
         return ExecResult(int(status.removeprefix("test.sh ")), output, both.stderr), ExecResult(
@@ -153,41 +161,9 @@ class VerifierPhase:
         uid, gid, home = found.stdout.split()
         return f"{uid}:{gid}", home
 
-    def _prepare(self, owner: str | None) -> None:
-        """The agent's symlinks into /tests or /logs go (listed in verifier/removed-links.txt, with a note);
-        then both are made fresh and root-owned: nothing in them predates this run. /tests is root's alone:
-        code of the agent that test.sh runs as another user cannot read the answers. Then tests/ is unpacked
-        there, and with `owner` (`uid:gid` of the `[verifier] user`) /tests and the reward's folder are that
-        user's (and root's) alone."""
-        archive = f"{self.private}/tests.tar"
-        give = f"chown -R {shlex.quote(owner)} {HARBOR_TESTS_DIR} {HARBOR_VERIFIER_LOGS}\n" if owner is not None else ""
-        prepared = self.root(
-            [
-                "sh",
-                "-c",
-                f"set -e\n{REMOVE_ESCAPING_LINKS}rm -rf {HARBOR_TESTS_DIR} {HARBOR_VERIFIER_LOGS}\n"
-                f"[ ! -L {_LOGS_PARENT} ] || rm -f {_LOGS_PARENT}\nmkdir -m 700 {HARBOR_TESTS_DIR}\n"
-                f"mkdir -p {HARBOR_VERIFIER_LOGS}\nchown root:root {_LOGS_PARENT} {HARBOR_VERIFIER_LOGS}\n"
-                f"chmod 755 {_LOGS_PARENT} {HARBOR_VERIFIER_LOGS}\n"
-                f"tar -x -f {archive} -C / >&2\nrm -f {archive}\n{give}",
-                "sh",
-                self.agent_uid,
-                " ".join(PROTECTED_ROOTS),
-                f"{self.private}/removed-links",
-            ],
-            what=f"remove the agent's links into {HARBOR_TESTS_DIR} or {_LOGS_PARENT}, make them fresh, unpack tests/",
-            cwd="/",
-        )
-        removed = removed_links(prepared.stdout)
-        if removed:
-            self.save(
-                "verifier/removed-links.txt",
-                "".join(f"{json.dumps(path)} -> {json.dumps(target)}\n" for path, target in removed),
-            )
-            self.outcome.notes.append(
-                f"removed {len(removed)} symlinks of the agent that led into {' or '.join(PROTECTED_ROOTS)} "
-                "before the verifier ran (verifier/removed-links.txt)"
-            )
+    @property
+    def tests_archive(self) -> str:
+        return f"{self.private}/tests.tar"
 
     def _judge(self, result: ExecResult, ended: ExecResult) -> None:
         task = self.task
@@ -208,6 +184,35 @@ class VerifierPhase:
             return
         if offline and self.outcome.reward == 0:  # a 0 it gave for want of a network is not the agent's
             self.outcome.fail(Status.VERIFIER_ERROR, f"reward 0 not counted: {NO_NETWORK.format(offline)}")
+
+
+def clear_the_way(private: str) -> str:
+    """Shell for the root command that finds none of the agent's processes left (`agent_phase.stop_user`'s
+    `then`; $1: the agent's uid), last in it: the agent's symlinks into /tests or /logs go (printed, NUL-separated,
+    for `note_removed_links`); then both are made fresh and root-owned: nothing in them predates this run. /tests
+    is root's alone: code of the agent that test.sh runs as another user cannot read the answers."""
+    roots = shlex.quote(" ".join(PROTECTED_ROOTS))
+    return (
+        f'(\nset -e\nset -- "$1" {roots} {private}/removed-links\n'
+        f"{REMOVE_ESCAPING_LINKS}rm -rf {HARBOR_TESTS_DIR} {HARBOR_VERIFIER_LOGS}\n"
+        f"[ ! -L {_LOGS_PARENT} ] || rm -f {_LOGS_PARENT}\nmkdir -m 700 {HARBOR_TESTS_DIR}\n"
+        f"mkdir -p {HARBOR_VERIFIER_LOGS}\nchown root:root {_LOGS_PARENT} {HARBOR_VERIFIER_LOGS}\n"
+        f"chmod 755 {_LOGS_PARENT} {HARBOR_VERIFIER_LOGS}\n)"
+    )
+
+
+def note_removed_links(printed: str, outcome: HarnessOutcome, save: Callable[[str, str], None]) -> None:
+    """What `clear_the_way` removed, listed in verifier/removed-links.txt, with a note."""
+    removed = removed_links(printed)
+    if removed:
+        save(
+            "verifier/removed-links.txt",
+            "".join(f"{json.dumps(path)} -> {json.dumps(target)}\n" for path, target in removed),
+        )
+        outcome.notes.append(
+            f"removed {len(removed)} symlinks of the agent that led into {' or '.join(PROTECTED_ROOTS)} "
+            "before the verifier ran (verifier/removed-links.txt)"
+        )
 
 
 def tail(text: str, lines: int = 5) -> str:
