@@ -9,7 +9,8 @@ In one hardened Docker sandbox (DockerBackend, 1 CPU, as the harness runs), meas
   in one system call, then kill), and `ROOT_TEST_SH_THEN_READ_REWARDS` (the same and the reward read in one
   command, as a root test.sh runs). The table counts the races the process won.
 - costs: `RUN_TEST_SH` with a trivial test.sh beside `bash test.sh` alone; `KILL_THEN_READ_REWARDS` beside
-  a plain `cat` of the reward; `ROOT_TEST_SH_THEN_READ_REWARDS` beside `bash test.sh` + `cat` (two commands);
+  a plain `cat` of the reward; `ROOT_TEST_SH_THEN_READ_REWARDS` (with its unpack of tests/) beside `bash
+  test.sh` + `cat` (two commands);
   `REMOVE_ESCAPING_LINKS` with no agent links and with 1000 beside a plain
   `find / -type l -uid` listing; a sandbox able to join the verifier's network beside a plain one, and
   `connect_network()`.
@@ -24,6 +25,7 @@ from collections.abc import Callable
 
 from agentbake.runner import DockerBackend, DockerConfig, SandboxRequest
 from agentbake.runner.sandbox import SandboxHandle
+from agentbake.runner.upload import tar_archive
 from agentbake.runner.verifier import (
     KILL_THEN_READ_REWARDS,
     PROCESSES,
@@ -39,6 +41,13 @@ WAITS = {
 NO_STOP = RUN_TEST_SH.replace("kill -STOP -1 2>/dev/null\n", "")
 SEPARATE = "bash /tests/test.sh"  # the harness before the guard: test.sh alone, the reward read after
 MARK = "bench-marker"
+TESTS_TAR = "/root/tests.tar"  # what ROOT_TEST_SH_THEN_READ_REWARDS unpacks first (and removes)
+
+
+def one_command(handle: SandboxHandle, keep: str, test_sh: str) -> list[str]:
+    """`ROOT_TEST_SH_THEN_READ_REWARDS` with `test_sh` in the archive it unpacks (written now, not timed)."""
+    handle.write_bytes(TESTS_TAR, tar_archive({"/tests/test.sh": test_sh.encode()}), mode=0o600, user="root")
+    return ["sh", "-c", ROOT_TEST_SH_THEN_READ_REWARDS, "sh", keep, MARK, TESTS_TAR]
 
 
 def root(handle: SandboxHandle, cmd: list[str] | str) -> str:
@@ -56,7 +65,7 @@ def race(handle: SandboxHandle, keep: str, wait: str, runner: str) -> bool:
     root(handle, "rm -rf /tests /logs && mkdir -p /tests /logs/verifier")
     handle.write_text("/tests/test.sh", test_sh, user="root")
     if runner == ROOT_TEST_SH_THEN_READ_REWARDS:  # reads the reward itself, after its marker line
-        read = root(handle, ["sh", "-c", runner, "sh", keep, MARK]).rpartition(f"\n{MARK}\n")[2]
+        read = root(handle, one_command(handle, keep, test_sh)).rpartition(f"\n{MARK}\n")[2]
     else:
         handle.exec(["sh", "-c", runner, "sh", keep], user="root", timeout=120)
         read = root(handle, ["sh", "-c", KILL_THEN_READ_REWARDS, "sh", keep])
@@ -95,15 +104,15 @@ def main() -> None:
                     f"{SEPARATE}", NO_STOP, RUN_TEST_SH, ROOT_TEST_SH_THEN_READ_REWARDS)]  # fmt: skip
                 print(f"{name:<14}{wins[0]:>22}{wins[1]:>16}{wins[2]:>14}{wins[3]:>12}")
 
-            handle.write_text("/tests/test.sh", "echo 1 > /logs/verifier/reward.txt\n", user="root")
+            trivial = "echo 1 > /logs/verifier/reward.txt\n"
+            handle.write_text("/tests/test.sh", trivial, user="root")
             costs: dict[str, list[float]] = {k: [] for k in ("bash", "wrapped", "cat", "kill+read", "one")}
-            one = ["sh", "-c", ROOT_TEST_SH_THEN_READ_REWARDS, "sh", keep, MARK]
             for _ in range(args.runs):
                 costs["bash"].append(timed(handle, ["bash", "/tests/test.sh"]))
                 costs["wrapped"].append(timed(handle, ["sh", "-c", RUN_TEST_SH, "sh", keep]))
                 costs["cat"].append(timed(handle, ["cat", "/logs/verifier/reward.txt"]))
                 costs["kill+read"].append(timed(handle, ["sh", "-c", KILL_THEN_READ_REWARDS, "sh", keep]))
-                costs["one"].append(timed(handle, one))
+                costs["one"].append(timed(handle, one_command(handle, keep, trivial)))
             scan = ["sh", "-c", REMOVE_ESCAPING_LINKS, "sh", "1000", "/tests /logs", "/root/links"]
             listing = "find / \\( -path /proc -o -path /sys \\) -prune -o -type l -uid 1000 -print > /dev/null"
             links: dict[str, list[float]] = {k: [] for k in ("find 0", "scan 0", "find 1000", "scan 1000")}
