@@ -30,7 +30,14 @@ from agentbake.runner.sandbox.copyout import CopyBudget
 from agentbake.runner.upload import USER_UMASK_MODES, made_in_user_dirs, tar_archive, unpack_command
 from agentbake.runner.verifier import HARBOR_VERIFIER_LOGS, PROCESSES
 from agentbake.runner.verifier_phase import VerifierNetwork, VerifierPhase, clear_the_way, note_removed_links, tail
-from agentbake.runner.workdir import RECREATED, diff_command, restore_command, snapshot_command
+from agentbake.runner.workdir import (
+    RECREATED,
+    diff_command,
+    print_diff_command,
+    printed_diff,
+    restore_command,
+    snapshot_command,
+)
 from agentbake.tasks import Task
 
 logger = logging.getLogger("agentbake.runner")
@@ -106,6 +113,7 @@ class Harness:
         self.upload = f"{self.private}.tar"  # the agent's files, unpacked by the first root step
         self.agent_exit: ExecResult | None = None  # how the agent exited, judged once it is stopped
         self.diff_exit = "not run"  # of the diff the stop step makes
+        self.diff: bytes | None = None  # the diff as the stop step printed it (a small one), else read from its file
         self.own_processes = ""  # the sandbox's processes before any task code ran (`pid:starttime ...`)
 
     def run(self) -> HarnessOutcome:
@@ -257,12 +265,14 @@ class Harness:
         must); in the exec that finds none left: the OOM-kill count (v2 `memory.events`, v1 `memory.oom_control`),
         the workdir checked (one the agent removed or replaced, by a file or by a link that git and the verifier
         would follow, is made again, empty: the diff then shows what was lost, and the verifier gets its cwd),
-        the workdir diffed into the scratch dir (`_save_diff` copies it out; its exit is printed, so a failed
-        diff stays the diff's failure), and last the verifier's way cleared (`verifier_phase.clear_the_way`: the
-        agent's links into /tests or /logs removed, both made fresh)."""
+        the workdir diffed into the scratch dir (its exit is printed, so a failed diff stays the diff's failure;
+        a small diff is printed too, `workdir.print_diff_command`, so `_save_diff` reads no file), and last the
+        verifier's way cleared (`verifier_phase.clear_the_way`: the agent's links into /tests or /logs removed,
+        both made fresh)."""
         then = (
             f"echo oom $({_OOM_KILLS}) && {restore_command(self.workdir, self.agent_uid)}\n"
-            f"(cd {shlex.quote(self.workdir)} && {self._diff_command}); echo diff $?\n"
+            f"(cd {shlex.quote(self.workdir)} && {self._diff_command}); made=$?; echo diff $made\n"
+            f'[ "$made" != 0 ] || {{ {print_diff_command(self._diff_file)}; }}\n'
             f"echo {_LINKS}\n{clear_the_way(self.private)}"
         )
         oom_kills = self.oom_before  # unknown when the agent cannot be stopped: judged as none
@@ -281,21 +291,29 @@ class Harness:
             self.own_processes = " ".join(listed.stdout.split())
         if RECREATED in printed:
             self.outcome.notes.append(f"the agent removed or replaced the workdir {self.workdir}: made again, empty")
+        if printed[-1].startswith("inline "):
+            self.diff = printed_diff(printed.pop())
         self.diff_exit = printed[-1].removeprefix("diff ")
 
     def _save_diff(self) -> None:
-        """Copy out the diff the stop step made; when the stop step could not make it (the agent's processes
-        could not be stopped, the workdir not checked), make it now: the diff is kept whatever the agent did."""
+        """Save the diff the stop step made (as it printed it when small, else read from its file); when the stop
+        step could not make it (the agent's processes could not be stopped, the workdir not checked), make it now:
+        the diff is kept whatever the agent did."""
         if self.diff_exit == "not run":
             self._root(self._diff_command, what="diff the workdir")
         elif self.diff_exit != "0":
             raise SandboxError(f"could not diff the workdir in sandbox {self.handle.sandbox_id}: exit {self.diff_exit}")
-        self._save_bytes("workdir.diff", self.handle.read_bytes(f"{self.private}/workdir.diff"))
+        diff = self.diff if self.diff is not None else self.handle.read_bytes(self._diff_file)
+        self._save_bytes("workdir.diff", diff)
+
+    @property
+    def _diff_file(self) -> str:
+        return f"{self.private}/workdir.diff"
 
     @property
     def _diff_command(self) -> str:
         """The workdir's diff against the snapshot into the scratch dir (run in the workdir)."""
-        return diff_command(self.private, self.workdir, f"{self.private}/workdir.diff", self.handle.git)
+        return diff_command(self.private, self.workdir, self._diff_file, self.handle.git)
 
     def _verify(self) -> None:
         VerifierPhase(

@@ -10,6 +10,8 @@ made again, empty, so the diff shows what was lost and nothing follows the link.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import shlex
 
 MAX_DIFF_BYTES = 16 * 1024 * 1024
@@ -17,6 +19,10 @@ MAX_DIFF_BYTES = 16 * 1024 * 1024
 MAX_DIFF_FILE_MB = 16
 """Files larger than this (apparent size) are left out of the snapshot and the diff (a diff of one would pass
 MAX_DIFF_BYTES anyway)."""
+MAX_PRINTED_DIFF_BYTES = 1024 * 1024
+"""A diff up to this size is printed by the command that made it (`print_diff_command`): no file read of its own
+(an archive round trip, issue 17); a larger one is read from its file. Its base64 stays well inside the first
+half of a command's kept output (`sandbox/output.py`)."""
 _ATTRIBUTES = "* !diff !text !eol !crlf !ident !filter !working-tree-encoding"
 RECREATED = "recreated"
 
@@ -62,3 +68,23 @@ def restore_command(workdir: str, uid: str) -> str:
         f"if [ -L {quoted} ] || [ ! -d {quoted} ]; then rm -f {quoted} && mkdir {quoted} && "
         f"chown {uid} {quoted} && echo {RECREATED}; fi"
     )
+
+
+def print_diff_command(out: str) -> str:
+    """Shell that prints diff file `out` as one line `inline <size> <base64>` when it holds at most
+    MAX_PRINTED_DIFF_BYTES, nothing otherwise; it never fails (`printed_diff` refuses anything short)."""
+    quoted = shlex.quote(out)
+    return (
+        f'size=$(wc -c < {quoted}) && [ "$size" -le {MAX_PRINTED_DIFF_BYTES} ] && '
+        f"{{ printf 'inline %s ' \"$size\"; base64 < {quoted} | tr -d '\\n'; echo; }}; true"
+    )
+
+
+def printed_diff(line: str) -> bytes | None:
+    """The diff from `print_diff_command`'s line, or None when the line is not whole (then read the file)."""
+    _, size, encoded = f"{line}  ".split(" ", 2)
+    try:
+        diff = base64.b64decode(encoded.strip(), validate=True)
+    except binascii.Error:
+        return None
+    return diff if size.isdigit() and len(diff) == int(size) else None

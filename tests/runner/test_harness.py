@@ -23,6 +23,7 @@ from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.result import Status
 from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
+from agentbake.runner.workdir import MAX_PRINTED_DIFF_BYTES
 from agentbake.tasks import discover_tasks, load_task
 from tests.runner.faulty_engine import FaultyEngine
 from tests.runner.rollouts import EXAMPLE_TASKS, EXAMPLES, copy_example, leftovers, reward_if, write_task
@@ -154,6 +155,26 @@ def test_planted_reward_files_and_a_rewriting_process_get_no_reward(runner: Runn
     assert int(before) > 1 and before == after, "the agent's background process outlived the agent"
     assert (result.out_dir / "verifier" / "logs" / "reward.txt").read_text() == "0\n"
     assert not (result.out_dir / "verifier" / "logs" / "reward.json").exists()
+
+
+BIG_LINES = 60_000  # ~1.3 MiB of diff: past MAX_PRINTED_DIFF_BYTES, read from its file
+DIFF_SOLVE = {
+    "small-diff": "printf 'caf\\351 \\377 bytes\\nno newline at the end' > small.txt\n",
+    "big-diff": f"seq -f 'line %g of a diff past the printed size' {BIG_LINES} > big.txt\n",
+}
+
+
+def test_the_workdir_diff_is_kept_byte_for_byte_printed_or_read(runner: Runner, tmp_path: Path) -> None:
+    tasks = [load_task(write_task(tmp_path, n, solve=s, test=reward_if("true"))) for n, s in DIFF_SOLVE.items()]
+    results = {r.task: r for r in runner.run_batch(tasks, concurrency=2)}
+    small = (results["small-diff"].out_dir / "workdir.diff").read_bytes()
+    assert b"+caf\xe9 \xff bytes\n+no newline at the end\n\\ No newline at end of file\n" in small
+    big = (results["big-diff"].out_dir / "workdir.diff").read_bytes()
+    assert len(big) > MAX_PRINTED_DIFF_BYTES and big.endswith(
+        f"+line {BIG_LINES} of a diff past the printed size\n".encode()
+    )
+    assert big.count(b"\n+line ") == BIG_LINES
+    assert all(r.status is Status.OK and not r.notes for r in results.values()), results
 
 
 def test_a_sandbox_lost_mid_rollout_is_a_sandbox_error_and_leaves_nothing(
