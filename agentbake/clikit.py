@@ -1,6 +1,7 @@
 """Pieces every agentbake command shares, so they all look and behave alike.
 
 Kept to click, pydantic and the standard library: the gateway's lean entry point imports it in sandboxes.
+pydantic is imported only by what takes a model: `agentbake run --help` imports this module without it.
 """
 
 from __future__ import annotations
@@ -10,13 +11,15 @@ import json
 import types
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_origin
 
 import click
-from pydantic import BaseModel, SecretStr, ValidationError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 F = TypeVar("F", bound=Callable[..., Any])
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound="BaseModel")
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON (one object per line).")
 
@@ -51,29 +54,52 @@ def model_options(
     field's name. Name from `names` or the field (`--field-name`), type from its annotation, default from
     the model, help from the field's docstring. A bool is a `--x/--no-x` pair (`names` may spell both
     halves). Secret fields cannot become options (argv shows in `ps`): list them in `skip`."""
+    from pydantic import SecretStr
+
+    fields = {}
+    for field, info in model.model_fields.items():
+        if field in skip:
+            continue
+        if _not_none(info.annotation) is SecretStr:
+            raise TypeError(f"{model.__name__}.{field} is a secret: it cannot be a command-line option")
+        default = REQUIRED if info.is_required() else info.default
+        fields[field] = (info.annotation, default, info.description or "")
+    return field_options(model.__name__, fields, names=names)
+
+
+REQUIRED = object()
+"""`field_options`' default of a field the command line must give."""
+
+
+def field_options(
+    owner: str, fields: Mapping[str, tuple[Any, Any, str]], *, names: Mapping[str, str] = {}
+) -> Callable[[F], F]:
+    """Decorator: one click option per `field: (annotation, default or REQUIRED, help)`, in order, as
+    `model_options` makes them (which passes a model's fields here); `owner` names their model in errors."""
 
     def decorate(command: F) -> F:
-        for field, info in reversed(model.model_fields.items()):
-            if field in skip:
-                continue
-            command = _field_option(model, field, info, option_name(field, names))(command)
+        for field, (annotation, default, help_text) in reversed(fields.items()):
+            option = _field_option(f"{owner}.{field}", field, annotation, default, help_text, option_name(field, names))
+            command = option(command)
         return command
 
     return decorate
 
 
-def _field_option(model: type[BaseModel], field: str, info: Any, name: str) -> Callable[[F], F]:
-    annotation = info.annotation
+def _not_none(annotation: Any) -> Any:
+    """`X` of `X | None` (an option's type: None is its absence); any other annotation as it is."""
     if get_origin(annotation) in (Union, types.UnionType):
-        annotation = next(arg for arg in get_args(annotation) if arg is not type(None))
-    help_text = " ".join((info.description or "").split())
-    settings: dict[str, Any] = {"help": help_text, "show_default": True}
-    if info.is_required():
+        return next(arg for arg in get_args(annotation) if arg is not type(None))
+    return annotation
+
+
+def _field_option(where: str, field: str, annotation: Any, default: Any, help_text: str, name: str) -> Callable[[F], F]:
+    annotation = _not_none(annotation)
+    settings: dict[str, Any] = {"help": " ".join(help_text.split()), "show_default": True}
+    if default is REQUIRED:
         settings.update(required=True, show_default=False)
     else:
-        settings["default"] = info.default
-    if annotation is SecretStr:
-        raise TypeError(f"{model.__name__}.{field} is a secret: it cannot be a command-line option")
+        settings["default"] = default
     if annotation is bool:
         if "/" not in name:
             name = f"{name}/--no-{name.removeprefix('--')}"
@@ -88,12 +114,14 @@ def _field_option(model: type[BaseModel], field: str, info: Any, name: str) -> C
     elif annotation in (str, int, float):
         settings["type"] = annotation
     else:
-        raise TypeError(f"{model.__name__}.{field}: no command-line type for {annotation!r}")
+        raise TypeError(f"{where}: no command-line type for {annotation!r}")
     return click.option(name, field, **settings)
 
 
 def build_model(model: type[M], values: Mapping[str, Any], *, names: Mapping[str, str] = {}) -> M:
     """`model(**values)`, its validation errors turned into one click error naming each option at fault."""
+    from pydantic import ValidationError
+
     try:
         return model(**values)
     except ValidationError as exc:

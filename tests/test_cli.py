@@ -35,9 +35,16 @@ def test_gateway_does_not_import_the_build_kit() -> None:
 
 
 # What `run`/`rollout` need only once they run: the engine's SDK, the backends, the gateway's server, the build
-# kit, rich, the runner itself, the export. Their --help (and a usage error) must not pay for them.
+# kit, rich, the runner itself, the export, pydantic and the config models. Their --help (and a usage error)
+# must not pay for them: the options' choices, defaults and help come from plain modules.
 RUNTIME_ONLY = (
     "asyncio",
+    "pydantic",
+    "agentbake.gateway.config",
+    "agentbake.runner.runner_config",
+    "agentbake.runner.backend_registry",
+    "agentbake.runner.docker.config",
+    "agentbake.runner.remote.relay_config",
     "docker",
     "rich",
     "httpx",

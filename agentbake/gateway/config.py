@@ -5,52 +5,38 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, create_model, field_validator
 
 from agentbake.errors import ConfigError
+from agentbake.gateway.settings import LOGPROBS_MODES as LOGPROBS_MODES  # re-exported: importers name config
+from agentbake.gateway.settings import MODEL_SETTINGS, UPSTREAM_API_KEY_ENV, LogprobsMode
+from agentbake.gateway.settings import SAMPLING_FIELDS as SAMPLING_FIELDS
 from agentbake.serve import ConnectionLimits
 
 # What a rollout id may look like, in a `/r/<id>/` path or in `rollout_id`.
 ROLLOUT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
-LogprobsMode = Literal["raw", "processed"]
-"""What an answer's logprobs are, as vLLM's `--logprobs-mode` names them (`raw_logprobs`, `processed_logprobs`)."""
-LOGPROBS_MODES: tuple[str, ...] = get_args(LogprobsMode)
-SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
-"""GatewayConfig's sampling settings, set on every upstream request when given."""
+class _FrozenSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class ModelSettings(BaseModel):
-    """What the gateway changes in agents' requests for the served model's sake: its chat template's quirks and
-    the sampling a trainer needs. `RunnerConfig.model_settings` passes them to every rollout's gateway."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
-
-    disable_thinking: bool = False
-    """Send `chat_template_kwargs.enable_thinking=false` (Qwen3-style templates) on every request."""
-
-    inner_system_as_user: bool = False
-    """Send Claude Code's `role: "system"` messages that follow the first user turn as user messages: Qwen3's
-    chat template (and others) accept a system message only at the start and fail the call otherwise."""
-
-    temperature: float | None = Field(default=None, gt=0)
-    """Temperature set on every request, whatever the client asked: a trainer's, so what the agent samples is
-    the policy the trainer computes its ratios for (Claude Code sends its own). None forwards the client's."""
-
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    """`top_p` set on every request (as `temperature`); None forwards the client's."""
-
-    top_k: int | None = None
-    """`top_k` set on every request (0 or -1: the whole vocabulary); None forwards the client's."""
-
-    min_p: float | None = Field(default=None, ge=0, le=1)
-    """`min_p` set on every request; None forwards the client's."""
-
-    repetition_penalty: float | None = Field(default=None, gt=0)
-    """`repetition_penalty` set on every request; None forwards the client's."""
+# Built from the plain table in settings.py (types, defaults, bounds, help), which `agentbake run --help` reads
+# without pydantic: one home for each field.
+ModelSettings = create_model(
+    "ModelSettings",
+    __base__=_FrozenSettings,
+    __module__=__name__,
+    __doc__="""What the gateway changes in agents' requests for the served model's sake: its chat template's quirks
+    and the sampling a trainer needs. `RunnerConfig.model_settings` passes them to every rollout's gateway. Its
+    fields and their docs: `agentbake.gateway.settings.MODEL_SETTINGS`.""",
+    **{
+        name: (setting.annotation, Field(default=setting.default, description=setting.help, **setting.bounds))
+        for name, setting in MODEL_SETTINGS.items()
+    },
+)
 
 
 class GatewayConfig(ModelSettings):
@@ -85,7 +71,7 @@ class GatewayConfig(ModelSettings):
     trace: Path | None = None
     """JSONL file receiving one record per upstream call, appended as each call ends; None records nothing."""
 
-    api_key_env: str = "AGENTBAKE_UPSTREAM_API_KEY"
+    api_key_env: str = UPSTREAM_API_KEY_ENV
     """Environment variable holding the upstream API key. Never argv: keys there show in `ps`."""
 
     api_key_file: Path | None = None

@@ -12,28 +12,34 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from agentbake.errors import SandboxError
-from agentbake.runner.backend_registry import BACKENDS, BackendConfig
-from agentbake.runner.remote.relay_config import RelayConfig
-from agentbake.runner.runner_config import GATEWAY_PLACES
+from agentbake.runner.backend_kinds import BACKENDS, DEFAULT_BACKEND
+from agentbake.runner.choices import DEFAULT_GATEWAY, GATEWAY_PLACES
+
+# The backends' pydantic configs are imported when the command runs (`config()`): `run --help` does without them.
+if TYPE_CHECKING:
+    from agentbake.runner.backend_registry import BackendConfig
+    from agentbake.runner.remote.relay_config import RelayConfig
 
 
 @dataclass(frozen=True)
 class BackendChoice:
     """What the backend options said; `config()` is the backend's config, which the Runner builds it from."""
 
-    name: str = "docker"
-    gateway: str = "host"
+    name: str = DEFAULT_BACKEND
+    gateway: str = DEFAULT_GATEWAY
     manifest: Path | None = None
     relay_listen: str = "127.0.0.1:0"
     relay_url: str | None = None
     warm: int = 0  # `rollout --warm`: DockerConfig.warm, the Docker backend's warm pool
 
     def relay(self) -> RelayConfig:
+        from agentbake.runner.remote.relay_config import RelayConfig
+
         host, sep, port = self.relay_listen.rpartition(":")
         if not sep or not port.isdigit() or not host:
             raise click.BadParameter(
@@ -77,14 +83,14 @@ def backend_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--backend",
             type=click.Choice(list(BACKENDS)),
-            default="docker",
+            default=DEFAULT_BACKEND,
             show_default=True,
             help="Where sandboxes run: the local Docker engine, E2B, or Hugging Face (guide: `agentbake docs remote`).",
         ),
         click.option(
             "--gateway",
             type=click.Choice(GATEWAY_PLACES),
-            default="host",
+            default=DEFAULT_GATEWAY,
             show_default=True,
             help="host: the gateway runs here, the sandbox holds a per-rollout token; sandbox: it runs in the "
             "(remote) sandbox and calls --model itself with the key from --api-key-env.",

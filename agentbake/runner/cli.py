@@ -20,7 +20,7 @@ from agentbake.runner.rollout_job import open_rollout_job
 from agentbake.runner.run_options import run_options
 
 # What a command needs only once it runs (the engine's SDK, rich, the runner, pydantic models) is imported in
-# its body: `agentbake run --help` imports click, pydantic and the option definitions, nothing else.
+# its body: `agentbake run --help` imports click and the option definitions (no pydantic), nothing else.
 if TYPE_CHECKING:
     from agentbake.runner.docker.gc import Leftover
     from agentbake.runner.runner import Runner

@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from agentbake.clikit import json_option, model_options
-from agentbake.gateway.config import LOGPROBS_MODES, ModelSettings
-from agentbake.runner.runner_config import VERIFIER_NETWORKS, RunnerConfig
+from agentbake.clikit import field_options, json_option
+from agentbake.gateway.settings import LOGPROBS_MODES, MODEL_SETTINGS, UPSTREAM_API_KEY_ENV
+from agentbake.runner.choices import DEFAULT_EXPECT_LOGPROBS, DEFAULT_VERIFIER_NETWORK, VERIFIER_NETWORKS
+
+# The options' choices, defaults and help come from plain modules; pydantic and the config models are imported
+# only when the command runs (make_config): `run --help` does without them.
+if TYPE_CHECKING:
+    from agentbake.runner.runner_config import RunnerConfig
 
 MODEL_REQUIRED = (
     "--model is required for an agent run: 'scripted' (the built-in model that plays each task's "
@@ -43,7 +48,7 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             verifier_network: str,
             **kwargs: Any,
         ) -> Any:
-            settings = {name: kwargs.pop(name) for name in ModelSettings.model_fields}
+            settings = {name: kwargs.pop(name) for name in MODEL_SETTINGS}
             if image is not None and agent is not None and image != agent:
                 raise click.UsageError(f"IMAGE {image!r} and --agent {agent!r} name two agents: give one of them")
             image = image or agent
@@ -51,7 +56,9 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             def make_config(*, build_missing: bool = True, **extra: Any) -> RunnerConfig:
                 from pydantic import ValidationError
 
+                from agentbake.gateway.config import ModelSettings
                 from agentbake.runner.images import resolve_image
+                from agentbake.runner.runner_config import RunnerConfig
 
                 if image is None:
                     raise click.UsageError(
@@ -84,8 +91,9 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             return command(*args, image=image, make_config=make_config, **kwargs)
 
         # The gateway's model settings (--inner-system-as-user, --disable-thinking, --temperature, ...), from
-        # ModelSettings' fields as `agentbake gateway` has them.
-        decorated: Callable[..., Any] = model_options(ModelSettings)(wrapper)
+        # ModelSettings' fields (settings.MODEL_SETTINGS) as `agentbake gateway` has them.
+        model_settings = {name: (s.annotation, s.default, s.help) for name, s in MODEL_SETTINGS.items()}
+        decorated: Callable[..., Any] = field_options("ModelSettings", model_settings)(wrapper)
         for option in reversed(
             [
                 click.argument("image", required=False),
@@ -103,7 +111,7 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                 click.option("--model-name", help="Model name sent upstream and configured in the agent."),
                 click.option(
                     "--api-key-env",
-                    default="AGENTBAKE_UPSTREAM_API_KEY",
+                    default=UPSTREAM_API_KEY_ENV,
                     show_default=True,
                     help="Variable holding the upstream API key (e.g. OPENAI_API_KEY); only the gateway on this "
                     "host reads it, the sandbox never sees it.",
@@ -124,14 +132,14 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                 click.option(
                     "--expect-logprobs",
                     type=click.Choice(LOGPROBS_MODES),
-                    default="raw",
+                    default=DEFAULT_EXPECT_LOGPROBS,
                     show_default=True,
                     help="The logprobs the trainer uses; rollouts stamped otherwise are not trainable.",
                 ),
                 click.option(
                     "--verifier-network",
                     type=click.Choice(VERIFIER_NETWORKS),
-                    default="none",
+                    default=DEFAULT_VERIFIER_NETWORK,
                     show_default=True,
                     help="The verifier's network (the agent never has one). bridge: tasks whose allow_internet is "
                     "true (Harbor's default) get one once the agent is dead, as Terminal-Bench's test.sh files need "

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agentbake.gateway.config import LogprobsMode, ModelSettings
+from agentbake.gateway.config import ModelSettings
+from agentbake.gateway.settings import UPSTREAM_API_KEY_ENV, LogprobsMode
+from agentbake.runner.choices import (
+    DEFAULT_EXPECT_LOGPROBS,
+    DEFAULT_GATEWAY,
+    DEFAULT_VERIFIER_NETWORK,
+    GatewayPlace,
+    VerifierNetwork,
+)
 
 SCRIPTED = "scripted"
 """`model` value that serves agentbake's scripted model in-process (plays each task's solve.sh)."""
 SCRIPTED_MODEL_NAME = "scripted"
-GatewayPlace = Literal["host", "sandbox"]
-GATEWAY_PLACES: tuple[str, ...] = get_args(GatewayPlace)
-VerifierNetwork = Literal["none", "bridge"]
-VERIFIER_NETWORKS: tuple[str, ...] = get_args(VerifierNetwork)
 
 
 class RunnerConfig(BaseModel):
@@ -35,7 +38,7 @@ class RunnerConfig(BaseModel):
     """Model name sent upstream on every call (the gateway's model override) and configured in the agent.
     None takes the first model the upstream lists at `/models` (`scripted` with the scripted model)."""
 
-    api_key_env: str = "AGENTBAKE_UPSTREAM_API_KEY"
+    api_key_env: str = UPSTREAM_API_KEY_ENV
     """Variable of THIS process's environment holding the upstream API key; the gateway on the host reads
     it. It never reaches the sandbox, which holds only a per-rollout token."""
 
@@ -60,7 +63,7 @@ class RunnerConfig(BaseModel):
     honoured when the Runner is given no backend (it builds `DockerConfig(warm=warm)`); a backend given with
     another warm pool is a ConfigError. Left out of dumps (a job's config.json holds `backend.warm`)."""
 
-    verifier_network: VerifierNetwork = "none"
+    verifier_network: VerifierNetwork = DEFAULT_VERIFIER_NETWORK
     """The verifier's network. The agent never has one. `none`: neither has the verifier (the default:
     nothing the verifier runs, the agent's code included, reaches this host's ports or the internet).
     `bridge`: a task whose `[environment] allow_internet` is true (Harbor's default) gets a bridge network
@@ -68,7 +71,7 @@ class RunnerConfig(BaseModel):
     connects it once the agent is dead (its containers cannot reach each other; this host's ports and the
     internet they can). Remote sandboxes reach the internet in both phases whatever this says."""
 
-    gateway: GatewayPlace = "host"
+    gateway: GatewayPlace = DEFAULT_GATEWAY
     """`host`: each rollout's gateway runs in this process and the sandbox holds only a per-rollout token.
     `sandbox` (remote backends): it runs inside the sandbox from the image's baked venv, calling `model`
     directly with the key from `api_key_env` (docs/remote.md)."""
@@ -85,7 +88,7 @@ class RunnerConfig(BaseModel):
     every trace record. None takes what the preflight finds; a preflight that finds the other refuses to
     start, naming both fixes."""
 
-    expect_logprobs: LogprobsMode = "raw"
+    expect_logprobs: LogprobsMode = DEFAULT_EXPECT_LOGPROBS
     """The logprobs the trainer computes its ratios with: a rollout whose records are stamped with the other
     mode is not `trainable` (`out/<id>/sequences.json`, `RolloutResult.trainable`)."""
 

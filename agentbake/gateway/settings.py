@@ -1,0 +1,65 @@
+"""The gateway's settings that `agentbake run` and `agentbake rollout` take as options, as plain data: their
+`--help` lists them without importing pydantic or building the config models. `config.py` builds
+`ModelSettings` from `MODEL_SETTINGS`, so each field's type, default, bounds and help are written once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+UPSTREAM_API_KEY_ENV = "AGENTBAKE_UPSTREAM_API_KEY"
+"""Default variable holding the upstream API key (`GatewayConfig.api_key_env`, `RunnerConfig.api_key_env`)."""
+
+LogprobsMode = Literal["raw", "processed"]
+"""What an answer's logprobs are, as vLLM's `--logprobs-mode` names them (`raw_logprobs`, `processed_logprobs`)."""
+LOGPROBS_MODES: tuple[str, ...] = get_args(LogprobsMode)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One field of `ModelSettings`: its type, its default, its help text and its bounds (pydantic `Field`
+    constraints: gt, ge, le)."""
+
+    annotation: Any
+    default: bool | None
+    help: str
+    bounds: dict[str, float] = field(default_factory=dict)
+
+
+MODEL_SETTINGS: dict[str, Setting] = {
+    "disable_thinking": Setting(
+        bool, False, "Send `chat_template_kwargs.enable_thinking=false` (Qwen3-style templates) on every request."
+    ),
+    "inner_system_as_user": Setting(
+        bool,
+        False,
+        "Send Claude Code's `role: \"system\"` messages that follow the first user turn as user messages: Qwen3's "
+        "chat template (and others) accept a system message only at the start and fail the call otherwise.",
+    ),
+    "temperature": Setting(
+        float | None,
+        None,
+        "Temperature set on every request, whatever the client asked: a trainer's, so what the agent samples is "
+        "the policy the trainer computes its ratios for (Claude Code sends its own). None forwards the client's.",
+        {"gt": 0},
+    ),
+    "top_p": Setting(
+        float | None,
+        None,
+        "`top_p` set on every request (as `temperature`); None forwards the client's.",
+        {"gt": 0, "le": 1},
+    ),
+    "top_k": Setting(
+        int | None, None, "`top_k` set on every request (0 or -1: the whole vocabulary); None forwards the client's."
+    ),
+    "min_p": Setting(
+        float | None, None, "`min_p` set on every request; None forwards the client's.", {"ge": 0, "le": 1}
+    ),
+    "repetition_penalty": Setting(
+        float | None, None, "`repetition_penalty` set on every request; None forwards the client's.", {"gt": 0}
+    ),
+}
+"""`ModelSettings`' fields, in order: what the gateway changes in agents' requests for the served model's sake."""
+
+SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+"""GatewayConfig's sampling settings, set on every upstream request when given."""

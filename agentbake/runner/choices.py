@@ -1,0 +1,19 @@
+"""The choices and defaults `agentbake run` and `agentbake rollout` share with `RunnerConfig`, as plain data:
+their `--help` lists them without importing pydantic or building the config models."""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from agentbake.gateway.settings import LogprobsMode
+
+GatewayPlace = Literal["host", "sandbox"]
+GATEWAY_PLACES: tuple[str, ...] = get_args(GatewayPlace)
+DEFAULT_GATEWAY: GatewayPlace = "host"
+
+VerifierNetwork = Literal["none", "bridge"]
+VERIFIER_NETWORKS: tuple[str, ...] = get_args(VerifierNetwork)
+DEFAULT_VERIFIER_NETWORK: VerifierNetwork = "none"
+
+DEFAULT_EXPECT_LOGPROBS: LogprobsMode = "raw"
+"""The logprobs a trainer computes its ratios with, unless told otherwise (`RunnerConfig.expect_logprobs`)."""
