@@ -338,11 +338,7 @@ class Harness:
         sources += [(path, self.out_dir / "agent" / posixpath.basename(path)) for path in more]
         sources.append((HARBOR_VERIFIER_LOGS, self.out_dir / "verifier" / "logs"))
         budget = CopyBudget()
-        for source, dest in sources:
-            try:
-                self.handle.copy_out(source, dest, budget)
-            except Exception as exc:  # a lost sandbox, a full host disk: the other paths are still tried
-                budget.note(f"{source}: not collected: {exc}")
+        self.handle.copy_out_all(sources, budget)  # a path that fails is a note; the others are still tried
         self.outcome.notes += budget.finish()
 
     # -- helpers ----------------------------------------------------------------------------------

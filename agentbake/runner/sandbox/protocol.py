@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 import posixpath
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -173,6 +173,17 @@ class SandboxHandle(abc.ABC):
         finally:
             self.exec(["rm", "-f", archive], user="root", timeout=_PACK_TIMEOUT_S)
         extract([data], dest, budget, source=path)
+
+    def copy_out_all(self, sources: Sequence[tuple[str, Path]], budget: CopyBudget) -> None:
+        """`copy_out` of each (sandbox path, host dest) in order under one `budget`; a path that cannot be copied
+        (a lost sandbox, a full host disk) is a note in it and the next is still tried. The Docker backend asks
+        for every archive at once (the engine prepares each in a process of its own) and extracts them in
+        this order, so the budget is spent exactly as one after another spends it."""
+        for path, dest in sources:
+            try:
+                self.copy_out(path, dest, budget)
+            except Exception as exc:
+                budget.note(f"{path}: not collected: {exc}")
 
     @abc.abstractmethod
     def kill(self) -> None:
