@@ -177,10 +177,10 @@ class Variant:
         code = (
             "import sys; from agentbake.cli import main\n"
             "try: main(['run', '--help'])\nexcept SystemExit: pass\n"
-            f"print(' '.join(m for m in {HEAVY_MODULES!r} if m in sys.modules))"
+            f"print('imported:', *(m for m in {HEAVY_MODULES!r} if m in sys.modules))"
         )
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=self.env(), cwd="/")
-        return done.stdout.strip().splitlines()[-1].split() if done.stdout.strip() else []
+        return done.stdout.splitlines()[-1].split()[1:]  # the help's own lines come before
 
     def phase(self, name: str, key: str) -> float:
         return med([r["phases"].get(name, {}).get(key, 0.0) for r in self.rollouts])
