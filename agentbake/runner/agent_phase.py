@@ -128,13 +128,17 @@ class Stopped:
     printed: str
 
 
-def stop_user(handle: SandboxHandle, uid: str, root_env: Mapping[str, str], then: str = "true") -> Stopped:
+def stop_user(
+    handle: SandboxHandle, uid: str, root_env: Mapping[str, str], then: str = "true", *, killed: bool = False
+) -> Stopped:
     """Kill every process of `uid` (what the agent left in the background too) and check none is left; when
     that cannot be done from inside, restart the sandbox. `then` (shell, as root, cwd /) runs in the same exec
     as the check that found none left: the steps that need the agent gone, without a round trip of their own.
+    `killed`: the agent's launch ended on its own, having run `kill -KILL -1` as the user itself where it could
+    (`headless_launch`), so the first round only checks (a kill round follows when that finds any).
     SandboxError when the processes cannot be stopped (the verifier must not run beside them) or `then` fails."""
     try:
-        alive, printed = _kill_rounds(handle, uid, root_env, then)
+        alive, printed = _kill_rounds(handle, uid, root_env, then, killed)
         if not alive:
             return Stopped(None, printed)
         why = f"processes of {handle.user} kept running after {STOP_ROUNDS} rounds of kill -KILL -1 (pids {alive})"
@@ -150,13 +154,16 @@ def stop_user(handle: SandboxHandle, uid: str, root_env: Mapping[str, str], then
     return Stopped(f"{why}: the sandbox was restarted (every process killed, its files kept)", printed)
 
 
-def _kill_rounds(handle: SandboxHandle, uid: str, root_env: Mapping[str, str], then: str) -> tuple[str, str]:
-    """`kill -KILL -1` as the agent's user until none of its processes is left; the pids alive after
-    STOP_ROUNDS rounds ("" when none) and what `then` printed once none was."""
+def _kill_rounds(
+    handle: SandboxHandle, uid: str, root_env: Mapping[str, str], then: str, killed: bool
+) -> tuple[str, str]:
+    """`kill -KILL -1` as the agent's user until none of its processes is left (`killed`: a first look without
+    it); the pids alive after STOP_ROUNDS kill rounds ("" when none) and what `then` printed once none was."""
     alive = ""
-    for _ in range(STOP_ROUNDS):
-        # kill(-1) as that user reaches exactly its processes (and spares the calling shell).
-        handle.exec(["sh", "-c", "kill -KILL -1"], user=handle.user, timeout=STEP_TIMEOUT_SEC)
+    for round_ in range(STOP_ROUNDS + killed):
+        if round_ or not killed:
+            # kill(-1) as that user reaches exactly its processes (and spares the calling shell).
+            handle.exec(["sh", "-c", "kill -KILL -1"], user=handle.user, timeout=STEP_TIMEOUT_SEC)
         alive, printed = _live_pids(handle, uid, root_env, then)
         if not alive:
             return "", printed

@@ -277,7 +277,8 @@ class Harness:
         )
         oom_kills = self.oom_before  # unknown when the agent cannot be stopped: judged as none
         try:
-            stopped = stop_user(self.handle, self.agent_uid, self.root_env, then)
+            # An agent that ended on its own ran the launch's `kill -KILL -1` on its way out: the first round looks.
+            stopped = stop_user(self.handle, self.agent_uid, self.root_env, then, killed=self.agent_exit is not None)
             ours, _, links = stopped.printed.partition(f"\n{_LINKS}\n")
             printed = ours.splitlines()
             oom_kills = sum(int(n) for n in printed[0].split()[1:] if n.isdigit())

@@ -139,6 +139,13 @@ BREAKS_ITS_SANDBOX = {
         "setsid bash -c 'f() { f | f & }; f' </dev/null >/dev/null 2>&1 &\nsleep 2\nexit 0\n",
         NOT_SOLVED,
     ),
+    # The same, with the launch's shell killed first, so its own `kill -KILL -1` never runs: the stop step's
+    # commands cannot start, the sandbox is restarted.
+    "fork-loop-launch-killed": (
+        "[agent]\ntimeout_sec = 30\n",
+        "setsid bash -c 'f() { f | f & }; f' </dev/null >/dev/null 2>&1 &\nsleep 2\nkill -KILL $PPID\n",
+        NOT_SOLVED,
+    ),
     # A .gitattributes line: once every change in workdir.diff was "Binary files differ".
     "gitattributes": ("", "printf '* -diff\\n' > .gitattributes && echo 'a hidden change' > notes.txt\n", NOT_SOLVED),
     # The verifier's reward file a symlink: once an uncaught KeyError that ended the whole batch.
@@ -168,8 +175,12 @@ def test_an_agent_breaking_its_sandbox_gets_a_precise_status_and_the_batch_goes_
         assert any("removed or replaced the workdir" in note for note in result.notes), result.notes
         assert "deleted file mode" in (result.out_dir / "workdir.diff").read_text()
 
-    fork = results["fork-loop"]
+    fork = results["fork-loop"]  # ended with the launch: its `kill -KILL -1` needs no new process
     assert fork.status in (Status.OK, Status.AGENT_TIMEOUT) and fork.reward == 0.0, fork.error
+    assert fork.verifier_exit_code == 0 and (fork.out_dir / "agent" / "oracle.log").is_file()
+    assert fork.status is Status.AGENT_TIMEOUT or not any("restarted" in note for note in fork.notes), fork.notes
+    fork = results["fork-loop-launch-killed"]
+    assert fork.status in (Status.AGENT_ERROR, Status.AGENT_TIMEOUT) and fork.reward == 0.0, fork.error
     assert fork.verifier_exit_code == 0 and (fork.out_dir / "agent" / "oracle.log").is_file()
     assert any("the sandbox was restarted" in note for note in fork.notes), fork.notes
 
