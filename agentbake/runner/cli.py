@@ -15,7 +15,6 @@ import click
 from agentbake.clikit import print_json, tasks_option
 from agentbake.errors import AgentbakeError
 from agentbake.runner.backend_options import BackendChoice, backend_options
-from agentbake.runner.images import resolve_image  # noqa: F401 (imported from here by bench/runner/oracle_bench.py)
 from agentbake.runner.rollout_job import open_rollout_job
 from agentbake.runner.run_options import run_options
 
