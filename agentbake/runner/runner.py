@@ -371,9 +371,7 @@ def _release(live: _Live, *, strict: bool = False) -> None:
             logger.warning("could not remove sandbox %s: %s", handle.sandbox_id, exc)
 
     removal = None
-    if handle is not None and gateway is None:
-        remove(handle)  # nothing to overlap it with (an oracle run, a gateway in the sandbox)
-    elif handle is not None:
+    if handle is not None:
         removal = threading.Thread(target=remove, args=(handle,), name=f"remove-{handle.sandbox_id[:12]}", daemon=True)
         removal.start()
     try:
