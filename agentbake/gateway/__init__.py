@@ -13,7 +13,7 @@ _EXPORTS = {
     "Gateway": "agentbake.gateway.app",
     "create_app": "agentbake.gateway.app",
     "GatewayConfig": "agentbake.gateway.config",
-    "ModelSettings": "agentbake.gateway.config",
+    "ModelSettings": "agentbake.gateway.model_settings",
     "GatewayError": "agentbake.gateway.errors",
     "InvalidRequest": "agentbake.gateway.errors",
     "RequestTooLarge": "agentbake.gateway.errors",

@@ -7,36 +7,17 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, create_model, field_validator
+from pydantic import ConfigDict, Field, SecretStr, field_validator
 
 from agentbake.errors import ConfigError
+from agentbake.gateway.model_settings import ModelSettings
 from agentbake.gateway.settings import LOGPROBS_MODES as LOGPROBS_MODES  # re-exported: importers name config
-from agentbake.gateway.settings import MODEL_SETTINGS, UPSTREAM_API_KEY_ENV, LogprobsMode
 from agentbake.gateway.settings import SAMPLING_FIELDS as SAMPLING_FIELDS
+from agentbake.gateway.settings import UPSTREAM_API_KEY_ENV, LogprobsMode
 from agentbake.serve import ConnectionLimits
 
 # What a rollout id may look like, in a `/r/<id>/` path or in `rollout_id`.
 ROLLOUT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-
-
-class _FrozenSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-# Built from the plain table in settings.py (types, defaults, bounds, help), which `agentbake run --help` reads
-# without pydantic: one home for each field.
-ModelSettings = create_model(
-    "ModelSettings",
-    __base__=_FrozenSettings,
-    __module__=__name__,
-    __doc__="""What the gateway changes in agents' requests for the served model's sake: its chat template's quirks
-    and the sampling a trainer needs. `RunnerConfig.model_settings` passes them to every rollout's gateway. Its
-    fields and their docs: `agentbake.gateway.settings.MODEL_SETTINGS`.""",
-    **{
-        name: (setting.annotation, Field(default=setting.default, description=setting.help, **setting.bounds))
-        for name, setting in MODEL_SETTINGS.items()
-    },
-)
 
 
 class GatewayConfig(ModelSettings):

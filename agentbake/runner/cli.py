@@ -58,9 +58,9 @@ def _report(leftovers: list[Leftover], dry_run: bool) -> None:
     verb = "would remove" if dry_run else "removed"
     for item in leftovers:
         state = verb if item.removed or dry_run else f"[red]failed[/] ({escape(item.error or '')})"
-        err.print(f"{state} {item.kind} {escape(item.name)} (rollout {escape(item.rollout or '-')}, {item.reason})")
+        err().print(f"{state} {item.kind} {escape(item.name)} (rollout {escape(item.rollout or '-')}, {item.reason})")
     if not leftovers:
-        err.print("nothing to remove")
+        err().print("nothing to remove")
 
 
 @click.command("run")
@@ -108,7 +108,7 @@ def run_command(
             _prepare_images(runner, [task])
             result = runner.run(task)
         except KeyboardInterrupt:
-            err.print("[yellow]interrupted:[/] removed the rollout's sandbox and gateway")
+            err().print("[yellow]interrupted:[/] removed the rollout's sandbox and gateway")
             sys.exit(130)
     if as_json:
         print_json(result.summary())
@@ -180,7 +180,8 @@ def rollout_command(
     config = job.config
     pending = job.pending(tasks)
     if resume_dir is not None:
-        err.print(f"resuming {job.dir}: {len(job.rollouts()) - len(pending)} rollouts finished, {len(pending)} to run")
+        finished = len(job.rollouts()) - len(pending)
+        err().print(f"resuming {job.dir}: {finished} rollouts finished, {len(pending)} to run")
     if pending:
         display = BatchDisplay(len(pending))
         backend_config = config.backend.config()
@@ -193,7 +194,7 @@ def rollout_command(
                     for _ in runner.iter_rollouts(pending, concurrency=config.n_concurrent, on_progress=display.update):
                         pass
             except KeyboardInterrupt:
-                err.print(
+                err().print(
                     "[yellow]interrupted:[/] removed the batch's sandboxes and gateways; the finished rollouts are "
                     f"kept and `agentbake rollout --resume {job.dir}` runs the others"
                 )
@@ -208,7 +209,7 @@ def rollout_command(
         print_json({"summary": summary["summary"], "job": str(job.dir), "complete": summary["complete"]})
     else:
         print_summary(results)
-        err.print(
+        err().print(
             f"job {job.dir}: {summary['finished']}/{summary['total']} rollouts finished; totals in {SUMMARY_FILE}"
         )
 
@@ -216,13 +217,13 @@ def rollout_command(
 def _prepare_images(runner: Runner, tasks: list[Task]) -> None:
     """Build what the tasks' own images lack before the first rollout, with progress. A task whose image
     cannot be had is reported here; its rollouts then end as `sandbox_error` with the same message."""
-    from rich.markup import escape
-
-    from agentbake.runner.display import err
-
     for task in tasks:
         if task.has_own_image and runner.backend.capabilities.task_images:
             try:
                 runner.images.resolve(task)
             except AgentbakeError as exc:
-                err.print(f"[red]error:[/] {escape(str(exc))}")
+                from rich.markup import escape  # rich only when there is something to print
+
+                from agentbake.runner.display import err
+
+                err().print(f"[red]error:[/] {escape(str(exc))}")

@@ -1,34 +1,42 @@
 """What `agentbake run` and `agentbake rollout` print: warnings, a build's progress, a rollout's result, a
-batch's live progress and its summary tables (on stderr, the tables on stdout)."""
+batch's live progress and its summary tables (on stderr, the tables on stdout).
+
+rich is imported when something is printed: `agentbake run --json` with nothing to warn about and nothing to
+build never loads it."""
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import TYPE_CHECKING, Any
-
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table
 
 from agentbake.runner.result import RolloutResult, summarize_results
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from agentbake.buildkit.progress import ConsoleProgress
 
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+@functools.cache
+def err() -> Console:
+    """The console on stderr (stdout stays the `--json` output), made on first use."""
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def warn(warnings: tuple[str, ...]) -> None:
     for warning in warnings:
-        err.print(f"[yellow]warning:[/] {warning}", markup=True)
+        err().print(f"[yellow]warning:[/] {warning}", markup=True)
 
 
 def build_progress(what: str) -> ConsoleProgress:
     """A build's progress on stderr (stdout stays the `--json` output)."""
     from agentbake.buildkit.progress import ConsoleProgress
 
-    err.print(f"building {what} (missing on this engine)")
-    return ConsoleProgress(what, err)
+    err().print(f"building {what} (missing on this engine)")
+    return ConsoleProgress(what, err())
 
 
 def _seconds(value: float | None) -> str:
@@ -37,12 +45,12 @@ def _seconds(value: float | None) -> str:
 
 def print_result(result: RolloutResult) -> None:
     colour = "green" if result.ok else "red"
-    err.print(f"[{colour}]{result.status.value}[/] reward {result.reward:g}  {result.rollout_id}  ({result.agent})")
+    err().print(f"[{colour}]{result.status.value}[/] reward {result.reward:g}  {result.rollout_id}  ({result.agent})")
     if result.error:
-        err.print(f"  {result.error}", markup=False)
+        err().print(f"  {result.error}", markup=False)
     phases = "  ".join(f"{name} {seconds:.2f}s" for name, seconds in result.timings.items())
-    err.print(f"  {phases}", markup=False)
-    err.print(f"  turns {result.turns}, tokens captured {result.tokens}; files in {result.out_dir}", markup=False)
+    err().print(f"  {phases}", markup=False)
+    err().print(f"  turns {result.turns}, tokens captured {result.tokens}; files in {result.out_dir}", markup=False)
 
 
 class BatchDisplay:
@@ -50,7 +58,10 @@ class BatchDisplay:
 
     def __init__(self, total: int) -> None:
         self.total, self.started = total, time.monotonic()
-        self.live = Live(self._render(0, 0, 0, None), console=err, refresh_per_second=4) if err.is_terminal else None
+        from rich.live import Live
+
+        live = err().is_terminal
+        self.live = Live(self._render(0, 0, 0, None), console=err(), refresh_per_second=4) if live else None
         self._printed = 0
 
     def __enter__(self) -> BatchDisplay:
@@ -77,11 +88,14 @@ class BatchDisplay:
             self.live.update(text)
             return
         for result in progress.results[self._printed :]:
-            err.print(f"{result.status.value} reward {result.reward:g} {result.rollout_id} | {text}", markup=False)
+            err().print(f"{result.status.value} reward {result.reward:g} {result.rollout_id} | {text}", markup=False)
         self._printed = len(progress.results)
 
 
 def print_summary(results: list[RolloutResult]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     summary = summarize_results(results)
     table = Table("rollouts", "reward mean", "statuses", "turns", "tokens captured", "calls without ids")
     statuses = ", ".join(f"{name} {count}" for name, count in summary.statuses.items())

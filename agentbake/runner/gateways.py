@@ -7,14 +7,19 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbake.errors import PreflightError, SandboxError
-from agentbake.gateway.config import GatewayConfig, LogprobsMode
+from agentbake.gateway.settings import LogprobsMode
 from agentbake.runner.host_gateway import remove_stale_gateways, served_model, start_host_gateway
 from agentbake.runner.runner_config import RunnerConfig
 from agentbake.runner.sandbox import SandboxHandle
 from agentbake.tasks import Task
+
+# The gateway's config (pydantic reads its attribute docstrings from the source) and server load when a rollout
+# has a model: an oracle run never needs them.
+if TYPE_CHECKING:
+    from agentbake.gateway.config import GatewayConfig
 
 
 class RolloutGateways:
@@ -49,6 +54,7 @@ class RolloutGateways:
         """Point every rollout's gateway at `upstream`, after its preflight (RunnerConfig.preflight, once per
         upstream): PreflightError when its answers cannot be captured; else the gateways stamp the logprobs
         mode it found."""
+        from agentbake.gateway.config import GatewayConfig
         from agentbake.gateway.preflight import require_capturable
 
         gateway = GatewayConfig(

@@ -15,10 +15,12 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbake.errors import ConfigError
-from agentbake.gateway.config import GatewayConfig
+
+if TYPE_CHECKING:  # imported by the function that serves one: an oracle run has no gateway
+    from agentbake.gateway.config import GatewayConfig
 
 GATEWAY_DIR_PREFIX = "agentbake-gw-"
 GATEWAY_SOCKET = "gateway.sock"
@@ -33,6 +35,7 @@ def start_host_gateway(shared: GatewayConfig, *, rollout_id: str, token: str, tr
     `<temp>/agentbake-gw-<rollout>-*/gateway.sock` (on the temp dir's filesystem, where the Docker backend
     hard-links it); returns the folder and the served app."""
     from agentbake.gateway import create_app
+    from agentbake.gateway.config import GatewayConfig
     from agentbake.serve import serve_in_thread
 
     runtime_dir = Path(tempfile.mkdtemp(prefix=f"{GATEWAY_DIR_PREFIX}{rollout_id[:40]}-"))

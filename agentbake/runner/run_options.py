@@ -56,7 +56,7 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             def make_config(*, build_missing: bool = True, **extra: Any) -> RunnerConfig:
                 from pydantic import ValidationError
 
-                from agentbake.gateway.config import ModelSettings
+                from agentbake.gateway.model_settings import ModelSettings
                 from agentbake.runner.images import resolve_image
                 from agentbake.runner.runner_config import RunnerConfig
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from agentbake.buildkit.engine import connect
 from agentbake.errors import AgentbakeError, ConfigError, SandboxError, TaskError
-from agentbake.gateway.config import LogprobsMode
+from agentbake.gateway.settings import LogprobsMode
 from agentbake.gateway.trace import TraceRecord, read_trace
 from agentbake.runner.agents import AgentImage, AgentLaunch, ModelAccess, agent_for_labels
 from agentbake.runner.backend_registry import BACKENDS, BackendConfig, make_backend

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agentbake.gateway.config import ModelSettings
+from agentbake.gateway.model_settings import ModelSettings
 from agentbake.gateway.settings import UPSTREAM_API_KEY_ENV, LogprobsMode
 from agentbake.runner.choices import (
     DEFAULT_EXPECT_LOGPROBS,

@@ -11,7 +11,7 @@ from trl.experimental.async_grpo.async_rollout_worker import TurnRecord, _chain_
 
 from agentbake.errors import ConfigError
 from agentbake.export import export_rollout, write_sequences
-from agentbake.gateway.config import ModelSettings
+from agentbake.gateway.model_settings import ModelSettings
 from agentbake.runner.result import RolloutResult, Status
 from agentbake.trl import (
     RolloutFunction,

@@ -55,7 +55,7 @@ def test_the_trace_is_fetched_as_written_and_survives_the_sandbox(
 
 def test_the_model_settings_reach_the_in_sandbox_gateway_as_its_own_options() -> None:
     from agentbake.gateway.cli import gateway
-    from agentbake.gateway.config import ModelSettings
+    from agentbake.gateway.model_settings import ModelSettings
     from agentbake.runner.remote.sandbox_gateway import settings_argv
 
     settings = ModelSettings(inner_system_as_user=True, temperature=0.6, top_k=0, repetition_penalty=1.1)

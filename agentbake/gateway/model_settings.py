@@ -1,0 +1,29 @@
+"""`ModelSettings`: what the gateway changes in agents' requests for the served model's sake, as a pydantic model
+of its own. `RunnerConfig` holds one; an oracle run (no gateway) imports this, not `config.py`'s
+`GatewayConfig` (whose attribute docstrings pydantic reads from the source) nor the server it configures."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from agentbake.gateway.settings import MODEL_SETTINGS
+
+
+class _FrozenSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# Built from the plain table in settings.py (types, defaults, bounds, help), which `agentbake run --help` reads
+# without pydantic: one home for each field.
+ModelSettings = create_model(
+    "ModelSettings",
+    __base__=_FrozenSettings,
+    __module__=__name__,
+    __doc__="""What the gateway changes in agents' requests for the served model's sake: its chat template's quirks
+    and the sampling a trainer needs. `RunnerConfig.model_settings` passes them to every rollout's gateway. Its
+    fields and their docs: `agentbake.gateway.settings.MODEL_SETTINGS`.""",
+    **{
+        name: (setting.annotation, Field(default=setting.default, description=setting.help, **setting.bounds))
+        for name, setting in MODEL_SETTINGS.items()
+    },
+)
