@@ -43,6 +43,8 @@ class BuildPlan:
 
     rendered: Rendered
     digest: str
+    base_id: str
+    """The id of the base image the digest was computed with."""
 
     @property
     def tag(self) -> str:
@@ -60,7 +62,7 @@ def plan(
     """Render the spec and hash it with its base image's id (pulled when absent, else an error with the fix)."""
     rendered = render(spec, templates_dir, base_image=base_image, ca_cert=ca_cert)
     base_id = ensure_base(client, rendered.base_image, spec.base.suite)
-    return BuildPlan(rendered=rendered, digest=content_hash(rendered, base_id))
+    return BuildPlan(rendered=rendered, digest=content_hash(rendered, base_id), base_id=base_id)
 
 
 def build(

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentbake.buildkit.spec import SPEC_FILE, ImageSpec, merge, read_toml, validate_spec
+from agentbake.buildkit.spec_files import SPEC_FILE, merge, read_toml
 from agentbake.errors import SpecError
+
+# The spec models (pydantic) load with the first spec validated: finding the catalog does without them.
+if TYPE_CHECKING:
+    from agentbake.buildkit.spec import ImageSpec
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
@@ -44,6 +48,8 @@ class Catalog:
 
     def load(self, name: str) -> ImageSpec:
         """Load and validate one spec, resolving `extends` chains."""
+        from agentbake.buildkit.spec import validate_spec
+
         data, path = self._raw(name, start=0, chain=(), referrer=None)
         return validate_spec(data, name=name, source=path)
 

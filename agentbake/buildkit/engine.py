@@ -2,23 +2,47 @@
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import docker
 from docker.errors import DockerException, ImageNotFound
 from docker.models.images import Image
 
 from agentbake.errors import EngineError
 
+_API_VERSIONS: dict[str, str] = {}
+"""The API version each engine address (DOCKER_HOST, or a backend's base_url; "" for the default socket)
+negotiated in this process. The first client asks the engine (a /version request, ~10-20 ms); the next ones,
+the runner's and its backend's after the CLI's, reuse it (issue 17)."""
+
 
 def connect(timeout: int = 600) -> docker.DockerClient:
-    """A client for the engine named by DOCKER_HOST (default: the local socket), checked with a ping."""
+    """A client for the engine named by DOCKER_HOST (default: the local socket), checked: by the engine's answer
+    to the API version request, or with a ping when this process knows the version already."""
+    address = os.environ.get("DOCKER_HOST") or ""
+    known = _API_VERSIONS.get(address)
     try:
-        client = docker.from_env(timeout=timeout)
-        client.ping()
+        client = docker.from_env(timeout=timeout, version=known)  # None: asked of the engine
+        if known is not None:
+            client.ping()
     except DockerException as exc:
         raise EngineError(
             f"no Docker engine answers ({exc}); start one (`dockerd`, or Docker Desktop) or set DOCKER_HOST, "
             "then check with `agentbake doctor`"
         ) from None
+    _API_VERSIONS[address] = client.api.api_version
+    return client
+
+
+def api_client(base_url: str | None = None, **settings: Any) -> docker.APIClient:
+    """A low-level client for `base_url` (default: DOCKER_HOST's engine) with `settings` (timeout, pool size),
+    speaking the API version this process negotiated with that engine, else the one it answers. Unchecked
+    beyond that: DockerException when no engine answers."""
+    where = {"base_url": base_url} if base_url else docker.utils.kwargs_from_env()
+    address = where.get("base_url") or ""
+    client = docker.APIClient(version=_API_VERSIONS.get(address), **where, **settings)
+    _API_VERSIONS[address] = client.api_version
     return client
 
 

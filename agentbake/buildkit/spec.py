@@ -9,16 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from agentbake.buildkit.spec_files import LOCK_FILE
 from agentbake.errors import SpecError
 
-SPEC_FILE = "image.toml"
-LOCK_FILE = "lock.json"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
@@ -121,29 +119,6 @@ class ImageSpec(_Strict):
         """sha256 of the resolved spec: what the image was asked to be, independent of where it lies."""
         data = self.model_dump(mode="json")
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-
-
-def read_toml(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such file; an image folder needs an {SPEC_FILE}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path}: invalid TOML: {exc}; fix the syntax at that line") from None
-
-
-def merge(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
-    """Child over parent: tables merge, lists append (without repeats), scalars override."""
-    merged = dict(parent)
-    for key, value in child.items():
-        old = merged.get(key)
-        if isinstance(old, dict) and isinstance(value, dict):
-            merged[key] = merge(old, value)
-        elif isinstance(old, list) and isinstance(value, list):
-            merged[key] = old + [v for v in value if v not in old]
-        else:
-            merged[key] = value
-    return merged
 
 
 def validate_spec(data: dict[str, Any], *, name: str, source: Path) -> ImageSpec:

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.docker
 @pytest.fixture
 def unbuilt_plan(catalog: Catalog) -> BuildPlan:
     """A plan whose content-hash tag the engine does not have (a made-up hash over a real rendering)."""
-    return BuildPlan(rendered=render(catalog.load("opencode"), catalog.templates_dir), digest=uuid.uuid4().hex * 2)
+    rendered = render(catalog.load("opencode"), catalog.templates_dir)
+    return BuildPlan(rendered=rendered, digest=uuid.uuid4().hex * 2, base_id="sha256:" + "0" * 64)
 
 
 def test_a_tag_the_registry_holds_is_skipped_without_building(

@@ -23,6 +23,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
+from agentbake.buildkit.engine import api_client
 from agentbake.buildkit.labels import ImageLabels
 from agentbake.errors import SandboxError
 from agentbake.runner.docker import labels
@@ -78,11 +79,10 @@ class DockerEngine:
 
     def __init__(self, config: DockerConfig, *, base_url: str | None = None):
         self.config = config
-        kwargs = {"base_url": base_url} if base_url else docker.utils.kwargs_from_env()
         try:
             # Two clients: engine calls time out; command output streams wait as long as the command runs.
-            self.api = docker.APIClient(timeout=self.config.engine_timeout_s, max_pool_size=64, **kwargs)
-            self.stream_api = docker.APIClient(timeout=None, max_pool_size=64, version=self.api.api_version, **kwargs)
+            self.api = api_client(base_url, timeout=self.config.engine_timeout_s, max_pool_size=64)
+            self.stream_api = api_client(base_url, timeout=None, max_pool_size=64)
         except docker.errors.DockerException as exc:
             raise SandboxError(f"no Docker engine answers ({exc}); start one or set DOCKER_HOST") from None
         self._own_runtime_dir()

@@ -1,0 +1,111 @@
+"""A catalog name's content tag, remembered between runs: `agentbake run claude-code` finds
+`agentbake/claude-code:<hash12>` without rendering it again (issue 17: jinja2, the lock's checks and the spec
+models cost ~100 ms of imports, the render ~40 ms, on every run).
+
+An entry is keyed on every input of the tag but one: the catalog's spec and lock files (every image's, so an
+`extends` chain is covered), every template file, the CA bundle, the build kit's own code, jinja2's version,
+the checkout's pyproject.toml (the lock's staleness check reads its gateway extra) and agentbake's version. The
+one left, the base image's id, is in the entry and asked of the engine again on each use: a rebuilt base is a
+miss. A miss (no entry, a corrupt or foreign one, another base) costs what it did before: the caller plans
+(render + hash) and remembers the result. Entries are files `<user cache>/agentbake/tags/<key>.json`, each
+written whole (a temporary file renamed over it), so concurrent runs never read half of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import docker
+from docker.errors import DockerException
+
+from agentbake import __version__
+from agentbake.buildkit.catalog import Catalog, builtin_root
+from agentbake.buildkit.digest import length_prefixed
+from agentbake.buildkit.engine import image_id
+from agentbake.buildkit.spec_files import LOCK_FILE, SPEC_FILE
+from agentbake.user_cache import user_cache_dir
+
+if TYPE_CHECKING:
+    from agentbake.buildkit.build import BuildPlan
+
+KEY_SCHEME = b"agentbake-tag-cache-v1"
+_BUILDKIT_DIR = Path(__file__).resolve().parent
+
+
+def tag_key(name: str, catalog: Catalog, *, ca_cert: Path | None) -> str | None:
+    """The key of `name`'s tag as `plan(client, catalog.load(name), catalog.templates_dir, ca_cert=ca_cert)`
+    computes it; None when an input cannot be read (the render then says which and why)."""
+    files = [path for folder in catalog.dirs for name_ in (SPEC_FILE, LOCK_FILE) for path in folder.glob(f"*/{name_}")]
+    files += [path for path in catalog.templates_dir.rglob("*") if path.is_file()]
+    files += _BUILDKIT_DIR.glob("*.py")
+    pyproject = builtin_root() / "pyproject.toml"
+    if pyproject.is_file():
+        files.append(pyproject)
+    jinja2 = importlib.util.find_spec("jinja2")  # finds its files without importing it
+    if jinja2 is not None and jinja2.origin is not None:
+        files.append(Path(jinja2.origin))  # its __init__.py holds __version__
+    if ca_cert is not None:
+        files.append(ca_cert)
+    digest = hashlib.sha256(length_prefixed(KEY_SCHEME))
+    for label, data in (("name", name), ("version", __version__), ("ca_cert", str(ca_cert is not None))):
+        digest.update(length_prefixed(label.encode()) + length_prefixed(data.encode()))
+    try:
+        for path in sorted(set(files)):
+            digest.update(length_prefixed(str(path).encode()) + length_prefixed(path.read_bytes()))
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def cached_tag(client: docker.DockerClient, name: str, key: str | None) -> str | None:
+    """The tag remembered under `key` when the engine's base image is still the one it was computed with;
+    None otherwise (the entry is then ignored: the caller plans and remembers anew)."""
+    path = entry_path(key)
+    if path is None:
+        return None
+    try:
+        entry = json.loads(path.read_text())
+        tag, base_image, base_id = entry["tag"], entry["base_image"], entry["base_id"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not all(isinstance(value, str) for value in (tag, base_image, base_id)):
+        return None
+    if not re.fullmatch(rf"agentbake/{re.escape(name)}:[0-9a-f]{{12}}", tag):
+        return None
+    try:
+        current = image_id(client, base_image)
+    except DockerException:  # e.g. a reference the engine refuses: the plan reports the engine's state
+        return None
+    return tag if current == base_id else None
+
+
+def remember_tag(key: str | None, build_plan: BuildPlan) -> None:
+    """Remember `build_plan`'s tag under `key`; a cache that cannot be written is simply not used."""
+    path = entry_path(key)
+    if path is None:
+        return
+    entry = {"tag": build_plan.tag, "base_image": build_plan.rendered.base_image, "base_id": build_plan.base_id}
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".partial")
+        try:
+            with os.fdopen(fd, "w") as out:
+                json.dump(entry, out, sort_keys=True)
+            os.replace(partial, path)
+        except BaseException:
+            os.unlink(partial)
+            raise
+
+
+def entry_path(key: str | None) -> Path | None:
+    """Where the entry of `key` lives; None without a key or a user cache folder."""
+    folder = user_cache_dir()
+    return None if key is None or folder is None else folder / "tags" / f"{key}.json"
