@@ -17,7 +17,7 @@ import logging
 import posixpath
 import secrets
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +27,14 @@ from agentbake.runner.agents import AgentImage, AgentLaunch, headless_launch
 from agentbake.runner.result import Status, Timings
 from agentbake.runner.sandbox import ExecResult, SandboxHandle
 from agentbake.runner.sandbox.copyout import CopyBudget
-from agentbake.runner.upload import USER_UMASK_MODES, made_in_user_dirs, tar_archive, unpack_command
+from agentbake.runner.upload import (
+    USER_UMASK_MODES,
+    HandedArchive,
+    hand_over,
+    made_in_user_dirs,
+    tar_archive,
+    unpack_command,
+)
 from agentbake.runner.verifier import HARBOR_VERIFIER_LOGS, PROCESSES
 from agentbake.runner.verifier_phase import VerifierNetwork, VerifierPhase, clear_the_way, note_removed_links, tail
 from agentbake.runner.workdir import (
@@ -96,10 +103,12 @@ class Harness:
         *,
         oracle: bool = False,
         verifier_network: VerifierNetwork = "none",
+        archives_in_env: bool = False,
     ) -> None:
         self.handle, self.task, self.launch, self.out_dir, self.timings = handle, task, launch, out_dir, timings
         self.oracle = oracle
         self.verifier_network = verifier_network
+        self.archives_in_env = archives_in_env  # `Capabilities.large_exec_env`: see `upload.hand_over`
         self.workdir = handle.paths["workdir"]
         self.outcome = HarnessOutcome()
         # The root-only scratch dir (setup script, snapshot, test files), made by the first root step. Its name is
@@ -110,7 +119,7 @@ class Harness:
         self.root_env: dict[str, str] = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
         self.agent_uid = ""  # read by _snapshot, with the OOM-kill count before the agent starts
         self.oom_before = 0
-        self.upload = f"{self.private}.tar"  # the agent's files, unpacked by the first root step
+        self.upload: HandedArchive | None = None  # the agent's files, unpacked by the first root step
         self.agent_exit: ExecResult | None = None  # how the agent exited, judged once it is stopped
         self.diff_exit = "not run"  # of the diff the stop step makes
         self.diff: bytes | None = None  # the diff as the stop step printed it (a small one), else read from its file
@@ -159,11 +168,13 @@ class Harness:
         step) and the sandbox's own processes (init, the relay, a backend's daemon: nothing of the task has run
         yet; they are the only ones that outlive test.sh), then run `then` in the same exec with that HOME;
         returns what `then` printed."""
+        assert self.upload is not None, "_upload_agent_files comes first"
         unpack = unpack_command(self.upload, f"{self.private}/{_MADE}", self.handle.user)
         made = self._root(
             f'mkdir -m 700 -- {self.private} && HOME=~root && export HOME && echo "$HOME" && '
             f"{{ {PROCESSES}; }} | tr '\\n' ' ' && echo && {unpack} && {then}",
             what=what,
+            envs=self.upload.envs,  # this command's alone: `unpack` unsets them before `then` runs
         )
         root_home, _, rest = made.stdout.partition("\n")
         processes, _, printed = rest.partition("\n")
@@ -174,7 +185,8 @@ class Harness:
     def _upload_agent_files(self) -> None:
         """Environment files into the workdir, the launch's files (config, instruction) under home, for the
         oracle the solution folder into the task dir, and setup.sh into the scratch dir: one archive, written
-        as root beside the scratch dir. The first root step unpacks it (`upload.py`): no round trip of its own."""
+        for the first root step, which unpacks it (`upload.py`): in that step's environment when small enough
+        (`upload.hand_over`), else written as root beside the scratch dir first."""
         task, home = self.task, self.handle.home
         files: dict[str, bytes | Path] = {}
         if task.environment_dir is not None:
@@ -196,7 +208,7 @@ class Harness:
         if task.setup_script is not None:
             files[f"{self.private}/setup.sh"] = task.setup_script
         archive = tar_archive(files, mode_mask=USER_UMASK_MODES)
-        self.handle.write_bytes(self.upload, archive, mode=0o600, user="root")
+        self.upload = hand_over(self.handle, archive, f"{self.private}.tar", in_env=self.archives_in_env)
 
     def _setup(self) -> bool:
         if self.task.setup_script is None:
@@ -326,6 +338,7 @@ class Harness:
             root_env=self.root_env,
             own_processes=self.own_processes,
             network=self.verifier_network,
+            archives_in_env=self.archives_in_env,
             root=self._root,
             save=self._save,
         ).run()
@@ -344,10 +357,13 @@ class Harness:
 
     # -- helpers ----------------------------------------------------------------------------------
 
-    def _root(self, cmd: str | list[str], *, what: str, cwd: str | None = None) -> ExecResult:
-        """A harness step as root (cwd: the workdir unless given) that must succeed; SandboxError otherwise."""
+    def _root(
+        self, cmd: str | list[str], *, what: str, cwd: str | None = None, envs: Mapping[str, str] | None = None
+    ) -> ExecResult:
+        """A harness step as root (cwd: the workdir unless given; `envs` beside `root_env` for this command only)
+        that must succeed; SandboxError otherwise."""
         result = self.handle.exec(
-            cmd, envs=self.root_env, cwd=cwd or self.workdir, timeout=STEP_TIMEOUT_SEC, user="root"
+            cmd, envs={**self.root_env, **(envs or {})}, cwd=cwd or self.workdir, timeout=STEP_TIMEOUT_SEC, user="root"
         )
         if result.exit_code != 0:
             raise SandboxError(

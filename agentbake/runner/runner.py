@@ -243,6 +243,7 @@ class Runner:
                 timings,
                 oracle=self.config.oracle,
                 verifier_network=network,
+                archives_in_env=self.backend.capabilities.large_exec_env,
             )
             outcome = harness.run()
         except BaseException:

@@ -8,21 +8,82 @@ the archive's files in directories that did exist are given to the user. The use
 had it unpacked the archive itself (`tar -x` as the user, before issue 17), and nothing more: a directory or file
 of the image in those dirs keeps its owner. Modes are masked as the user's umask (022) would. Nothing of the
 agent has run yet, so root unpacks only what the task and the launch hold.
+
+An archive of at most `ENV_ARCHIVE_MAX` reaches that command in its own environment (`hand_over`: base64, split
+across variables, decoded by `base64 -d` into the `tar -x`), on a backend whose commands take that much
+(`Capabilities.large_exec_env`): no file write of its own either (issue 17). The variables are unset before
+anything else runs in that command, and only that command gets them; its /proc/<pid>/environ is readable by
+root alone (its cmdline, readable by every user, names the variables only). A larger archive, or on another
+backend, is written as a root-only file first, as before. The verifier's tests/ travel the same way.
 """
 
 from __future__ import annotations
 
+import base64
 import io
 import posixpath
 import shlex
 import tarfile
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentbake.errors import TaskError
+from agentbake.runner.sandbox import SandboxHandle
 
 USER_UMASK_MODES = 0o755
 """The modes a user with umask 022 gets: what `tar -x` as the image's user made of the archive before."""
+ENV_ARCHIVE_MAX = 512 * 1024
+"""Largest archive (bytes) handed to the command that unpacks it in that command's environment; a larger one is
+written as a file first (one archive write more: ~50 ms on Docker 20.10). Base64 makes it 683 KiB of
+environment, well inside Linux's 2 MiB for a command's arguments and environment together (ARG_MAX, with the
+default 8 MiB stack), with room for the sandbox's own variables. A task's files are a few KiB as a rule."""
+ENV_CHUNK = 96 * 1024
+"""Base64 characters per variable: one `NAME=value` string may hold at most 128 KiB (MAX_ARG_STRLEN)."""
+ENV_PREFIX = "AGENTBAKE_ARCHIVE_"
+"""The variables an archive rides in: `AGENTBAKE_ARCHIVE_0`, `_1`, ..."""
+_NO_BASE64 = (
+    "command -v base64 >/dev/null 2>&1 || { echo 'agentbake: the sandbox has no base64 command (coreutils), which "
+    "decodes the files the harness hands it; install coreutils in the image' >&2; false; }"
+)
+
+
+@dataclass(frozen=True)
+class HandedArchive:
+    """An archive as the one command that unpacks it finds it: in `envs` (to give that command only), or in a
+    root-only file written before. `ready`, `read`, `forget`: shell for that command (`unpack` chains them)."""
+
+    read: str
+    """Prints the archive on stdout (may run more than once)."""
+    forget: str
+    """Unsets the variables (before any other code runs in the command: nothing it starts inherits them), or
+    removes the file."""
+    ready: str = "true"
+    """Fails, saying what is missing, when the sandbox cannot read the archive (no `base64`)."""
+    envs: Mapping[str, str] = field(default_factory=dict)
+    """The environment the archive rides in; empty when it was written as a file."""
+
+    def extract(self, *members: str) -> str:
+        """Shell: the archive's `members` (all when none) unpacked at /."""
+        return f"{self.read} | tar -x -f - -C / {shlex.join(members)}".rstrip()
+
+    def unpack(self) -> str:
+        """Shell: the whole archive unpacked at / and forgotten."""
+        return f"{self.ready} && {self.extract()} && {self.forget}"
+
+
+def hand_over(handle: SandboxHandle, archive: bytes, path: str, *, in_env: bool) -> HandedArchive:
+    """`archive` for the next command that unpacks it: in its environment when `in_env` (the backend's
+    `Capabilities.large_exec_env`) and it is at most `ENV_ARCHIVE_MAX`; else written to `path` (root's, mode
+    0600: in or beside the harness's root-only scratch dir) now."""
+    if in_env and len(archive) <= ENV_ARCHIVE_MAX:
+        text = base64.b64encode(archive).decode()
+        envs = {f"{ENV_PREFIX}{n}": text[at : at + ENV_CHUNK] for n, at in enumerate(range(0, len(text), ENV_CHUNK))}
+        joined = " ".join(f'"${name}"' for name in envs)
+        return HandedArchive(f"printf %s {joined} | base64 -d", f"unset {' '.join(envs)}", _NO_BASE64, envs)
+    handle.write_bytes(path, archive, mode=0o600, user="root")
+    quoted = shlex.quote(path)
+    return HandedArchive(f"cat -- {quoted}", f"rm -f -- {quoted}")
 
 
 def tar_archive(files: Mapping[str, bytes | Path], *, mode_mask: int = 0o7777) -> bytes:
@@ -69,16 +130,16 @@ def made_in_user_dirs(files: Mapping[str, bytes | Path], user_dirs: Iterable[str
     return "".join(f"{entry}\n" for entry in sorted(made))
 
 
-def unpack_command(archive: str, made: str, user: str) -> str:
+def unpack_command(archive: HandedArchive, made: str, user: str) -> str:
     """Shell, as root: `archive` (which holds `made`, the list of `made_in_user_dirs`, in the root-only scratch
-    dir) unpacked at / and removed; then what it made in the user's dirs given to `user` and its group: each
+    dir) unpacked at / and forgotten; then what it made in the user's dirs given to `user` and its group: each
     directory of the list that did not exist before (recursively: all below it is the archive's) and each file
     of the list that is not below such a directory (`chown -h`: a link is never followed)."""
-    quoted, listed, owned = shlex.quote(archive), shlex.quote(made), shlex.quote(f"{made}.owned")
+    listed, owned = shlex.quote(made), shlex.quote(f"{made}.owned")
     who = shlex.quote(user)
     # `top` ends in "/": entries below a directory found missing are covered by its recursive chown.
     note_missing = (
-        f"tar -x -f {quoted} -C / {shlex.quote(made.lstrip('/'))} && top=// && "
+        f"{archive.extract(made.lstrip('/'))} && top=// && "
         'while IFS= read -r p; do case $p in "$top"*) continue ;; esac; case $p in '
         '*/) [ -e "$p" ] || [ -h "${p%/}" ] || { top=$p; printf \'%s\\n\' "${p%/}"; } ;; '
         "*) printf '%s\\n' \"$p\" ;; esac; "
@@ -88,4 +149,7 @@ def unpack_command(archive: str, made: str, user: str) -> str:
         f"{{ [ ! -s {owned} ] || ( IFS=\"$(printf '\\n_')\" && IFS=${{IFS%_}} && set -f && "
         f'chown -hR -- "$(id -u {who}):$(id -g {who})" $(cat {owned}) ); }}'
     )
-    return f"{note_missing} && tar -x -f {quoted} -C / && {give} && rm -f -- {quoted} {listed} {owned}"
+    return (
+        f"{archive.ready} && {note_missing} && {archive.extract()} && {archive.forget} && {give} && "
+        f"rm -f -- {listed} {owned}"
+    )

@@ -99,10 +99,11 @@ KILL_THEN_READ_REWARDS = f"{_KEEP}{_KILL_THE_REST}{_STUCK}{_READ_REWARDS}"
 coming back), then describes each reward file without following a symlink. $1: as for `RUN_TEST_SH`."""
 
 ROOT_TEST_SH_THEN_READ_REWARDS = f"""mark=$2
-tar -x -f "$3" -C / >&2 && rm -f -- "$3" || {{ echo "could not unpack tests/ into {HARBOR_TESTS_DIR}" >&2; exit 4; }}
+eval "$3" >&2 || {{ echo "could not unpack tests/ into {HARBOR_TESTS_DIR}" >&2; exit 4; }}
 {_TEST_SH_THEN_KILL}echo; echo "$mark"; echo "test.sh $rc"
 {_STUCK}{_READ_REWARDS}"""
-"""The archive `$3` of tests/ unpacked (exit 4 when it cannot be), then `RUN_TEST_SH` and
+"""tests/ unpacked by the shell `$3` (`upload.HandedArchive.unpack`: in this shell, so the variables its archive
+rode in are unset before test.sh starts; exit 4 when it cannot be), then `RUN_TEST_SH` and
 `KILL_THEN_READ_REWARDS` in one command, for a test.sh run as root (whose kill pass already reaches every
 user's processes): then the line `$2` (a marker: the last one printed is this
 command's, nothing test.sh left is alive to print after it), test.sh's exit status (`test.sh N`), and as

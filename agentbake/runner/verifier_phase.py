@@ -2,7 +2,8 @@
 
 In the stop step's root command, the one that finds none of the agent's processes left (`clear_the_way`):
 the agent's links into /tests or /logs removed (and listed), /tests and /logs/verifier made fresh. Then here:
-tests/ written into the root-only scratch dir -> unpacked -> test.sh, with everything it left stopped and
+tests/ handed to the command that unpacks it (in its environment, or written into the root-only scratch dir
+first when large: `upload.hand_over`) -> unpacked -> test.sh, with everything it left stopped and
 killed the moment it ends -> a root pass kills what is still there -> the reward read as Harbor does, without
 following a symlink; for a test.sh run as root, all of it one command (`ROOT_TEST_SH_THEN_READ_REWARDS`),
 three with another `[verifier] user` (issue 17). The in-sandbox commands and the reward rules are in
@@ -23,7 +24,7 @@ from agentbake.errors import SandboxError
 from agentbake.runner.agent_phase import STEP_TIMEOUT_SEC
 from agentbake.runner.result import Status
 from agentbake.runner.sandbox import ExecResult, SandboxHandle
-from agentbake.runner.upload import tar_archive
+from agentbake.runner.upload import hand_over, tar_archive
 from agentbake.runner.verifier import (
     HARBOR_TESTS_DIR,
     HARBOR_VERIFIER_LOGS,
@@ -71,6 +72,8 @@ class VerifierPhase:
     own_processes: str
     """The sandbox's own processes (`verifier.PROCESSES`), the only ones that outlive test.sh."""
     network: VerifierNetwork
+    archives_in_env: bool
+    """tests/ may ride in the environment of the command that unpacks it (`upload.hand_over`)."""
     root: Callable[..., ExecResult]
     save: Callable[[str, str], None]
 
@@ -87,18 +90,20 @@ class VerifierPhase:
             for p in self.task.tests_dir.rglob("*")
             if p.is_file()
         }
-        # Root's alone until the next command unpacks it; the agent is dead and its links are gone (stop step).
-        self.handle.write_bytes(self.tests_archive, tar_archive(tests), mode=0o600, user="root")
+        # Root's alone until the next command unpacks it (its environment: root's /proc/<pid>/environ; or a file in
+        # the scratch dir); the agent is dead and its links are gone (stop step).
+        archive = hand_over(self.handle, tar_archive(tests), self.tests_archive, in_env=self.archives_in_env)
         if self.network == "bridge":  # the agent is dead and its links into /tests are gone
             self.handle.connect_network()
         if user == "root":
-            result, ended = self._run_as_root(envs)
+            result, ended = self._run_as_root({**envs, **archive.envs}, archive.unpack())
         else:
-            archive, give = self.tests_archive, f"{shlex.quote(str(owner))} {HARBOR_TESTS_DIR} {HARBOR_VERIFIER_LOGS}"
+            give = f"{shlex.quote(str(owner))} {HARBOR_TESTS_DIR} {HARBOR_VERIFIER_LOGS}"
             self.root(  # /tests and the reward's folder are that user's (and root's) alone
-                f"tar -x -f {archive} -C / && rm -f {archive} && chown -R {give}",
+                f"{archive.unpack()} && chown -R {give}",
                 what="unpack tests/ and give it to the [verifier] user",
                 cwd="/",
+                envs=archive.envs,
             )
             result = self.handle.exec(
                 ["sh", "-c", RUN_TEST_SH, "sh", self.own_processes],
@@ -112,14 +117,15 @@ class VerifierPhase:
         self.save("verifier/stderr.txt", result.stderr)
         self._judge(result, ended)
 
-    def _run_as_root(self, envs: Mapping[str, str]) -> tuple[ExecResult, ExecResult]:
-        """tests/ unpacked, test.sh as root, what it left killed and the reward files described, in one command
-        (`ROOT_TEST_SH_THEN_READ_REWARDS`); returns test.sh's result (its output up to the marker) and the
-        kill-and-read's, as the two commands of another user's test.sh would. A command cut short (its
-        deadline, a test.sh that kills it) is followed by the kill-and-read of its own, as those are."""
+    def _run_as_root(self, envs: Mapping[str, str], unpack: str) -> tuple[ExecResult, ExecResult]:
+        """tests/ unpacked (the shell `unpack`; its archive's variables, if any, in `envs`), test.sh as root, what
+        it left killed and the reward files described, in one command (`ROOT_TEST_SH_THEN_READ_REWARDS`); returns
+        test.sh's result (its output up to the marker) and the kill-and-read's, as the two commands of another
+        user's test.sh would. A command cut short (its deadline, a test.sh that kills it) is followed by the
+        kill-and-read of its own, as those are."""
         marker = f"agentbake-verifier-{secrets.token_hex(8)}"
         both = self.handle.exec(
-            ["sh", "-c", ROOT_TEST_SH_THEN_READ_REWARDS, "sh", self.own_processes, marker, self.tests_archive],
+            ["sh", "-c", ROOT_TEST_SH_THEN_READ_REWARDS, "sh", self.own_processes, marker, unpack],
             envs=envs,
             cwd=self.workdir,
             timeout=self.task.verifier_timeout_sec,
@@ -163,6 +169,7 @@ class VerifierPhase:
 
     @property
     def tests_archive(self) -> str:
+        """Where tests/'s archive is written when it does not ride in the environment."""
         return f"{self.private}/tests.tar"
 
     def _judge(self, result: ExecResult, ended: ExecResult) -> None:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from agentbake.runner import DockerBackend, DockerConfig, SandboxRequest
 from agentbake.runner.sandbox import SandboxHandle
-from agentbake.runner.upload import tar_archive
+from agentbake.runner.upload import hand_over, tar_archive
 from agentbake.runner.verifier import (
     KILL_THEN_READ_REWARDS,
     PROCESSES,
@@ -46,8 +46,8 @@ TESTS_TAR = "/root/tests.tar"  # what ROOT_TEST_SH_THEN_READ_REWARDS unpacks fir
 
 def one_command(handle: SandboxHandle, keep: str, test_sh: str) -> list[str]:
     """`ROOT_TEST_SH_THEN_READ_REWARDS` with `test_sh` in the archive it unpacks (written now, not timed)."""
-    handle.write_bytes(TESTS_TAR, tar_archive({"/tests/test.sh": test_sh.encode()}), mode=0o600, user="root")
-    return ["sh", "-c", ROOT_TEST_SH_THEN_READ_REWARDS, "sh", keep, MARK, TESTS_TAR]
+    tests = hand_over(handle, tar_archive({"/tests/test.sh": test_sh.encode()}), TESTS_TAR, in_env=False)
+    return ["sh", "-c", ROOT_TEST_SH_THEN_READ_REWARDS, "sh", keep, MARK, tests.unpack()]
 
 
 def root(handle: SandboxHandle, cmd: list[str] | str) -> str:

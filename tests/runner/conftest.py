@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
+import docker
 import pytest
 
 from agentbake.buildkit.build import BuildResult
@@ -23,3 +25,12 @@ def backend() -> Iterator[DockerBackend]:
     backend = DockerBackend(DockerConfig(memory_mb=512, cpus=1, pids_limit=256))
     yield backend
     backend.close()
+
+
+@pytest.fixture
+def engine_socket(engine: docker.DockerClient) -> str:
+    """The engine's unix socket (for a relay in front of it, `faulty_engine.py`); skips on another DOCKER_HOST."""
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if not host.startswith("unix://"):
+        pytest.skip(f"the fault-injecting relay needs a unix-socket engine, DOCKER_HOST is {host}")
+    return host.removeprefix("unix://")

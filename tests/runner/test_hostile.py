@@ -4,7 +4,9 @@ and the rest of the batch stay unharmed. Every group runs as one batch beside a 
 
 from __future__ import annotations
 
+import base64
 import re
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,10 +15,15 @@ import pytest
 
 from agentbake.runner.docker.backend import DockerBackend
 from agentbake.runner.docker.config import DockerConfig
+from agentbake.runner.harness import HarnessOutcome
 from agentbake.runner.result import RolloutResult, Status
 from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
+from agentbake.runner.sandbox import SandboxRequest
 from agentbake.runner.sandbox.copyout import CopyBudget
+from agentbake.runner.upload import ENV_PREFIX
+from agentbake.runner.verifier import PROCESSES
+from agentbake.runner.verifier_phase import VerifierPhase, clear_the_way
 from agentbake.tasks import load_task
 from tests.resources import Peak
 from tests.runner.probes import STILL_OPEN
@@ -268,3 +275,67 @@ def test_an_agent_flooding_its_gateway_costs_the_runner_bounded_descriptors_and_
     assert peak.added_mib < 400  # 128 MiB of bodies in flight at most
     assert result.turns >= 2  # the agent's own calls went on after the flood
     assert not leftovers(engine, "gateway-flood")
+
+
+# As the agent's user, until the verifier's kill pass: every process's cmdline and environ it can read, searched
+# for the lines of /tmp/spy/needles (in a file: needles on its own command line would find themselves), and
+# /tests/secret read; what it finds is appended to /tmp/spy/found.
+SPY = r"""while :; do
+  for f in /proc/[0-9]*/cmdline /proc/[0-9]*/environ; do
+    tr '\0' '\n' < "$f" 2>/dev/null | grep -F -o -f /tmp/spy/needles
+  done
+  cat /tests/secret 2>/dev/null
+done >> /tmp/spy/found 2>/dev/null
+"""
+
+
+def test_the_tests_ride_to_the_verifier_unseen_by_a_process_of_the_agent_left_alive(
+    backend: DockerBackend, image: str, tmp_path: Path
+) -> None:
+    """tests/ rides in the environment of the root command that runs test.sh (issue 17). Were a process of the
+    agent's user alive then (the stop step sees to it that none is: here one is started after it), it could
+    read that command's /proc/<pid>/cmdline but not its environ: it finds the command (so it was looking while
+    test.sh ran) and its own environment's canary (so it reads what it may), never the tests."""
+    secret = secrets.token_hex(16).encode()
+    test = "sleep 2\n" + reward_if(f'[ "$(cat /tests/secret)" = {secret.decode()} ]')  # the spy looks meanwhile
+    path = write_task(tmp_path, "spied-on", solve="true\n", test=test)
+    (path / "tests" / "secret").write_bytes(secret)
+    task = load_task(path)
+    needles = {
+        "command": "could not unpack tests/",  # in the verifier command's argv (`ROOT_TEST_SH_THEN_READ_REWARDS`)
+        "canary": "the spy's own canary",
+        "variable": f"{ENV_PREFIX}0=",
+        "secret": secret.decode(),
+        # the secret as the archive's base64 holds it, whatever its offset in the archive
+        **{f"secret, base64 at +{i}": base64.b64encode(secret[i : i + 24]).decode() for i in range(3)},
+    }
+    sandbox = backend.create(SandboxRequest(image=image, rollout_id=f"spied-on-{secrets.token_hex(4)}"))
+    try:
+        private = f"/tmp/agentbake-{secrets.token_hex(8)}"
+        own = sandbox.exec(f"mkdir -m 700 {private} && {PROCESSES}", user="root", timeout=60)
+        sandbox.write_text("/tmp/spy/needles", "".join(f"{n}\n" for n in needles.values()))
+        spy = sandbox.start_bg(SPY, envs={"CANARY": needles["canary"]})
+        uid = sandbox.exec("id -u", timeout=60).stdout.strip()
+        cleared = sandbox.exec(["sh", "-c", clear_the_way(private), "sh", uid], user="root", timeout=60)
+        assert own.exit_code == cleared.exit_code == 0, (own, cleared)
+        outcome = HarnessOutcome()
+        VerifierPhase(
+            sandbox,
+            task,
+            outcome,
+            workdir=sandbox.paths["workdir"],
+            private=private,
+            root_env={"HOME": "/root"},
+            own_processes=" ".join(own.stdout.split()),
+            network="none",
+            archives_in_env=True,
+            root=lambda *_, **__: pytest.fail("a root verifier needs no command of its own"),
+            save=lambda name, text: None,
+        ).run()
+        assert (outcome.status, outcome.reward) == (Status.OK, 1.0), outcome.error
+        assert spy.wait(timeout=30).exit_code != 0, "the verifier's kill pass ended the spy"
+        found = set(sandbox.read_text("/tmp/spy/found").splitlines())
+    finally:
+        sandbox.kill()
+    assert needles["command"] in found and needles["canary"] in found, found  # it looked, and it can see
+    assert found <= {needles["command"], needles["canary"]}, f"the agent's user saw the tests: {found}"

@@ -45,6 +45,7 @@ THROWAWAY_TASKS = {
     "no-fix",
     "exits-0-at-import",
     "leaves-a-daemon",
+    "no-base64",
 }
 """Tasks this module makes up: their images are removed when it ends."""
 PREBUILT = "agentbake-test/prebuilt-notes:latest"
@@ -265,6 +266,24 @@ def test_a_terminal_bench_shaped_task_runs_with_the_oracle(
         result = runner.run(task)
     assert (result.status, result.reward) == (Status.OK, 1.0), result.error
     assert result.task_image.startswith("agentbake-task/tb-shaped:")  # built: the pull failed
+
+
+def test_a_task_image_without_base64_is_a_sandbox_error_naming_it(
+    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+) -> None:
+    """The agent's files ride to the sandbox in base64 (`runner/upload.py`): an image with no `base64` is told
+    so, before any task code runs."""
+    root = write_task(tmp_path, "no-base64", solve="touch solved\n", test=reward_if("[ -f /app/solved ]"))
+    (root / "environment").mkdir()
+    (root / "environment" / "Dockerfile").write_text(
+        "FROM debian:bookworm-slim\nRUN rm /usr/bin/base64\nWORKDIR /app\n"
+    )
+    config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path / "out")
+    with Runner(config, backend) as runner:
+        result = runner.run(load_task(root))
+    assert (result.status, result.reward) == (Status.SANDBOX_ERROR, 0.0)
+    assert "the sandbox has no base64 command (coreutils)" in result.error and "install coreutils" in result.error
+    assert not (result.out_dir / "agent" / "oracle.log").exists()  # nothing of the task ran
 
 
 def test_cli_builds_a_new_task_image_with_progress_on_stderr_and_clean_json(

@@ -1,26 +1,43 @@
 """The agent's files: one archive unpacked by root in the first root step, owned by the image's user exactly as if
 it had unpacked them itself (`agentbake/runner/upload.py`): compared with a `tar -x` as the user in the same image
-state, and checked from inside the sandbox by the oracle itself."""
+state, and checked from inside the sandbox by the oracle itself. An archive up to `ENV_ARCHIVE_MAX` rides in the
+environment of the command that unpacks it (no archive written: counted at the engine), a larger one is written
+first; neither setup.sh nor test.sh inherits those variables."""
 
 from __future__ import annotations
 
+import hashlib
 import io
+import os
+import secrets
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import docker
 import pytest
 
 from agentbake.buildkit.build import BuildResult
 from agentbake.errors import TaskError
 from agentbake.runner.docker.backend import DockerBackend
+from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.result import Status
 from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
-from agentbake.runner.upload import USER_UMASK_MODES, made_in_user_dirs, tar_archive, unpack_command
+from agentbake.runner.sandbox import SandboxHandle, SandboxRequest
+from agentbake.runner.upload import (
+    ENV_ARCHIVE_MAX,
+    ENV_PREFIX,
+    USER_UMASK_MODES,
+    hand_over,
+    made_in_user_dirs,
+    tar_archive,
+    unpack_command,
+)
 from agentbake.tasks import load_task
+from tests.runner.faulty_engine import FaultyEngine
 from tests.runner.rollouts import reward_if, write_task
+
+MAX_ARG_STRLEN = 128 * 1024  # Linux: the longest `NAME=value` string of a command's environment
 
 
 def test_the_list_holds_each_file_and_dir_below_the_deepest_user_dir_in_order() -> None:
@@ -93,40 +110,51 @@ def upload_files(tmp_path: Path) -> dict[str, bytes | Path]:
     }
 
 
-def run(container: docker.models.containers.Container, cmd: str, user: str = "root") -> str:
-    code, out = container.exec_run(["sh", "-c", cmd], user=user)
-    assert code == 0, out.decode()
-    return out.decode()
+def run(sandbox: SandboxHandle, cmd: str, user: str = "root", envs: dict[str, str] | None = None) -> str:
+    result = sandbox.exec(cmd, user=user, envs=envs, timeout=60)
+    assert result.exit_code == 0, result
+    return result.stdout
+
+
+@pytest.fixture
+def sandbox(backend: DockerBackend, image: str) -> Iterator[SandboxHandle]:
+    handle = backend.create(SandboxRequest(image=image, rollout_id=f"test-upload-{secrets.token_hex(4)}"))
+    try:
+        yield handle
+    finally:
+        handle.kill()
 
 
 @pytest.mark.docker
+@pytest.mark.parametrize("in_env", [True, False], ids=["in-env", "written"])
 def test_root_unpacks_and_gives_the_user_exactly_what_its_own_tar_would_have_made(
-    engine: docker.DockerClient, image: str, tmp_path: Path
+    backend: DockerBackend, image: str, tmp_path: Path, in_env: bool
 ) -> None:
     files = upload_files(tmp_path)
     user_dirs = ["/home/agent", "/home/agent/workdir", "/home/agent/task"]
     listings = []
     for as_user in (True, False):
-        container = engine.containers.run(image, ["sleep", "infinity"], detach=True, network_mode="none", user="root")
+        sandbox = backend.create(SandboxRequest(image=image, rollout_id=f"test-upload-{secrets.token_hex(4)}"))
         try:
-            run(container, IMAGE_STATE)
+            run(sandbox, IMAGE_STATE)
             if as_user:  # before issue 17: the archive unpacked by the image's user
-                container.put_archive("/home/agent", _archive({"up.tar": tar_archive(files)}, mode=0o644))
-                run(container, "tar -x -f ~/up.tar -C / && rm ~/up.tar", user="agent")
+                sandbox.write_bytes("/home/agent/up.tar", tar_archive(files))
+                run(sandbox, "tar -x -f ~/up.tar -C / && rm ~/up.tar", user="agent")
             else:
                 scratch = "/tmp/agentbake-test"
                 made = made_in_user_dirs(files, user_dirs).encode()
                 archive = tar_archive({**files, f"{scratch}/made": made}, mode_mask=USER_UMASK_MODES)
-                container.put_archive("/tmp", _archive({"agentbake-test.tar": archive}, mode=0o600))
-                run(
-                    container,
-                    f"mkdir -m 700 {scratch} && {unpack_command(f'{scratch}.tar', f'{scratch}/made', 'agent')}",
-                )
-                left = run(container, f"ls -A {scratch}; [ -e {scratch}.tar ] || echo gone")
+                handed = hand_over(sandbox, archive, f"{scratch}.tar", in_env=in_env)
+                assert bool(handed.envs) is in_env
+                unpack = unpack_command(handed, f"{scratch}/made", "agent")
+                unpacked = f"mkdir -m 700 {scratch} && {unpack} && {{ env | grep -c ^{ENV_PREFIX} || :; }}"
+                left = run(sandbox, unpacked, envs=dict(handed.envs))
+                assert left == "0\n", "the archive's variables outlive the unpack"
+                left = run(sandbox, f"ls -A {scratch}; [ -e {scratch}.tar ] || echo gone")
                 assert left == "gone\n", "the archive or its lists are left"
-            listings.append(run(container, LIST_OWNERS))
+            listings.append(run(sandbox, LIST_OWNERS))
         finally:
-            container.remove(force=True)
+            sandbox.kill()
     by_user, by_root = listings
     assert by_root == by_user
     # what the comparison rests on: the image's files stay root's, the upload's are the user's
@@ -138,6 +166,36 @@ def test_root_unpacks_and_gives_the_user_exactly_what_its_own_tar_would_have_mad
     assert "agent:agent 755 f /home/agent/workdir/tool.sh" in by_root
     assert "agent:agent 600 f /opt/shared/through-the-link/f" in by_root
     assert "root:root 777 d /opt/shared" in by_root
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("extra", [0, 1], ids=["at-the-cap", "past-the-cap"])
+def test_an_archive_up_to_the_cap_rides_in_the_environment_and_a_larger_one_is_written_first(
+    sandbox: SandboxHandle, extra: int
+) -> None:
+    blob = os.urandom(ENV_ARCHIVE_MAX - 16 * 1024)  # incompressible, as base64 sees it
+    archive = tar_archive({"/tmp/handed/blob": blob})
+    archive += bytes(ENV_ARCHIVE_MAX + extra - len(archive))  # zero blocks after the archive's end: tar stops there
+    path = "/tmp/handed.tar"
+    handed = hand_over(sandbox, archive, path, in_env=True)
+    if extra:
+        assert handed.envs == {} and sandbox.exists(path)
+    else:
+        assert len(handed.envs) > 1 and not sandbox.exists(path)
+        assert all(len(f"{name}={value}") < MAX_ARG_STRLEN for name, value in handed.envs.items())
+    printed = run(
+        sandbox,
+        f"{handed.unpack()} && env | grep -c ^{ENV_PREFIX}; sha256sum /tmp/handed/blob; [ -e {path} ] || echo gone",
+        envs=dict(handed.envs),
+    )
+    assert printed.split() == ["0", hashlib.sha256(blob).hexdigest(), "/tmp/handed/blob", "gone"]
+
+
+@pytest.mark.docker
+def test_a_backend_without_large_exec_env_gets_every_archive_written(sandbox: SandboxHandle) -> None:
+    handed = hand_over(sandbox, tar_archive({"/tmp/small/f": b"x"}), "/tmp/small.tar", in_env=False)
+    assert handed.envs == {} and sandbox.exists("/tmp/small.tar")
+    assert run(sandbox, f"{handed.unpack()} && cat /tmp/small/f; ls /tmp/small.tar 2>&1 >/dev/null | wc -l") == "x1\n"
 
 
 def _archive(files: dict[str, bytes], *, mode: int) -> bytes:
@@ -195,3 +253,43 @@ def test_the_agents_files_are_its_own_as_if_it_had_unpacked_them(runner: Runner,
     said = (result.out_dir / "verifier" / "stdout.txt").read_text()
     assert (result.status, result.reward) == (Status.OK, 1.0), (result.error, said)
     assert "+++ b/setup-ran" not in (result.out_dir / "workdir.diff").read_text()  # setup.sh precedes the snapshot
+
+
+# setup.sh (root, a later command with root_env) and test.sh (root, the command that unpacked tests/) must inherit
+# none of the variables an archive rode in; both archives arrive whole.
+SAW = f"env | grep -c ^{ENV_PREFIX} || :"  # grep -c exits 1 when it counts none
+INHERITS_NONE = reward_if(
+    f'[ "$(cat /etc/setup-saw)" = 0 ] && [ "$({SAW})" = 0 ] && sha256sum -c /tests/sums >&2 && '
+    "sha256sum -c /tests/workdir-sums >&2"
+)
+
+
+@pytest.mark.docker
+def test_small_archives_ride_in_the_environment_and_large_ones_are_written_counted_at_the_engine(
+    built_images: dict[str, BuildResult], engine_socket: str, tmp_path: Path
+) -> None:
+    """Through a relay that counts the engine's archive PUTs: a task of small files gets none, one whose
+    environment/ and tests/ each pass `ENV_ARCHIVE_MAX` gets two (each archive written, as before issue 17)."""
+    tasks = {}
+    for name, size in (("small-files", 1000), ("large-files", ENV_ARCHIVE_MAX + 1)):
+        path = write_task(
+            tmp_path, name, solve="true\n", test=INHERITS_NONE, setup=f'echo "$({SAW})" > /etc/setup-saw\n'
+        )
+        blob, answers = os.urandom(size), os.urandom(size)
+        (path / "environment" / "blob").write_bytes(blob)
+        (path / "tests" / "answers").write_bytes(answers)
+        (path / "tests" / "sums").write_text(f"{hashlib.sha256(answers).hexdigest()}  /tests/answers\n")
+        (path / "tests" / "workdir-sums").write_text(f"{hashlib.sha256(blob).hexdigest()}  blob\n")
+        tasks[name] = load_task(path)
+    puts = []
+    with FaultyEngine(tmp_path / "engine.sock", engine_socket, r"^PUT /v[\d.]+/containers/[^/]+/archive", 0) as proxy:
+        backend = DockerBackend(DockerConfig(memory_mb=512, cpus=1), base_url=proxy.url)
+        config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path / "out")
+        with Runner(config, backend) as runner:
+            for name, task in tasks.items():
+                before = proxy.matched
+                result = runner.run(task)
+                assert (result.status, result.reward) == (Status.OK, 1.0), (name, result.error)
+                puts.append(proxy.matched - before)
+        backend.close()
+    assert puts == [0, 2]

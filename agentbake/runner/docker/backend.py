@@ -29,7 +29,7 @@ class DockerBackend(SandboxBackend):
     """Creates sandboxes on the local engine (DOCKER_HOST); `close()` removes every one still alive."""
 
     name = "docker"
-    capabilities = Capabilities(warm_pool=True, task_images=True, network_phases=True)
+    capabilities = Capabilities(warm_pool=True, task_images=True, network_phases=True, large_exec_env=True)
 
     def __init__(self, config: DockerConfig | None = None, *, base_url: str | None = None):
         self.config = config or DockerConfig()

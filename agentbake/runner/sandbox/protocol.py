@@ -40,6 +40,11 @@ class Capabilities:
     """The sandbox has no network while the agent runs, and gets one for the verifier when asked
     (`SandboxRequest.verifier_network`, `SandboxHandle.connect_network`). Without it the backend's own
     network holds for both phases (the remote clouds: their sandboxes reach the internet throughout)."""
+    large_exec_env: bool = False
+    """A command's environment may hold large values (up to 128 KiB each, about 1 MiB in all), passed to it as
+    given: the harness hands a small archive to the command that unpacks it there (`runner/upload.py`), one file
+    write fewer (issue 17). Without it (the clouds' command APIs, whose limits on it are not known) archives are
+    written as files first."""
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 from pathlib import Path
 
@@ -20,14 +19,6 @@ from tests.runner.faulty_engine import FaultyEngine
 START = r"^POST /v[\d.]+/containers/[^/]+/start$"
 
 RUN = secrets.token_hex(3)  # rollout ids unique per session: other sessions share the engine
-
-
-@pytest.fixture
-def engine_socket(engine: docker.DockerClient) -> str:
-    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-    if not host.startswith("unix://"):
-        pytest.skip(f"the fault-injecting relay needs a unix-socket engine, DOCKER_HOST is {host}")
-    return host.removeprefix("unix://")
 
 
 def faulty(tmp_path: Path, engine_socket: str, failures: int, status: int = 500) -> FaultyEngine:
