@@ -27,6 +27,7 @@ from agentbake.runner.agents import AgentImage, AgentLaunch, headless_launch
 from agentbake.runner.result import Status, Timings
 from agentbake.runner.sandbox import ExecResult, SandboxHandle
 from agentbake.runner.sandbox.copyout import CopyBudget
+from agentbake.runner.sandbox.packed import PackedLogs
 from agentbake.runner.upload import (
     USER_UMASK_MODES,
     HandedArchive,
@@ -124,6 +125,7 @@ class Harness:
         self.diff_exit = "not run"  # of the diff the stop step makes
         self.diff: bytes | None = None  # the diff as the stop step printed it (a small one), else read from its file
         self.own_processes = ""  # the sandbox's processes before any task code ran (`pid:starttime ...`)
+        self.packed = PackedLogs(self.private)  # log paths packed by the stop step and the verifier, for _collect
 
     def run(self) -> HarnessOutcome:
         """The steps in order. Once the agent has started, a step that raises ends as `sandbox_error` with its
@@ -280,18 +282,19 @@ class Harness:
         the workdir diffed into the scratch dir (its exit is printed, so a failed diff stays the diff's failure;
         a small diff is printed too, `workdir.print_diff_command`, so `_save_diff` reads no file), and last the
         verifier's way cleared (`verifier_phase.clear_the_way`: the agent's links into /tests or /logs removed,
-        both made fresh)."""
+        both made fresh); then the agent's log paths, final now, packed for `_collect` (`PackedLogs`)."""
+        agent_logs = self.launch.log_paths
         then = (
             f"echo oom $({_OOM_KILLS}) && {restore_command(self.workdir, self.agent_uid)}\n"
             f"(cd {shlex.quote(self.workdir)} && {self._diff_command}); made=$?; echo diff $made\n"
             f'[ "$made" != 0 ] || {{ {print_diff_command(self._diff_file)}; }}\n'
-            f"echo {_LINKS}\n{clear_the_way(self.private)}"
+            f"echo {_LINKS}\n{clear_the_way(self.private)}{self.packed.pack(agent_logs)}"
         )
         oom_kills = self.oom_before  # unknown when the agent cannot be stopped: judged as none
         try:
             # An agent that ended on its own ran the launch's `kill -KILL -1` on its way out: the first round looks.
             stopped = stop_user(self.handle, self.agent_uid, self.root_env, then, killed=self.agent_exit is not None)
-            ours, _, links = stopped.printed.partition(f"\n{_LINKS}\n")
+            ours, _, links = self.packed.take(stopped.printed, agent_logs).partition(f"\n{_LINKS}\n")
             printed = ours.splitlines()
             oom_kills = sum(int(n) for n in printed[0].split()[1:] if n.isdigit())
         finally:
@@ -339,20 +342,24 @@ class Harness:
             own_processes=self.own_processes,
             network=self.verifier_network,
             archives_in_env=self.archives_in_env,
+            packed=self.packed,
             root=self._root,
             save=self._save,
         ).run()
 
     def _collect(self) -> None:
         """What the agent recorded and the verifier's log dir into out/, under one `CopyBudget` for the
-        rollout; what was cut, left out or unreadable goes to the outcome's notes (the status stays)."""
+        rollout; what was cut, left out or unreadable goes to the outcome's notes (the status stays). A path the
+        stop step or the verifier packed is extracted from what they printed; any other (too large, or its
+        command did not run: the stop failed, no verifier) is copied by the backend."""
         # The agent-log dir's files land in out/<id>/agent/, any further path in a subfolder named after it.
         first, *more = self.launch.log_paths
         sources = [(first, self.out_dir / "agent")]
         sources += [(path, self.out_dir / "agent" / posixpath.basename(path)) for path in more]
         sources.append((HARBOR_VERIFIER_LOGS, self.out_dir / "verifier" / "logs"))
         budget = CopyBudget()
-        self.handle.copy_out_all(sources, budget)  # a path that fails is a note; the others are still tried
+        # A path that fails is a note; the others are still tried.
+        self.handle.copy_out_all(sources, budget, self.packed.archives)
         self.outcome.notes += budget.finish()
 
     # -- helpers ----------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from agentbake.errors import SandboxError
 from agentbake.runner.agent_phase import STEP_TIMEOUT_SEC
 from agentbake.runner.result import Status
 from agentbake.runner.sandbox import ExecResult, SandboxHandle
+from agentbake.runner.sandbox.packed import PackedLogs
 from agentbake.runner.upload import hand_over, tar_archive
 from agentbake.runner.verifier import (
     HARBOR_TESTS_DIR,
@@ -74,6 +75,8 @@ class VerifierPhase:
     network: VerifierNetwork
     archives_in_env: bool
     """tests/ may ride in the environment of the command that unpacks it (`upload.hand_over`)."""
+    packed: PackedLogs
+    """Where the last root command's pack of the verifier's log dir goes, for the harness's collection."""
     root: Callable[..., ExecResult]
     save: Callable[[str, str], None]
 
@@ -124,8 +127,9 @@ class VerifierPhase:
         user's test.sh would. A command cut short (its deadline, a test.sh that kills it) is followed by the
         kill-and-read of its own, as those are."""
         marker = f"agentbake-verifier-{secrets.token_hex(8)}"
+        script = ROOT_TEST_SH_THEN_READ_REWARDS + self._pack_logs
         both = self.handle.exec(
-            ["sh", "-c", ROOT_TEST_SH_THEN_READ_REWARDS, "sh", self.own_processes, marker, unpack],
+            ["sh", "-c", script, "sh", self.own_processes, marker, unpack],
             envs=envs,
             cwd=self.workdir,
             timeout=self.task.verifier_timeout_sec,
@@ -138,18 +142,29 @@ class VerifierPhase:
         if both.timed_out or not found or not status.startswith("test.sh "):
             return both, self._kill_then_read_rewards()
         return ExecResult(int(status.removeprefix("test.sh ")), output, both.stderr), ExecResult(
-            both.exit_code, rewards, both.stderr
+            both.exit_code, self._take_logs(rewards), both.stderr
         )
 
     def _kill_then_read_rewards(self) -> ExecResult:
-        """What a timed-out test.sh left, and what any user but root left, dies here; the reward is read after."""
-        return self.handle.exec(
-            ["sh", "-c", KILL_THEN_READ_REWARDS, "sh", self.own_processes],
+        """What a timed-out test.sh left, and what any user but root left, dies here; the reward is read after (and
+        the log dir packed)."""
+        ended = self.handle.exec(
+            ["sh", "-c", KILL_THEN_READ_REWARDS + self._pack_logs, "sh", self.own_processes],
             envs=self.root_env,
             cwd="/",
             timeout=STEP_TIMEOUT_SEC,
             user="root",
         )
+        return ExecResult(ended.exit_code, self._take_logs(ended.stdout), ended.stderr, ended.timed_out)
+
+    @property
+    def _pack_logs(self) -> str:
+        """Shell that ends the command that read the reward: the verifier's log dir packed (`PackedLogs`), final
+        once test.sh and everything it left are dead."""
+        return self.packed.pack([HARBOR_VERIFIER_LOGS])
+
+    def _take_logs(self, printed: str) -> str:
+        return self.packed.take(printed, [HARBOR_VERIFIER_LOGS])
 
     def _verifier_user(self, user: str) -> tuple[str, str] | None:
         """`[verifier] user` as `uid:gid` and its home, from the sandbox's passwd (a bare uid that is not there

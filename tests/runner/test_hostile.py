@@ -21,6 +21,7 @@ from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
 from agentbake.runner.sandbox import SandboxRequest
 from agentbake.runner.sandbox.copyout import CopyBudget
+from agentbake.runner.sandbox.packed import PackedLogs
 from agentbake.runner.upload import ENV_PREFIX
 from agentbake.runner.verifier import PROCESSES
 from agentbake.runner.verifier_phase import VerifierPhase, clear_the_way
@@ -78,7 +79,13 @@ COPY_OUT = {
     "linked-logs": (
         f"mkdir -p {LOGS}/sub && ln -s /etc/shadow {LOGS}/shadow && ln -s / {LOGS}/root && "
         f"ln -s /nowhere {LOGS}/dangling && ln {LOGS}/oracle.log {LOGS}/hard 2>/dev/null; "
-        f"mkfifo {LOGS}/fifo && echo real > {LOGS}/sub/real.txt\n"
+        f"mkfifo {LOGS}/fifo && echo real > {LOGS}/sub/real.txt && "
+        f'for d in /tmp/agentbake-*; do [ ! -d "$d" ] || ln -s "$d" {LOGS}/scratch; done\n'  # the harness's scratch dir
+    ),
+    # The agent-log dir itself a link to the harness's root-only scratch dir: neither packed nor followed.
+    "logs-dir-linked": (
+        f"until [ -e {LOGS}/oracle.log ] && [ -e {LOGS}/oracle.stderr.log ]; do sleep 0.1; done\n"  # the tees opened
+        f'mv {LOGS} {LOGS}.moved && for d in /tmp/agentbake-*; do [ ! -d "$d" ] || ln -s "$d" {LOGS}; done\n'
     ),
     # 1 GiB on stdout: once 3.1 GB of runner memory.
     "loud-agent": "head -c 1073741824 /dev/zero | tr '\\0' 'y'\n",
@@ -115,12 +122,17 @@ def test_copy_out_attacks_are_cut_with_notes_and_cost_the_host_little(
     assert (agent / "sub" / "real.txt").read_text() == "real\n" and (agent / "oracle.log").is_file()
     assert not any(path.is_symlink() for path in agent.rglob("*"))
     notes = "\n".join(linked.notes)
-    for line in ("shadow: a symlink to '/etc/shadow'", "fifo: a device, FIFO"):
+    for line in ("shadow: a symlink to '/etc/shadow'", "fifo: a device, FIFO", "scratch: a symlink to '/tmp/agentb"):
         assert line in notes
     # the link to / was removed before the verifier ran (it reaches /tests): listed, not collected
     removed = (linked.out_dir / "verifier" / "removed-links.txt").read_text()
     assert removed == '"/home/agent/logs/agent/root" -> "/"\n' and "removed 1 symlinks" in notes
     assert (linked.out_dir / "verifier" / "stdout.txt").exists()
+
+    linked = results["logs-dir-linked"]
+    assert not any((linked.out_dir / "agent").rglob("*"))
+    assert "/home/agent/logs/agent: a symlink to '/tmp/agentbake-" in "\n".join(linked.notes)
+    assert (linked.out_dir / "verifier" / "logs" / "reward.txt").read_text() == "0\n"
 
     loud = results["loud-agent"]
     log = (loud.out_dir / "agent" / "oracle.log").stat().st_size
@@ -329,6 +341,7 @@ def test_the_tests_ride_to_the_verifier_unseen_by_a_process_of_the_agent_left_al
             own_processes=" ".join(own.stdout.split()),
             network="none",
             archives_in_env=True,
+            packed=PackedLogs(private),
             root=lambda *_, **__: pytest.fail("a root verifier needs no command of its own"),
             save=lambda name, text: None,
         ).run()

@@ -17,8 +17,7 @@ import posixpath
 import tarfile
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Generator, Iterator, Mapping
 from pathlib import Path
 
 import docker.errors
@@ -42,13 +41,6 @@ _PID_THEN_EXEC = 'echo "$$"; exec "$@"'
 
 _Archive = Generator[bytes, None, None]
 """An archive as docker-py streams it; `close()` releases the container in the engine."""
-
-
-def _close(archive: Future[_Archive | None]) -> None:
-    """Close an archive `copy_out_all` asked for (waiting for the engine's answer first); one that failed to open
-    holds nothing."""
-    if archive.exception() is None and (chunks := archive.result()) is not None:
-        chunks.close()
 
 
 def argv(cmd: str | list[str]) -> list[str]:
@@ -211,26 +203,6 @@ class DockerSandbox(SandboxHandle):
             extract(chunks, dest, budget, source=self._absolute(path))
         finally:
             chunks.close()  # the rest is never read: closing the response releases the container in the engine
-
-    def copy_out_all(self, sources: Sequence[tuple[str, Path]], budget: CopyBudget) -> None:
-        # Every archive asked for at once: the engine re-executes itself for each (~60-100 ms before the first
-        # byte), so those overlap; each is extracted in turn, so the budget is spent as one after another would
-        # spend it. An archive not read yet waits in the engine, not in this process.
-        with ThreadPoolExecutor(max_workers=len(sources) or 1, thread_name_prefix="copy-out") as pool:
-            opened = [pool.submit(self._open_archive, path) for path, _ in sources]
-            try:
-                for (path, dest), archive in zip(sources, opened, strict=True):
-                    try:
-                        chunks = archive.result()
-                        if chunks is not None:
-                            extract(chunks, dest, budget, source=self._absolute(path))
-                    except Exception as exc:  # a lost sandbox, a full host disk: the next path is still tried
-                        budget.note(f"{path}: not collected: {exc}")
-                    finally:
-                        _close(archive)
-            finally:
-                for archive in opened:
-                    _close(archive)
 
     def _open_archive(self, path: str) -> _Archive | None:
         """The archive of `path` as its chunks arrive (None when nothing is there); close it when done with it."""

@@ -1,0 +1,95 @@
+"""Log paths packed by a root command that runs anyway, so collecting them costs no archive round trip (issue 17).
+
+Each copy through a backend's file API is a round trip of its own (Docker: ~50-100 ms, the engine re-executes
+itself for every archive). The harness's root commands that run once a path is final also pack it: the stop
+step's, which finds nothing of the agent left, packs the agent's log paths; the verifier's last, once test.sh
+and everything it left are dead, packs the verifier's log dir. `PackedLogs.pack` is the shell they end with:
+`tar` as root (never following a link inside the path, members in name order as Docker's archive lists them),
+and each archive printed (base64) while the command's archives together hold at most MAX_PACKED_BYTES.
+`SandboxHandle.copy_out_all` extracts a printed archive as it would the backend's (`copyout.extract`: the same
+caps and notes, spent in the same order); any other path (larger, not packed because its command failed or
+never ran, a link on its way, a tar that cannot sort) is copied by the backend as before.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import posixpath
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+MAX_PACKED_BYTES = 2 * 1024 * 1024
+"""Archive bytes printed at most per path (a larger one is left to the backend's copy). Two paths' base64 and the
+diff printed before them (`workdir.MAX_PRINTED_DIFF_BYTES`) fit in a command's kept output (`sandbox/output.py`),
+one path's and the reward lines before it in its last half."""
+_SEPARATOR = "agentbake-packed"
+# $1: a path (absolute, normalized), $2: its parent, $3: its name, $4: its index; $f: a name in the scratch dir.
+# Prints `absent` (nothing there), `-` (a link on its way: left to the backend) or `+<base64>`, then ` -` when tar
+# failed. Few processes (tar, head, base64, tr): each costs a few ms in a loaded sandbox.
+_PACK_ONE = rf"""pack() {{
+  q=$1
+  while [ -n "$q" ]; do [ ! -L "$q" ] || {{ echo -; return; }}; q=${{q%/*}}; done
+  [ -e "$1" ] || {{ echo absent; return; }}
+  printf +
+  {{ tar --sort=name -C "$2" -cf - -- "$3" 2>/dev/null || : > "$f.$4"; }} | head -c {MAX_PACKED_BYTES + 1} |
+    base64 | tr -d '\n'
+  [ ! -e "$f.$4" ] || printf ' -'
+  echo
+}}
+"""
+
+
+@dataclass
+class PackedLogs:
+    """The log paths the rollout's root commands packed, by path: the archive, or None when nothing was there.
+    A path that is not here is copied by the backend (`SandboxHandle.copy_out_all`)."""
+
+    scratch: str
+    """The harness's root-only scratch dir, where an archive is made before it is printed."""
+    archives: dict[str, bytes | None] = field(default_factory=dict)
+
+    def pack(self, paths: Sequence[str]) -> str:
+        """Shell that ends a root command run once `paths` are final: a line `_SEPARATOR`, then one line per path
+        (`_PACK_ONE`), for `take`. It keeps the exit status of what ran before it, and packs nothing after a
+        failure (the command's output is not read then)."""
+        calls = []
+        for index, path in enumerate(paths):
+            parent, name = posixpath.split(posixpath.normpath(path))
+            usable = posixpath.isabs(path) and name not in ("", "..")
+            args = [posixpath.normpath(path), parent, name, str(index)]
+            calls.append(f"pack {shlex.join(args)}" if usable else "echo -")
+        return (
+            f'\nbefore_pack=$?\n[ "$before_pack" != 0 ] || {{\n{_PACK_ONE}f={shlex.quote(self.scratch)}/pack-failed\n'
+            f"printf '\\n%s\\n' {_SEPARATOR}\n" + "\n".join(calls) + '\n}\nexit "$before_pack"\n'
+        )
+
+    def take(self, printed: str, paths: Sequence[str]) -> str:
+        """`printed` (a command's output ending with `pack(paths)`'s) without the packed archives, which are
+        kept; a line that is not whole (an output cut in its middle) leaves its path to the backend's copy."""
+        before, found, lines = printed.rpartition(f"\n{_SEPARATOR}\n")
+        if not found:
+            return printed
+        answers = lines.splitlines()
+        if len(answers) == len(paths):
+            for path, answer in zip(paths, answers, strict=True):
+                if answer == "absent":
+                    self.archives[path] = None
+                elif (archive := _archive(answer)) is not None:
+                    self.archives[path] = archive
+        return before
+
+
+def _archive(line: str) -> bytes | None:
+    """The archive a `+<base64>` line holds, or None when the line is anything else (tar failed, a cut line) or its
+    archive is not whole: larger than MAX_PACKED_BYTES (cut by `head`), or not ending as a tar does (512-byte
+    blocks, the last two zero)."""
+    if not line.startswith("+"):
+        return None
+    try:
+        archive = base64.b64decode(line[1:], validate=True)
+    except binascii.Error:
+        return None
+    whole = len(archive) <= MAX_PACKED_BYTES and len(archive) % 512 == 0 and archive.endswith(bytes(1024))
+    return archive if whole else None
