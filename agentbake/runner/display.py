@@ -7,6 +7,8 @@ build never loads it."""
 from __future__ import annotations
 
 import functools
+import os
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -44,13 +46,32 @@ def _seconds(value: float | None) -> str:
 
 
 def print_result(result: RolloutResult) -> None:
-    colour = "green" if result.ok else "red"
-    err().print(f"[{colour}]{result.status.value}[/] reward {result.reward:g}  {result.rollout_id}  ({result.agent})")
-    if result.error:
-        err().print(f"  {result.error}", markup=False)
+    """The rollout's status (coloured on a terminal), its error, phases and files, on stderr."""
+    head = f"reward {result.reward:g}  {result.rollout_id}  ({result.agent})"
     phases = "  ".join(f"{name} {seconds:.2f}s" for name, seconds in result.timings.items())
-    err().print(f"  {phases}", markup=False)
-    err().print(f"  turns {result.turns}, tokens captured {result.tokens}; files in {result.out_dir}", markup=False)
+    lines = [
+        *([f"  {result.error}"] if result.error else []),
+        f"  {phases}",
+        f"  turns {result.turns}, tokens captured {result.tokens}; files in {result.out_dir}",
+    ]
+    if _plain_stderr():
+        text = "".join(f"{line}\n" for line in [f"{result.status.value} {head}", *lines])
+        sys.stderr.write(text.translate(_RICH_DROPS))
+        return
+    colour = "green" if result.ok else "red"
+    err().print(f"[{colour}]{result.status.value}[/] {head}")
+    for line in lines:
+        err().print(line, markup=False)
+
+
+# What rich drops from text it prints (BEL, BS, VT, FF, CR): the plain lines drop them too.
+_RICH_DROPS = str.maketrans("", "", "\a\b\v\f\r")
+
+
+def _plain_stderr() -> bool:
+    """stderr is no terminal (a pipe, a log file) and no colour is forced: rich would print the same lines
+    uncoloured, so they are written as they are, without importing it (issue 17: a run's start-up)."""
+    return not sys.stderr.isatty() and not os.environ.get("FORCE_COLOR")
 
 
 class BatchDisplay:
