@@ -9,19 +9,29 @@ through it. The backends by name, `BACKENDS`, are `backend_kinds.py`'s (no pydan
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import functools
+import operator
+from typing import TYPE_CHECKING, Any
 
 from agentbake.errors import ConfigError
 from agentbake.runner.backend_kinds import BACKENDS as BACKENDS  # re-exported: `agentbake.runner.BACKENDS`
-from agentbake.runner.docker.config import DockerConfig
-from agentbake.runner.remote.e2b_config import E2BConfig
-from agentbake.runner.remote.hf_config import HFConfig
 
 if TYPE_CHECKING:
+    from agentbake.runner.docker.config import DockerConfig
+    from agentbake.runner.remote.e2b_config import E2BConfig
+    from agentbake.runner.remote.hf_config import HFConfig
     from agentbake.runner.sandbox import SandboxBackend
 
-BackendConfig = DockerConfig | E2BConfig | HFConfig
-"""The settings of one backend; its type says which backend."""
+    BackendConfig = DockerConfig | E2BConfig | HFConfig
+    """The settings of one backend; its type says which backend."""
+else:
+
+    def __getattr__(name: str) -> Any:
+        """`BackendConfig` (the union of every backend's config type) made when first asked for: a Docker run's
+        runner imports no remote backend's config (PEP 562)."""
+        if name != "BackendConfig":
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        return functools.reduce(operator.or_, (kind.config for kind in BACKENDS.values()))
 
 
 def make_backend(config: BackendConfig) -> SandboxBackend:

@@ -26,14 +26,15 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbake.buildkit.engine import connect
 from agentbake.errors import AgentbakeError, ConfigError, SandboxError, TaskError
 from agentbake.gateway.settings import LogprobsMode
 from agentbake.gateway.trace import TraceRecord, read_trace
 from agentbake.runner.agents import AgentImage, AgentLaunch, ModelAccess, agent_for_labels
-from agentbake.runner.backend_registry import BACKENDS, BackendConfig, make_backend
+from agentbake.runner.backend_kinds import BACKENDS
+from agentbake.runner.backend_registry import make_backend
 from agentbake.runner.batch import BatchProgress, Rollout, repeated, run_rollouts
 from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.gateways import RolloutGateways
@@ -44,6 +45,9 @@ from agentbake.runner.runner_config import SCRIPTED, SCRIPTED_MODEL_NAME, Runner
 from agentbake.runner.sandbox import SandboxBackend, SandboxHandle, SandboxRequest
 from agentbake.tasks import Task
 from agentbake.tasks.resolver import ImageResolver, ProgressFactory, ResolvedImage
+
+if TYPE_CHECKING:
+    from agentbake.runner.backend_registry import BackendConfig
 
 logger = logging.getLogger("agentbake.runner")
 

@@ -28,6 +28,42 @@ def agentbake(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*AGENTBAKE, *args], capture_output=True, text=True, timeout=300, **kwargs)
 
 
+# What an oracle run (no model, so no gateway), piped or --json, never needs: the gateway's config and server, rich,
+# the templates' rendering (its tag comes from the user's cache), the remote backends' configs (issue 17).
+NOT_FOR_AN_ORACLE_RUN = (
+    "agentbake.gateway.config",
+    "agentbake.gateway.app",
+    "rich",
+    "jinja2",
+    "agentbake.buildkit.render",
+    "agentbake.buildkit.spec",
+    "agentbake.runner.remote.e2b_config",
+    "agentbake.runner.remote.hf_config",
+)
+
+
+def test_an_oracle_run_loads_only_what_it_uses(built_images: dict[str, BuildResult], tmp_path: Path) -> None:
+    probe = (
+        "import json, sys\nfrom agentbake.cli import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        f"print(json.dumps(sorted(m for m in {NOT_FOR_AN_ORACLE_RUN!r} if m in sys.modules)))"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    args = ["run", "claude-code", "--task", str(EXAMPLES / "write-file"), "--oracle", "--out", str(tmp_path / "out")]
+    for options in ([], ["--json"]):  # the first run renders the tag once (an empty cache)
+        done = subprocess.run(
+            [sys.executable, "-c", probe, *args, *options], capture_output=True, text=True, env=env, timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == []
+    assert json.loads(done.stdout.splitlines()[0])["status"] == "ok"
+    done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, env=env, timeout=300)
+    assert json.loads(done.stdout.splitlines()[-1]) == []
+    status, rest = done.stderr.split(" ", 1)  # a pipe: rich's lines, uncoloured, written without rich
+    assert status == "ok" and rest.startswith("reward 1  write-file-") and "(oracle)\n  image " in rest
+    assert "\x1b" not in done.stderr and "turns 0, tokens captured 0; files in " in done.stderr
+
+
 def test_run_oracle_json_prints_one_result_object(built_images: dict[str, BuildResult], tmp_path: Path) -> None:
     done = agentbake(
         "run", "claude-code", "--task", str(EXAMPLES / "write-file"), "--oracle", "--out", str(tmp_path), "--json"
