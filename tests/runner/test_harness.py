@@ -23,6 +23,7 @@ from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.result import Status
 from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
+from agentbake.runner.sandbox.packed import MAX_PACKED_BYTES
 from agentbake.runner.workdir import MAX_PRINTED_DIFF_BYTES
 from agentbake.tasks import discover_tasks, load_task
 from tests.runner.faulty_engine import FaultyEngine
@@ -175,6 +176,35 @@ def test_the_workdir_diff_is_kept_byte_for_byte_printed_or_read(runner: Runner, 
     )
     assert big.count(b"\n+line ") == BIG_LINES
     assert all(r.status is Status.OK and not r.notes for r in results.values()), results
+
+
+# Logs packed by the stop step and the verifier's command (up to MAX_PACKED_BYTES), or copied by the engine (larger);
+# 20 MB of test.sh output before the reward lines and the pack, which must stay in its command's kept output.
+SEQ_SMALL, SEQ_LARGE = 20_000, 500_000  # ~110 KB, ~3.4 MB of `seq`
+LOG_TASKS = {
+    "small-logs": (
+        f'seq {SEQ_SMALL} > "$HOME/logs/agent/seq.txt"\n',
+        f"head -c 20000000 /dev/zero | tr '\\0' y; seq {SEQ_SMALL} > /logs/verifier/seq.txt\n" + reward_if("true"),
+    ),
+    "large-logs": (
+        f'seq {SEQ_LARGE} > "$HOME/logs/agent/seq.txt"\n',
+        f"seq {SEQ_LARGE} > /logs/verifier/seq.txt\n" + reward_if("true"),
+    ),
+}
+
+
+def test_logs_are_collected_whole_packed_or_copied(runner: Runner, tmp_path: Path) -> None:
+    assert len("".join(f"{n}\n" for n in range(1, SEQ_LARGE + 1))) > MAX_PACKED_BYTES
+    tasks = [load_task(write_task(tmp_path, n, solve=solve, test=test)) for n, (solve, test) in LOG_TASKS.items()]
+    results = {r.task: r for r in runner.run_batch(tasks, concurrency=2)}
+    for name, count in (("small-logs", SEQ_SMALL), ("large-logs", SEQ_LARGE)):
+        result = results[name]
+        assert (result.status, result.reward, result.notes) == (Status.OK, 1.0, []), (name, result.error)
+        expected = "".join(f"{n}\n" for n in range(1, count + 1))
+        assert (result.out_dir / "agent" / "seq.txt").read_text() == expected
+        assert (result.out_dir / "verifier" / "logs" / "seq.txt").read_text() == expected
+        assert (result.out_dir / "agent" / "oracle.log").is_file()
+    assert "bytes of output cut here" in (results["small-logs"].out_dir / "verifier" / "stdout.txt").read_text()
 
 
 def test_a_sandbox_lost_mid_rollout_is_a_sandbox_error_and_leaves_nothing(
