@@ -13,10 +13,9 @@ import io
 import os
 import posixpath
 import tarfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import IO
 
 MiB = 1024 * 1024
@@ -133,17 +132,6 @@ def extract(chunks: Iterable[bytes], dest: Path, budget: CopyBudget, *, source: 
         budget.note(f"{source}: copy stopped after reading the most archive bytes a rollout may read")
     except tarfile.TarError as exc:
         budget.note(f"{source}: copy stopped, the archive is unreadable: {exc}")
-
-
-NONE_PACKED: Mapping[str, bytes | None] = MappingProxyType({})
-"""`SandboxHandle.copy_out_all`'s default: no path packed, each copied by the backend."""
-
-
-def extract_packed(archive: bytes | None, dest: Path, budget: CopyBudget, *, source: str) -> None:
-    """`extract` of an archive the sandbox printed (`packed.py`) as of one the backend streams; None: nothing
-    was at `source`, nothing is made (as a backend's copy of a missing path)."""
-    if archive is not None:
-        extract([archive], dest, budget, source=posixpath.normpath(source))
 
 
 def _inside(name: str, root: str) -> str | None:

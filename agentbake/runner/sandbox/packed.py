@@ -5,7 +5,7 @@ itself for every archive). The harness's root commands that run once a path is f
 step's, which finds nothing of the agent left, packs the agent's log paths; the verifier's last, once test.sh
 and everything it left are dead, packs the verifier's log dir. `PackedLogs.pack` is the shell they end with:
 `tar` as root (never following a link inside the path, members in name order as Docker's archive lists them),
-and each archive printed (base64) while the command's archives together hold at most MAX_PACKED_BYTES.
+and each archive printed (base64) when it holds at most MAX_PACKED_BYTES.
 `SandboxHandle.copy_out_all` extracts a printed archive as it would the backend's (`copyout.extract`: the same
 caps and notes, spent in the same order); any other path (larger, not packed because its command failed or
 never ran, a link on its way, a tar that cannot sort) is copied by the backend as before.
@@ -17,8 +17,12 @@ import base64
 import binascii
 import posixpath
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from agentbake.runner.sandbox.copyout import CopyBudget, extract
 
 MAX_PACKED_BYTES = 2 * 1024 * 1024
 """Archive bytes printed at most per path (a larger one is left to the backend's copy). Two paths' base64 and the
@@ -39,6 +43,9 @@ _PACK_ONE = rf"""pack() {{
   echo
 }}
 """
+
+NONE_PACKED: Mapping[str, bytes | None] = MappingProxyType({})
+"""`SandboxHandle.copy_out_all`'s default: no path packed, each copied by the backend."""
 
 
 @dataclass
@@ -93,3 +100,10 @@ def _archive(line: str) -> bytes | None:
         return None
     whole = len(archive) <= MAX_PACKED_BYTES and len(archive) % 512 == 0 and archive.endswith(bytes(1024))
     return archive if whole else None
+
+
+def extract_packed(archive: bytes | None, dest: Path, budget: CopyBudget, *, source: str) -> None:
+    """`extract` of an archive a command printed as of one the backend streams; None: nothing was at `source`,
+    nothing is made (as a backend's copy of a missing path)."""
+    if archive is not None:
+        extract([archive], dest, budget, source=posixpath.normpath(source))

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from agentbake.errors import SandboxError
-from agentbake.runner.sandbox.copyout import NONE_PACKED, CopyBudget, extract, extract_packed
+from agentbake.runner.sandbox.copyout import CopyBudget, extract
+from agentbake.runner.sandbox.packed import NONE_PACKED, extract_packed
 
 # Packs $1/$2 to a temp file, cut at $3 bytes, and prints the file's path; exit 3 when nothing is there.
 _PACK = '[ -e "$1/$2" ] || [ -L "$1/$2" ] || exit 3; a=$(mktemp) || exit 1; '
