@@ -40,6 +40,10 @@ def backend(engine: docker.DockerClient) -> Iterator[DockerBackend]:
     backend.close()
 
 
+TRANSCRIPTS = {"claude-code": "projects/*/*.jsonl", "opencode": "log/*.log", "pi": "pi-sessions/*.jsonl"}
+"""Each agent's session transcript under out/<id>/agent/."""
+
+
 @pytest.mark.parametrize(
     ("agent", "task_name"),
     [("claude-code", "write-file"), ("opencode", "fix-failing-test"), ("pi", "multi-step-report")],
@@ -71,6 +75,8 @@ def test_each_agent_solves_a_task_with_the_scripted_model_and_every_call_has_tok
     assert {r.logprobs_mode for r in records} == {"raw"}  # what the runner's preflight found
     assert result.tokens == sum(len(r.completion_token_ids) for r in records)
     assert (result.out_dir / "agent" / f"{agent}.log").stat().st_size > 0
+    # What the agent recorded beyond its log (its own transcript path, `Agent.log_paths`) is collected too, whole.
+    assert any((result.out_dir / "agent").glob(TRANSCRIPTS[agent])) and result.notes == [], result.notes
     # The export: the whole rollout is one agent sequence, its input ids the last call's prompt + completion.
     document = json.loads((result.out_dir / "sequences.json").read_text())
     assert result.trainable is True and document["validation"]["trainable"] is True
