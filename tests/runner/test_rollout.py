@@ -75,7 +75,7 @@ def test_each_agent_solves_a_task_with_the_scripted_model_and_every_call_has_tok
     assert {r.logprobs_mode for r in records} == {"raw"}  # what the runner's preflight found
     assert result.tokens == sum(len(r.completion_token_ids) for r in records)
     assert (result.out_dir / "agent" / f"{agent}.log").stat().st_size > 0
-    # What the agent recorded beyond its log (its own transcript path, `Agent.log_paths`) is collected too, whole.
+    # What the agent recorded beyond its log (its own transcript path, `Agent.log_paths`) is collected too.
     assert any((result.out_dir / "agent").glob(TRANSCRIPTS[agent])) and result.notes == [], result.notes
     # The export: the whole rollout is one agent sequence, its input ids the last call's prompt + completion.
     document = json.loads((result.out_dir / "sequences.json").read_text())
