@@ -16,17 +16,14 @@ never given to the sandbox.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import re
 import secrets
-import shutil
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agentbake.buildkit.engine import connect
 from agentbake.errors import AgentbakeError, ConfigError, SandboxError, TaskError
@@ -40,6 +37,7 @@ from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.gateways import RolloutGateways
 from agentbake.runner.harness import Harness, HarnessOutcome, describe_error, oracle_launch
 from agentbake.runner.images import image_labels
+from agentbake.runner.live import LiveRollout, release
 from agentbake.runner.result import RolloutResult, Status, Timings
 from agentbake.runner.runner_config import SCRIPTED, SCRIPTED_MODEL_NAME, RunnerConfig
 from agentbake.runner.sandbox import SandboxBackend, SandboxHandle, SandboxRequest
@@ -60,15 +58,6 @@ _UNSAFE_ID = re.compile(r"[^A-Za-z0-9._-]+")
 def new_rollout_id(task: Task) -> str:
     """`<task>-<8 hex>`: readable in `out/`, unique, and valid as a gateway rollout id and a Docker label."""
     return f"{_UNSAFE_ID.sub('-', task.name)[:80].strip('-') or 'task'}-{secrets.token_hex(4)}"
-
-
-@dataclass
-class _Live:
-    """What a running rollout holds, so an abort can remove it from another thread."""
-
-    handle: SandboxHandle | None = None
-    gateway: Any = None  # agentbake.serve.ServedApp
-    runtime_dir: Path | None = None
 
 
 class Runner:
@@ -103,7 +92,7 @@ class Runner:
             self.backend = backend
         else:
             self.backend = make_backend(backend or DockerConfig(warm=config.warm))
-        self._live: dict[str, _Live] = {}
+        self._live: dict[str, LiveRollout] = {}
         self._lock = threading.Lock()
         self._aborted = threading.Event()
 
@@ -131,7 +120,7 @@ class Runner:
         with self._lock:
             live = list(self._live.values())
         for entry in live:
-            _release(entry)
+            release(entry)
 
     def close(self) -> None:
         """Remove what live rollouts hold, stop the scripted model, release the backend (when the runner
@@ -162,7 +151,7 @@ class Runner:
             agent_version=self._labels.agent_version,
             out_dir=out_dir,
         )
-        live = _Live()
+        live = LiveRollout()
         with self._lock:
             self._live[rollout_id] = live
         try:
@@ -204,7 +193,7 @@ class Runner:
             )
 
     def _run(
-        self, task: Task, rollout_id: str, out_dir: Path, timings: Timings, live: _Live, result: RolloutResult
+        self, task: Task, rollout_id: str, out_dir: Path, timings: Timings, live: LiveRollout, result: RolloutResult
     ) -> HarnessOutcome:
         if self._aborted.is_set():
             raise SandboxError("the batch was aborted before this rollout started")
@@ -252,10 +241,10 @@ class Runner:
             outcome = harness.run()
         except BaseException:
             with timings.phase("teardown"):
-                _release(live)  # never raises: the original error is what the caller sees
+                release(live)  # never raises: the original error is what the caller sees
             raise
         with timings.phase("teardown"):
-            _release(live, strict=True)
+            release(live, strict=True)
         return outcome
 
     def _launch(self, task: Task, resolved: ResolvedImage, handle: SandboxHandle, token: str) -> AgentLaunch:
@@ -356,40 +345,6 @@ def _warm_pool(backend: SandboxBackend | BackendConfig) -> int:
     if isinstance(backend, DockerBackend):
         return backend.config.warm
     return backend.warm if isinstance(backend, DockerConfig) else 0
-
-
-def _release(live: _Live, *, strict: bool = False) -> None:
-    """Kill the sandbox, stop the gateway, remove the socket's folder; the sandbox's removal (an engine round
-    trip) runs in a thread of its own while the gateway stops (its server notices within 0.1 s), and both are
-    done when this returns (issue 17). With `strict` a failed kill raises (after the rest is released); without,
-    it is logged so an earlier error stays the one raised."""
-    failures: list[Exception] = []
-    handle, live.handle = live.handle, None
-    gateway, live.gateway = live.gateway, None
-    runtime_dir, live.runtime_dir = live.runtime_dir, None
-
-    def remove(handle: SandboxHandle) -> None:
-        try:
-            handle.kill()
-        except Exception as exc:
-            failures.append(exc)
-            logger.warning("could not remove sandbox %s: %s", handle.sandbox_id, exc)
-
-    removal = None
-    if handle is not None:
-        removal = threading.Thread(target=remove, args=(handle,), name=f"remove-{handle.sandbox_id[:12]}", daemon=True)
-        removal.start()
-    try:
-        if gateway is not None:
-            with contextlib.suppress(Exception):
-                gateway.stop()
-        if runtime_dir is not None:
-            shutil.rmtree(runtime_dir, ignore_errors=True)
-    finally:
-        if removal is not None:
-            removal.join()
-    if strict and failures and handle is not None:
-        raise SandboxError(f"could not remove sandbox {handle.sandbox_id}: {failures[0]}") from failures[0]
 
 
 def _add_trace(result: RolloutResult, path: Path) -> None:
