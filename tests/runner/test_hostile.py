@@ -87,6 +87,13 @@ COPY_OUT = {
         f"until [ -e {LOGS}/oracle.log ] && [ -e {LOGS}/oracle.stderr.log ]; do sleep 0.1; done\n"  # the tees opened
         f'mv {LOGS} {LOGS}.moved && for d in /tmp/agentbake-*; do [ ! -d "$d" ] || ln -s "$d" {LOGS}; done\n'
     ),
+    # The agent-log dir's parent a link to /home, so the log dir resolves to the agent's home: Docker's archive copy
+    # follows a link on a path's way, so the harness would collect whatever folder the agent points it at.
+    "logs-parent-linked": (
+        f"until [ -e {LOGS}/oracle.log ] && [ -e {LOGS}/oracle.stderr.log ]; do sleep 0.1; done\n"
+        'mv "$HOME/logs" "$HOME/logs.moved" && ln -s /home "$HOME/logs"\n'
+        "echo home-file > ~/in-home.txt\n"
+    ),
     # 1 GiB on stdout: once 3.1 GB of runner memory.
     "loud-agent": "head -c 1073741824 /dev/zero | tr '\\0' 'y'\n",
 }
@@ -129,10 +136,12 @@ def test_copy_out_attacks_are_cut_with_notes_and_cost_the_host_little(
     assert removed == '"/home/agent/logs/agent/root" -> "/"\n' and "removed 1 symlinks" in notes
     assert (linked.out_dir / "verifier" / "stdout.txt").exists()
 
-    linked = results["logs-dir-linked"]
-    assert not any((linked.out_dir / "agent").rglob("*"))
-    assert "/home/agent/logs/agent: a symlink to '/tmp/agentbake-" in "\n".join(linked.notes)
-    assert (linked.out_dir / "verifier" / "logs" / "reward.txt").read_text() == "0\n"
+    refused = "not collected: it is, or passes through, a link the agent made (links are never followed)"
+    for name in ("logs-parent-linked", "logs-dir-linked"):
+        linked = results[name]
+        assert not any((linked.out_dir / "agent").rglob("*")), name
+        assert f"/home/agent/logs/agent: {refused}" in linked.notes, (name, linked.notes)
+        assert (linked.out_dir / "verifier" / "logs" / "reward.txt").read_text() == "0\n"
 
     loud = results["loud-agent"]
     log = (loud.out_dir / "agent" / "oracle.log").stat().st_size

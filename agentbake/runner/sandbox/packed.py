@@ -8,7 +8,9 @@ and everything it left are dead, packs the verifier's log dir. `PackedLogs.pack`
 and each archive printed (base64) when it holds at most MAX_PACKED_BYTES.
 `SandboxHandle.copy_out_all` extracts a printed archive as it would the backend's (`copyout.extract`: the same
 caps and notes, spent in the same order); any other path (larger, not packed because its command failed or
-never ran, a link on its way, a tar that cannot sort) is copied by the backend as before.
+never ran, the image's link on its way, a tar that cannot sort) is copied by the backend as before. A path with a
+link the agent made on its way (owned by another user than root) is not collected at all, with a note: the
+backend's copy would follow it (Docker resolves links in an archive path's parent folders).
 """
 
 from __future__ import annotations
@@ -30,11 +32,14 @@ diff printed before them (`workdir.MAX_PRINTED_DIFF_BYTES`) fit in a command's k
 one path's and the reward lines before it in its last half."""
 _SEPARATOR = "agentbake-packed"
 # $1: a path (absolute, normalized), $2: its parent, $3: its name, $4: its index; $f: a name in the scratch dir.
-# Prints `absent` (nothing there), `-` (a link on its way: left to the backend) or `+<base64>`, then ` -` when tar
-# failed. Few processes (tar, head, base64, tr): each costs a few ms in a loaded sandbox.
+# Prints `absent` (nothing there), `linked` (a link of another owner than root on its way: one the agent made),
+# `-` (root's link on its way, the image's: left to the backend) or `+<base64>`, then ` -` when tar failed. Few
+# processes (tar, head, base64, tr): each costs a few ms in a loaded sandbox.
 _PACK_ONE = rf"""pack() {{
   q=$1
-  while [ -n "$q" ]; do [ ! -L "$q" ] || {{ echo -; return; }}; q=${{q%/*}}; done
+  while [ -n "$q" ]; do
+    [ ! -L "$q" ] || {{ [ "$(stat -c %u -- "$q")" = 0 ] && echo - || echo linked; return; }}; q=${{q%/*}}
+  done
   [ -e "$1" ] || {{ echo absent; return; }}
   printf +
   {{ tar --sort=name -C "$2" -cf - -- "$3" 2>/dev/null || : > "$f.$4"; }} | head -c {MAX_PACKED_BYTES + 1} |
@@ -44,18 +49,33 @@ _PACK_ONE = rf"""pack() {{
 }}
 """
 
-NONE_PACKED: Mapping[str, bytes | None] = MappingProxyType({})
+
+@dataclass(frozen=True)
+class Refused:
+    """A log path not collected at all: `copy_out_all` notes `reason` and copies nothing."""
+
+    reason: str
+
+
+THROUGH_AGENT_LINK = Refused("it is, or passes through, a link the agent made (links are never followed)")
+"""A log path with a link of the agent's on its way: the backend's copy would follow a link in its parent folders
+(Docker's archive API resolves them), so the agent could point the harness at any folder of the sandbox."""
+
+Packed = bytes | Refused | None
+"""A log path as its root command saw it: its archive, refused, or None when nothing was there."""
+
+NONE_PACKED: Mapping[str, Packed] = MappingProxyType({})
 """`SandboxHandle.copy_out_all`'s default: no path packed, each copied by the backend."""
 
 
 @dataclass
 class PackedLogs:
-    """The log paths the rollout's root commands packed, by path: the archive, or None when nothing was there.
-    A path that is not here is copied by the backend (`SandboxHandle.copy_out_all`)."""
+    """The log paths the rollout's root commands packed, by path: the archive, `THROUGH_AGENT_LINK`, or None when
+    nothing was there. A path that is not here is copied by the backend (`SandboxHandle.copy_out_all`)."""
 
     scratch: str
     """The harness's root-only scratch dir, where an archive is made before it is printed."""
-    archives: dict[str, bytes | None] = field(default_factory=dict)
+    archives: dict[str, Packed] = field(default_factory=dict)
 
     def pack(self, paths: Sequence[str]) -> str:
         """Shell that ends a root command run once `paths` are final: a line `_SEPARATOR`, then one line per path
@@ -83,6 +103,8 @@ class PackedLogs:
             for path, answer in zip(paths, answers, strict=True):
                 if answer == "absent":
                     self.archives[path] = None
+                elif answer == "linked":
+                    self.archives[path] = THROUGH_AGENT_LINK
                 elif (archive := _archive(answer)) is not None:
                     self.archives[path] = archive
         return before
@@ -102,8 +124,10 @@ def _archive(line: str) -> bytes | None:
     return archive if whole else None
 
 
-def extract_packed(archive: bytes | None, dest: Path, budget: CopyBudget, *, source: str) -> None:
+def extract_packed(archive: Packed, dest: Path, budget: CopyBudget, *, source: str) -> None:
     """`extract` of an archive a command printed as of one the backend streams; None: nothing was at `source`,
-    nothing is made (as a backend's copy of a missing path)."""
-    if archive is not None:
+    nothing is made (as a backend's copy of a missing path); `Refused`: its reason is a note."""
+    if isinstance(archive, Refused):
+        budget.note(f"{source}: not collected: {archive.reason}")
+    elif archive is not None:
         extract([archive], dest, budget, source=posixpath.normpath(source))

@@ -18,7 +18,7 @@ from typing import ClassVar
 
 from agentbake.errors import SandboxError
 from agentbake.runner.sandbox.copyout import CopyBudget, extract
-from agentbake.runner.sandbox.packed import NONE_PACKED, extract_packed
+from agentbake.runner.sandbox.packed import NONE_PACKED, Packed, extract_packed
 
 # Packs $1/$2 to a temp file, cut at $3 bytes, and prints the file's path; exit 3 when nothing is there.
 _PACK = '[ -e "$1/$2" ] || [ -L "$1/$2" ] || exit 3; a=$(mktemp) || exit 1; '
@@ -181,7 +181,7 @@ class SandboxHandle(abc.ABC):
         extract([data], dest, budget, source=path)
 
     def copy_out_all(
-        self, sources: Sequence[tuple[str, Path]], budget: CopyBudget, packed: Mapping[str, bytes | None] = NONE_PACKED
+        self, sources: Sequence[tuple[str, Path]], budget: CopyBudget, packed: Mapping[str, Packed] = NONE_PACKED
     ) -> None:
         """`copy_out` of each (sandbox path, host dest) in order under one `budget`; a path that cannot be copied
         (a lost sandbox, a full host disk) is a note in it and the next is still tried. A path in `packed` (its

@@ -14,7 +14,7 @@ from agentbake.runner.docker.backend import DockerBackend
 from agentbake.runner.docker.sandbox import DockerSandbox
 from agentbake.runner.sandbox import SandboxRequest
 from agentbake.runner.sandbox.copyout import CopyBudget
-from agentbake.runner.sandbox.packed import _SEPARATOR, MAX_PACKED_BYTES, PackedLogs
+from agentbake.runner.sandbox.packed import _SEPARATOR, MAX_PACKED_BYTES, THROUGH_AGENT_LINK, PackedLogs
 
 SCRATCH = "/tmp/agentbake-packtest"  # root-only, as the harness's scratch dir
 # As the agent: every kind of entry copy-out must refuse or cut, names in an order a directory listing does not keep.
@@ -35,6 +35,8 @@ def sandbox(backend: DockerBackend, image: str) -> DockerSandbox:
     sandbox = backend.create(SandboxRequest(image=image, rollout_id="test-packed"))
     assert sandbox.exec(AGENT_TREE).exit_code == 0
     assert sandbox.exec(f"mkdir -m 700 {SCRATCH} && echo secret > {SCRATCH}/setup.sh", user="root").exit_code == 0
+    # The image's own link (root's) on a log path's way, as a distribution's /home -> /var/home
+    assert sandbox.exec(f"ln -s {sandbox.home}/other /image-linked", user="root").exit_code == 0
     return sandbox
 
 
@@ -79,21 +81,36 @@ def test_a_packed_copy_makes_what_the_backends_copy_makes(sandbox: DockerSandbox
 def test_what_cannot_be_packed_is_left_to_the_backend(sandbox: DockerSandbox, tmp_path: Path) -> None:
     home = sandbox.home
     paths = [
-        f"{home}/linked-logs",  # the path a link: the backend's copy leaves it out, as it always did
-        f"{home}/linked-parent/agent",  # a link on its way: copied as the backend always copied it
+        "/image-linked/agent",  # the image's link on its way: copied as the backend always copied it
         f"{home}/other/agent",  # more than MAX_PACKED_BYTES
         "relative",
-        f"{home}/logs/sub",  # still packed: the large one took no room
+        f"{home}/logs/sub",  # still packed: the large ones took no room
     ]
     packed, _, _ = packed_by(sandbox, paths)
     assert list(packed.archives) == [f"{home}/logs/sub"]
 
     budget = CopyBudget()
     notes, files, _ = collected(sandbox, paths, packed, tmp_path, budget)
-    assert f"{home}/linked-logs: a symlink to '{home}/logs', not collected (links are never followed)" in notes
     assert notes[-1].startswith("relative: not collected:") and "must be absolute" in notes[-1]
-    assert len(files["1/big.bin"]) == len(files["2/big.bin"]) == 3_000_000 > MAX_PACKED_BYTES
-    assert files["4/deeper/file.txt"] == b"deep\n"
+    assert len(files["0/big.bin"]) == len(files["1/big.bin"]) == 3_000_000 > MAX_PACKED_BYTES
+    assert files["3/deeper/file.txt"] == b"deep\n"
+
+
+@pytest.mark.docker
+def test_a_path_through_a_link_the_agent_made_is_not_collected(sandbox: DockerSandbox, tmp_path: Path) -> None:
+    """The engine's copy would follow a link in the parent folders: the agent could point the harness anywhere."""
+    home = sandbox.home
+    paths = [f"{home}/linked-logs", f"{home}/linked-parent/agent", f"{home}/logs/sub"]
+    packed, _, _ = packed_by(sandbox, paths)
+    assert packed.archives[paths[0]] == packed.archives[paths[1]] == THROUGH_AGENT_LINK
+
+    notes, files, _ = collected(sandbox, paths, packed, tmp_path, CopyBudget())
+    refused = "not collected: it is, or passes through, a link the agent made (links are never followed)"
+    assert notes == [f"{paths[0]}: {refused}", f"{paths[1]}: {refused}"]
+    assert list(files) == ["2/deeper/file.txt", "2/hard", "2/one"]  # the other path still collected
+    # what the engine's copy alone did with the same paths: followed the link on the way
+    _, engine_files, _ = collected(sandbox, paths[1:2], PackedLogs(SCRATCH), tmp_path / "engine", CopyBudget())
+    assert "0/big.bin" in engine_files
 
 
 @pytest.mark.docker
@@ -110,6 +127,7 @@ def test_a_line_not_whole_leaves_its_path_to_the_backend() -> None:
     printed = f"out\n\n{_SEPARATOR}\n"
     for answers, kept in [
         ([line, "absent"], {"/a": archive, "/b": None}),
+        (["linked", "-"], {"/a": THROUGH_AGENT_LINK}),  # refused; the image's link: left to the backend
         ([line[:-4], "-"], {}),  # cut short
         ([f"{line} -", "absent"], {"/b": None}),  # tar failed
         ([f"+{base64.b64encode(archive[:1024]).decode()}", "absent"], {"/b": None}),  # not ending as a tar does
