@@ -17,7 +17,7 @@ import posixpath
 import tarfile
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import docker.errors
@@ -37,10 +37,6 @@ _MKDIRS = 't=$1; o=$2; set --; while [ ! -e "$t" ]; do set -- "$t" "$@"; t=${t%/
 _MKDIRS += '[ $# -eq 0 ] || { mkdir -- "$@" && chown "$o" -- "$@"; }'
 # Prints its pid (the job's process group) before becoming the command.
 _PID_THEN_EXEC = 'echo "$$"; exec "$@"'
-
-
-_Archive = Generator[bytes, None, None]
-"""An archive as docker-py streams it; `close()` releases the container in the engine."""
 
 
 def argv(cmd: str | list[str]) -> list[str]:
@@ -196,24 +192,17 @@ class DockerSandbox(SandboxHandle):
             return extracted.read()
 
     def copy_out(self, path: str, dest: Path, budget: CopyBudget) -> None:
-        chunks = self._open_archive(path)
-        if chunks is None:
-            return
-        try:
-            extract(chunks, dest, budget, source=self._absolute(path))
-        finally:
-            chunks.close()  # the rest is never read: closing the response releases the container in the engine
-
-    def _open_archive(self, path: str) -> _Archive | None:
-        """The archive of `path` as its chunks arrive (None when nothing is there); close it when done with it."""
         path = self._absolute(path)
         try:
             chunks, _stat = self._api.get_archive(self.sandbox_id, path, chunk_size=_ARCHIVE_CHUNK)
         except docker.errors.NotFound:
-            return None
+            return
         except docker.errors.DockerException as exc:
             raise self._error(f"read {path} from", exc) from None
-        return chunks
+        try:
+            extract(chunks, dest, budget, source=path)
+        finally:
+            chunks.close()  # the rest is never read: closing the response releases the container in the engine
 
     def disk_usage(self) -> int | None:
         """The container's writable layer as the engine measures it (`SizeRw`: apparent sizes, so a sparse file
