@@ -17,7 +17,7 @@ import posixpath
 import secrets
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from agentbake.errors import SandboxError
@@ -155,7 +155,7 @@ class VerifierPhase:
             timeout=STEP_TIMEOUT_SEC,
             user="root",
         )
-        return ExecResult(ended.exit_code, self._take_logs(ended.stdout), ended.stderr, ended.timed_out)
+        return replace(ended, stdout=self._take_logs(ended.stdout))
 
     @property
     def _pack_logs(self) -> str:
