@@ -1,6 +1,6 @@
 """Package namespaces whose public names are imported on first use (PEP 562).
 
-`import agentbake.runner.cli` runs `agentbake/runner/__init__.py` first; with eager re-exports that imports
+`import agentbake.runner.cli.commands` runs `agentbake/runner/__init__.py` first; with eager re-exports that imports
 every backend's SDK, the gateway's web stack and pydantic's schema machinery before `agentbake run --help`
 can print a line. A package lists its names instead:
 

@@ -42,7 +42,6 @@ RUNTIME_ONLY = (
     "pydantic",
     "agentbake.gateway.config",
     "agentbake.runner.runner_config",
-    "agentbake.runner.backend_registry",
     "agentbake.runner.docker.config",
     "agentbake.runner.remote.relay_config",
     "docker",

@@ -1,6 +1,7 @@
 """One way to build any sandbox backend: each has one pydantic config type, and `make_backend(config)` makes
 the backend that config type belongs to. The Runner's own Docker backend and the CLI's `--backend` both go
-through it. The backends by name, `BACKENDS`, are `backend_kinds.py`'s (no pydantic: `--backend`'s choices).
+through it. The backends by name, `BACKENDS`, name their config type and class as `module:Class`, imported when
+first asked for: naming them (`--backend`'s choices, in `agentbake run --help`) loads neither pydantic nor an SDK.
 
     make_backend(DockerConfig(warm=4))          # DockerBackend
     make_backend(E2BConfig(template="t:abc"))   # E2BBackend
@@ -10,11 +11,12 @@ through it. The backends by name, `BACKENDS`, are `backend_kinds.py`'s (no pydan
 from __future__ import annotations
 
 import functools
+import importlib
 import operator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentbake.errors import ConfigError
-from agentbake.runner.backend_kinds import BACKENDS as BACKENDS  # re-exported: `agentbake.runner.BACKENDS`
 
 if TYPE_CHECKING:
     from agentbake.runner.docker.config import DockerConfig
@@ -32,6 +34,44 @@ else:
         if name != "BackendConfig":
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         return functools.reduce(operator.or_, (kind.config for kind in BACKENDS.values()))
+
+
+def _load(path: str) -> Any:
+    module, name = path.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+@dataclass(frozen=True)
+class BackendKind:
+    """One backend: its name (`--backend NAME`), its config type and its class (built from that config)."""
+
+    name: str
+    config_class: str
+    """`module:Class` of its pydantic config."""
+    backend_class: str
+    """`module:Class` of the backend."""
+
+    @property
+    def config(self) -> type[BackendConfig]:
+        return _load(self.config_class)
+
+    @property
+    def backend(self) -> type[SandboxBackend]:
+        return _load(self.backend_class)
+
+
+BACKENDS: dict[str, BackendKind] = {
+    kind.name: kind
+    for kind in (
+        BackendKind(
+            "docker", "agentbake.runner.docker.config:DockerConfig", "agentbake.runner.docker.backend:DockerBackend"
+        ),
+        BackendKind("e2b", "agentbake.runner.remote.e2b_config:E2BConfig", "agentbake.runner.remote.e2b:E2BBackend"),
+        BackendKind("hf", "agentbake.runner.remote.hf_config:HFConfig", "agentbake.runner.remote.hf:HFBackend"),
+    )
+}
+"""Every backend by name."""
+DEFAULT_BACKEND = "docker"
 
 
 def make_backend(config: BackendConfig) -> SandboxBackend:

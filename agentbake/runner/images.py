@@ -64,7 +64,7 @@ def _plan(client: docker.DockerClient, image: str, catalog: Catalog, ca_cert: Pa
 
 def _build(client: docker.DockerClient, build_plan: BuildPlan) -> None:
     from agentbake.buildkit.build import build
-    from agentbake.runner.display import build_progress
+    from agentbake.runner.cli.display import build_progress
 
     progress = build_progress(build_plan.tag)  # rich's progress bars only when something builds
     try:

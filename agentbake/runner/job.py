@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentbake.errors import JobError
-from agentbake.runner.backend_options import BackendChoice
+from agentbake.runner.cli.backend_options import BackendChoice
 from agentbake.runner.result import RESULT_FILE, RolloutResult, summarize_results
 from agentbake.runner.runner_config import RunnerConfig
 from agentbake.tasks import Task, load_task

@@ -30,14 +30,13 @@ from agentbake.errors import AgentbakeError, ConfigError, SandboxError, TaskErro
 from agentbake.gateway.settings import LogprobsMode
 from agentbake.gateway.trace import TraceRecord, read_trace
 from agentbake.runner.agents import AgentImage, AgentLaunch, ModelAccess, agent_for_labels
-from agentbake.runner.backend_kinds import BACKENDS
-from agentbake.runner.backend_registry import make_backend
+from agentbake.runner.backend_registry import BACKENDS, make_backend
 from agentbake.runner.batch import BatchProgress, Rollout, repeated, run_rollouts
 from agentbake.runner.docker.config import DockerConfig
-from agentbake.runner.gateways import RolloutGateways
-from agentbake.runner.harness import Harness, HarnessOutcome, describe_error, oracle_launch
+from agentbake.runner.harness.steps import Harness, HarnessOutcome, describe_error, oracle_launch
 from agentbake.runner.images import image_labels
 from agentbake.runner.live import LiveRollout, release
+from agentbake.runner.model.gateways import RolloutGateways
 from agentbake.runner.result import RolloutResult, Status, Timings
 from agentbake.runner.runner_config import SCRIPTED, SCRIPTED_MODEL_NAME, RunnerConfig
 from agentbake.runner.sandbox import SandboxBackend, SandboxHandle, SandboxRequest

@@ -24,15 +24,15 @@ import time
 from collections.abc import Callable
 
 from agentbake.runner import DockerBackend, DockerConfig, SandboxRequest
-from agentbake.runner.sandbox import SandboxHandle
-from agentbake.runner.upload import hand_over, tar_archive
-from agentbake.runner.verifier import (
+from agentbake.runner.harness.upload import hand_over, tar_archive
+from agentbake.runner.harness.verifier import (
     KILL_THEN_READ_REWARDS,
     PROCESSES,
     REMOVE_ESCAPING_LINKS,
     ROOT_TEST_SH_THEN_READ_REWARDS,
     RUN_TEST_SH,
 )
+from agentbake.runner.sandbox import SandboxHandle
 
 WAITS = {
     "polls 10 ms": 'while kill -0 "$1" 2>/dev/null; do sleep 0.01; done',

@@ -18,14 +18,14 @@ from click.testing import CliRunner
 from agentbake.buildkit.catalog import builtin_root
 from agentbake.cli import main
 from agentbake.errors import JobError
-from agentbake.runner.backend_options import BackendChoice
+from agentbake.runner.cli.backend_options import BackendChoice
 from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.job import CONFIG_FILE, SUMMARY_FILE, Job, JobConfig, JobTask
 from agentbake.runner.result import RESULT_FILE, RolloutResult, Status
 from agentbake.runner.runner_config import RunnerConfig
 from agentbake.tasks import discover_tasks
+from tests.runner.cli.test_commands import AGENTBAKE, agentbake
 from tests.runner.rollouts import leftovers, reward_if, write_task
-from tests.runner.test_cli import AGENTBAKE, agentbake
 
 
 def _tasks(root: Path) -> Path:

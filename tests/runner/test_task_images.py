@@ -29,10 +29,10 @@ from agentbake.runner.runner_config import RunnerConfig
 from agentbake.runner.sandbox import SandboxRequest
 from agentbake.tasks import Task, load_task
 from agentbake.tasks.bundle import BUNDLE_GIT, BUNDLE_MOUNT
+from tests.runner.cli.test_commands import agentbake
+from tests.runner.harness.test_steps import TAMPER, UNSOLVED_VERIFIER
+from tests.runner.harness.test_verifier import symlink_task
 from tests.runner.rollouts import EXAMPLES, reward_if, write_task
-from tests.runner.test_cli import agentbake
-from tests.runner.test_harness import TAMPER, UNSOLVED_VERIFIER
-from tests.runner.test_verifier import symlink_task
 
 pytestmark = pytest.mark.docker
 
@@ -271,7 +271,7 @@ def test_a_terminal_bench_shaped_task_runs_with_the_oracle(
 def test_a_task_image_without_base64_is_a_sandbox_error_naming_it(
     built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
 ) -> None:
-    """The agent's files ride to the sandbox in base64 (`runner/upload.py`): an image with no `base64` is told
+    """The agent's files ride to the sandbox in base64 (`harness/upload.py`): an image with no `base64` is told
     so, before any task code runs."""
     root = write_task(tmp_path, "no-base64", solve="touch solved\n", test=reward_if("[ -f /app/solved ]"))
     (root / "environment").mkdir()
@@ -351,7 +351,7 @@ def test_the_agents_code_gets_no_reward_it_did_not_earn_in_fix_inventory(
 def test_the_agents_links_into_tests_are_removed_in_a_task_image_too(
     built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
 ) -> None:
-    """The verifier's symlink attacks (tests/runner/test_verifier.py), planted in a task image's /app."""
+    """The verifier's symlink attacks (tests/runner/harness/test_verifier.py), planted in a task image's /app."""
     result = oracle_in_a_debian_image(symlink_task(tmp_path), built_images, backend)
     assert (result.status, result.reward) == (Status.OK, 0.0), result.error
     assert "LEAK" not in (result.out_dir / "verifier" / "stdout.txt").read_text()

@@ -1,6 +1,6 @@
 """`agentbake gc`: removing what Docker sandboxes leave behind when their runner could not.
 
-A runner that is told to stop closes its backend (`agentbake.runner.teardown`). A runner killed with SIGKILL
+A runner that is told to stop closes its backend (`agentbake.runner.cli.teardown`). A runner killed with SIGKILL
 cannot clean up, so everything it creates carries labels (labels.py) and `collect` removes, on the next run, each
 labelled container or network that is expired or whose owner process is gone, with its host folder.
 """

@@ -24,7 +24,7 @@ from pathlib import Path
 import agentbake
 from agentbake.errors import SandboxError
 from agentbake.gateway.model_settings import ModelSettings
-from agentbake.runner.host_gateway import ROLLOUT_TRACE_MAX_BYTES
+from agentbake.runner.model.host_gateway import ROLLOUT_TRACE_MAX_BYTES
 from agentbake.runner.sandbox import SandboxHandle
 
 logger = logging.getLogger("agentbake.runner")

@@ -43,7 +43,7 @@ class Capabilities:
     network holds for both phases (the remote clouds: their sandboxes reach the internet throughout)."""
     large_exec_env: bool = False
     """A command's environment may hold large values (up to 128 KiB each, about 1 MiB in all), passed to it as
-    given: the harness hands a small archive to the command that unpacks it there (`runner/upload.py`), one file
+    given: the harness hands a small archive to the command that unpacks it there (`harness/upload.py`), one file
     write fewer (issue 17). Without it (the clouds' command APIs, whose limits on it are not known) archives are
     written as files first."""
 

@@ -29,7 +29,7 @@ import sys, time
 from pathlib import Path
 from agentbake.runner.docker.backend import DockerBackend
 from agentbake.runner.docker.config import DockerConfig
-from agentbake.runner.teardown import teardown_on_signals
+from agentbake.runner.cli.teardown import teardown_on_signals
 from agentbake.runner.sandbox import SandboxRequest
 
 backend = DockerBackend(DockerConfig(runtime_dir=Path(sys.argv[3])))

@@ -15,16 +15,16 @@ import pytest
 
 from agentbake.runner.docker.backend import DockerBackend
 from agentbake.runner.docker.config import DockerConfig
-from agentbake.runner.harness import HarnessOutcome
+from agentbake.runner.harness.steps import HarnessOutcome
+from agentbake.runner.harness.upload import ENV_PREFIX
+from agentbake.runner.harness.verifier import PROCESSES
+from agentbake.runner.harness.verifier_phase import VerifierPhase, clear_the_way
 from agentbake.runner.result import RolloutResult, Status
 from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
 from agentbake.runner.sandbox import SandboxRequest
 from agentbake.runner.sandbox.copyout import CopyBudget
 from agentbake.runner.sandbox.packed import PackedLogs
-from agentbake.runner.upload import ENV_PREFIX
-from agentbake.runner.verifier import PROCESSES
-from agentbake.runner.verifier_phase import VerifierPhase, clear_the_way
 from agentbake.tasks import load_task
 from tests.resources import Peak
 from tests.runner.probes import STILL_OPEN

@@ -22,13 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentbake.errors import AgentbakeError, SandboxError
-from agentbake.runner.agent_phase import STEP_TIMEOUT_SEC, run_agent, stop_user
 from agentbake.runner.agents import AgentImage, AgentLaunch, headless_launch
-from agentbake.runner.result import Status, Timings
-from agentbake.runner.sandbox import ExecResult, SandboxHandle
-from agentbake.runner.sandbox.copyout import CopyBudget
-from agentbake.runner.sandbox.packed import PackedLogs
-from agentbake.runner.upload import (
+from agentbake.runner.harness.agent_phase import STEP_TIMEOUT_SEC, run_agent, stop_user
+from agentbake.runner.harness.upload import (
     USER_UMASK_MODES,
     HandedArchive,
     hand_over,
@@ -36,9 +32,15 @@ from agentbake.runner.upload import (
     tar_archive,
     unpack_command,
 )
-from agentbake.runner.verifier import HARBOR_VERIFIER_LOGS, PROCESSES
-from agentbake.runner.verifier_phase import VerifierNetwork, VerifierPhase, clear_the_way, note_removed_links, tail
-from agentbake.runner.workdir import (
+from agentbake.runner.harness.verifier import HARBOR_VERIFIER_LOGS, PROCESSES
+from agentbake.runner.harness.verifier_phase import (
+    VerifierNetwork,
+    VerifierPhase,
+    clear_the_way,
+    note_removed_links,
+    tail,
+)
+from agentbake.runner.harness.workdir import (
     RECREATED,
     diff_command,
     print_diff_command,
@@ -46,6 +48,10 @@ from agentbake.runner.workdir import (
     restore_command,
     snapshot_command,
 )
+from agentbake.runner.result import Status, Timings
+from agentbake.runner.sandbox import ExecResult, SandboxHandle
+from agentbake.runner.sandbox.copyout import CopyBudget
+from agentbake.runner.sandbox.packed import PackedLogs
 from agentbake.tasks import Task
 
 logger = logging.getLogger("agentbake.runner")

@@ -1,4 +1,4 @@
-"""The verifier phase (agentbake/runner/verifier.py): Harbor's reward precedence, and the agent's files as
+"""The verifier phase (agentbake/runner/harness/verifier.py): Harbor's reward precedence, and the agent's files as
 hostile input to the verifier, run through the real engine with `--oracle` (solve.sh is the attack).
 
 The reward rules are checked on their own first (no engine); each attack then runs as a task in one
@@ -15,10 +15,10 @@ import pytest
 
 from agentbake.buildkit.build import BuildResult
 from agentbake.runner.docker.backend import DockerBackend
+from agentbake.runner.harness.verifier import RewardError, network_failure, parse_reward_files, reward_from
 from agentbake.runner.result import RolloutResult, Status
 from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
-from agentbake.runner.verifier import RewardError, network_failure, parse_reward_files, reward_from
 from agentbake.tasks import load_task
 from tests.runner.rollouts import copy_example, reward_if, write_task
 

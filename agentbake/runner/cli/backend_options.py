@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from agentbake.errors import SandboxError
-from agentbake.runner.backend_kinds import BACKENDS, DEFAULT_BACKEND
+from agentbake.runner.backend_registry import BACKENDS, DEFAULT_BACKEND
 from agentbake.runner.choices import DEFAULT_GATEWAY, GATEWAY_PLACES
 
 # The backends' pydantic configs are imported when the command runs (`config()`): `run --help` does without them.

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.core import ParameterSource
 
-from agentbake.runner.backend_options import BackendChoice
+from agentbake.runner.cli.backend_options import BackendChoice
 
 if TYPE_CHECKING:
     from agentbake.runner.job import Job, JobConfig
@@ -38,7 +38,7 @@ def open_rollout_job(
 ) -> tuple[Job, list[Task]]:
     """The job to run, with the settings to run it with, and its tasks: a new job (in --out); the one
     --resume names, with its own settings (no IMAGE given); or that one, checked against those given."""
-    from agentbake.runner.display import warn
+    from agentbake.runner.cli.display import warn
     from agentbake.runner.job import Job, JobConfig, JobTask
     from agentbake.tasks import discover_tasks
 

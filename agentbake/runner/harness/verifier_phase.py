@@ -21,12 +21,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from agentbake.errors import SandboxError
-from agentbake.runner.agent_phase import STEP_TIMEOUT_SEC
-from agentbake.runner.result import Status
-from agentbake.runner.sandbox import ExecResult, SandboxHandle
-from agentbake.runner.sandbox.packed import PackedLogs
-from agentbake.runner.upload import hand_over, tar_archive
-from agentbake.runner.verifier import (
+from agentbake.runner.harness.agent_phase import STEP_TIMEOUT_SEC
+from agentbake.runner.harness.upload import hand_over, tar_archive
+from agentbake.runner.harness.verifier import (
     HARBOR_TESTS_DIR,
     HARBOR_VERIFIER_LOGS,
     KILL_THEN_READ_REWARDS,
@@ -41,10 +38,13 @@ from agentbake.runner.verifier import (
     removed_links,
     reward_from,
 )
+from agentbake.runner.result import Status
+from agentbake.runner.sandbox import ExecResult, SandboxHandle
+from agentbake.runner.sandbox.packed import PackedLogs
 from agentbake.tasks import Task
 
 if TYPE_CHECKING:
-    from agentbake.runner.harness import HarnessOutcome
+    from agentbake.runner.harness.steps import HarnessOutcome
 
 _LOGS_PARENT = posixpath.dirname(HARBOR_VERIFIER_LOGS)
 VerifierNetwork = Literal["none", "bridge", "backend"]

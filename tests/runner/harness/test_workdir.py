@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentbake.runner.workdir import MAX_PRINTED_DIFF_BYTES, print_diff_command, printed_diff
+from agentbake.runner.harness.workdir import MAX_PRINTED_DIFF_BYTES, print_diff_command, printed_diff
 
 
 def _printed(path: Path) -> str:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentbake.errors import PreflightError, SandboxError
 from agentbake.gateway.settings import LogprobsMode
-from agentbake.runner.host_gateway import remove_stale_gateways, served_model, start_host_gateway
+from agentbake.runner.model.host_gateway import remove_stale_gateways, served_model, start_host_gateway
 from agentbake.runner.runner_config import RunnerConfig
 from agentbake.runner.sandbox import SandboxHandle
 from agentbake.tasks import Task

@@ -1,12 +1,12 @@
 """The backend config the `--backend` options make (BackendChoice.config), without an engine; the options on the
-command line: tests/runner/test_remote_cli.py."""
+command line: tests/runner/cli/test_remote_cli.py."""
 
 from __future__ import annotations
 
 import pytest
 
 from agentbake.errors import SandboxError
-from agentbake.runner.backend_options import BackendChoice
+from agentbake.runner.cli.backend_options import BackendChoice
 from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.remote.e2b_config import E2BConfig
 from agentbake.runner.remote.relay_config import RelayConfig

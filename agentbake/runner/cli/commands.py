@@ -14,9 +14,9 @@ import click
 
 from agentbake.clikit import print_json, tasks_option
 from agentbake.errors import AgentbakeError
-from agentbake.runner.backend_options import BackendChoice, backend_options
-from agentbake.runner.rollout_job import open_rollout_job
-from agentbake.runner.run_options import run_options
+from agentbake.runner.cli.backend_options import BackendChoice, backend_options
+from agentbake.runner.cli.rollout_job import open_rollout_job
+from agentbake.runner.cli.run_options import run_options
 
 # What a command needs only once it runs (the engine's SDK, rich, the runner, pydantic models) is imported in
 # its body: `agentbake run --help` imports click and the option definitions (no pydantic), nothing else.
@@ -53,7 +53,7 @@ def gc_command(dry_run: bool, runtime_dir: Path | None, as_json: bool) -> None:
 def _report(leftovers: list[Leftover], dry_run: bool) -> None:
     from rich.markup import escape
 
-    from agentbake.runner.display import err
+    from agentbake.runner.cli.display import err
 
     verb = "would remove" if dry_run else "removed"
     for item in leftovers:
@@ -92,10 +92,10 @@ def run_command(
     """Run one rollout of IMAGE (a catalog name, built when missing, or a tag) on one task.
 
     Exits 1 when the status is not `ok` (the reward alone never fails the command)."""
-    from agentbake.runner.display import build_progress, err, print_result, warn
+    from agentbake.runner.cli.display import build_progress, err, print_result, warn
+    from agentbake.runner.cli.teardown import teardown_on_signals
     from agentbake.runner.runner import Runner
     from agentbake.runner.runner_config import SCRIPTED
-    from agentbake.runner.teardown import teardown_on_signals
     from agentbake.tasks import load_task
 
     task = load_task(task_dir)
@@ -168,11 +168,11 @@ def rollout_command(
 ) -> None:
     """Run every task N_ATTEMPTS times on IMAGE, N_CONCURRENT at once, into a job directory (--out), with live
     progress, then print a summary table. `--resume DIR` continues an interrupted job."""
-    from agentbake.runner.display import BatchDisplay, build_progress, err, print_summary
+    from agentbake.runner.cli.display import BatchDisplay, build_progress, err, print_summary
+    from agentbake.runner.cli.teardown import teardown_on_signals
     from agentbake.runner.job import SUMMARY_FILE
     from agentbake.runner.runner import Runner
     from agentbake.runner.runner_config import SCRIPTED
-    from agentbake.runner.teardown import teardown_on_signals
 
     job, tasks = open_rollout_job(
         image, make_config, task_dirs, n_attempts, n_concurrent, warm, out_dir, resume_dir, backend
@@ -224,6 +224,6 @@ def _prepare_images(runner: Runner, tasks: list[Task]) -> None:
             except AgentbakeError as exc:
                 from rich.markup import escape  # rich only when there is something to print
 
-                from agentbake.runner.display import err
+                from agentbake.runner.cli.display import err
 
                 err().print(f"[red]error:[/] {escape(str(exc))}")

@@ -20,11 +20,11 @@ from agentbake.errors import TaskError
 from agentbake.runner.docker import labels
 from agentbake.runner.docker.backend import DockerBackend
 from agentbake.runner.docker.config import DockerConfig
+from agentbake.runner.harness.workdir import MAX_PRINTED_DIFF_BYTES
 from agentbake.runner.result import Status
 from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
 from agentbake.runner.sandbox.packed import MAX_PACKED_BYTES
-from agentbake.runner.workdir import MAX_PRINTED_DIFF_BYTES
 from agentbake.tasks import discover_tasks, load_task
 from tests.runner.faulty_engine import FaultyEngine
 from tests.runner.rollouts import EXAMPLE_TASKS, EXAMPLES, copy_example, leftovers, reward_if, write_task

@@ -1,5 +1,5 @@
 """The agent's files: one archive unpacked by root in the first root step, owned by the image's user exactly as if
-it had unpacked them itself (`agentbake/runner/upload.py`): compared with a `tar -x` as the user in the same image
+it had unpacked them itself (`harness/upload.py`): compared with a `tar -x` as the user in the same image
 state, and checked from inside the sandbox by the oracle itself. An archive up to `ENV_ARCHIVE_MAX` rides in the
 environment of the command that unpacks it (no archive written: counted at the engine), a larger one is written
 first; neither setup.sh nor test.sh inherits those variables."""
@@ -20,11 +20,7 @@ from agentbake.buildkit.build import BuildResult
 from agentbake.errors import TaskError
 from agentbake.runner.docker.backend import DockerBackend
 from agentbake.runner.docker.config import DockerConfig
-from agentbake.runner.result import Status
-from agentbake.runner.runner import Runner
-from agentbake.runner.runner_config import RunnerConfig
-from agentbake.runner.sandbox import SandboxHandle, SandboxRequest
-from agentbake.runner.upload import (
+from agentbake.runner.harness.upload import (
     ENV_ARCHIVE_MAX,
     ENV_PREFIX,
     USER_UMASK_MODES,
@@ -33,6 +29,10 @@ from agentbake.runner.upload import (
     tar_archive,
     unpack_command,
 )
+from agentbake.runner.result import Status
+from agentbake.runner.runner import Runner
+from agentbake.runner.runner_config import RunnerConfig
+from agentbake.runner.sandbox import SandboxHandle, SandboxRequest
 from agentbake.tasks import load_task
 from tests.runner.faulty_engine import FaultyEngine
 from tests.runner.rollouts import reward_if, write_task
