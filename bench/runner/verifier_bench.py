@@ -6,10 +6,10 @@ In one hardened Docker sandbox (DockerBackend, 1 CPU, as the harness runs), meas
 - races: a root process started by test.sh waits for test.sh's end, then writes reward 1 (test.sh wrote
   0). It polls every 10 ms, or spins. Against: the reward read by a separate command after test.sh (the
   harness before the guard), a /proc scan and kill in the same command (no stop), and `RUN_TEST_SH` (stop
-  in one system call, then kill), and `ROOT_TEST_SH_THEN_READ_REWARDS` (the same and the reward read in one
+  in one system call, then kill), and `commands.root_test_sh` (the same and the reward read in one
   command, as a root test.sh runs). The table counts the races the process won.
 - costs: `RUN_TEST_SH` with a trivial test.sh beside `bash test.sh` alone; `KILL_THEN_READ_REWARDS` beside
-  a plain `cat` of the reward; `ROOT_TEST_SH_THEN_READ_REWARDS` (with its unpack of tests/) beside `bash
+  a plain `cat` of the reward; `commands.root_test_sh` (with its unpack of tests/) beside `bash
   test.sh` + `cat` (two commands);
   `REMOVE_ESCAPING_LINKS` with no agent links and with 1000 beside a plain
   `find / -type l -uid` listing; a sandbox able to join the verifier's network beside a plain one, and
@@ -24,14 +24,9 @@ import time
 from collections.abc import Callable
 
 from agentbake.runner import DockerBackend, DockerConfig, SandboxRequest
+from agentbake.runner.harness.commands import Rendered, root_test_sh
 from agentbake.runner.harness.upload import hand_over, tar_archive
-from agentbake.runner.harness.verifier import (
-    KILL_THEN_READ_REWARDS,
-    PROCESSES,
-    REMOVE_ESCAPING_LINKS,
-    ROOT_TEST_SH_THEN_READ_REWARDS,
-    RUN_TEST_SH,
-)
+from agentbake.runner.harness.verifier import KILL_THEN_READ_REWARDS, PROCESSES, REMOVE_ESCAPING_LINKS, RUN_TEST_SH
 from agentbake.runner.sandbox import SandboxHandle
 
 WAITS = {
@@ -40,14 +35,15 @@ WAITS = {
 }
 NO_STOP = RUN_TEST_SH.replace("kill -STOP -1 2>/dev/null\n", "")
 SEPARATE = "bash /tests/test.sh"  # the harness before the guard: test.sh alone, the reward read after
-MARK = "bench-marker"
-TESTS_TAR = "/root/tests.tar"  # what ROOT_TEST_SH_THEN_READ_REWARDS unpacks first (and removes)
+ONE_COMMAND = "root test.sh, kill and read"  # the harness's `commands.root_test_sh`
+TESTS_TAR = "/root/tests.tar"  # what the one command unpacks first (and removes)
 
 
-def one_command(handle: SandboxHandle, keep: str, test_sh: str) -> list[str]:
-    """`ROOT_TEST_SH_THEN_READ_REWARDS` with `test_sh` in the archive it unpacks (written now, not timed)."""
+def one_command(handle: SandboxHandle, keep: str, test_sh: str) -> tuple[Rendered, list[str]]:
+    """`commands.root_test_sh` with `test_sh` in the archive it unpacks (written now, not timed)."""
     tests = hand_over(handle, tar_archive({"/tests/test.sh": test_sh.encode()}), TESTS_TAR, in_env=False)
-    return ["sh", "-c", ROOT_TEST_SH_THEN_READ_REWARDS, "sh", keep, MARK, tests.unpack()]
+    command = root_test_sh("true").render()
+    return command, ["sh", "-c", command.script, "sh", keep, tests.unpack()]
 
 
 def root(handle: SandboxHandle, cmd: list[str] | str) -> str:
@@ -64,8 +60,9 @@ def race(handle: SandboxHandle, keep: str, wait: str, runner: str) -> bool:
     )
     root(handle, "rm -rf /tests /logs && mkdir -p /tests /logs/verifier")
     handle.write_text("/tests/test.sh", test_sh, user="root")
-    if runner == ROOT_TEST_SH_THEN_READ_REWARDS:  # reads the reward itself, after its marker line
-        read = root(handle, one_command(handle, keep, test_sh)).rpartition(f"\n{MARK}\n")[2]
+    if runner == ONE_COMMAND:  # reads the reward itself, in its part `rewards`
+        command, argv = one_command(handle, keep, test_sh)
+        read = command.split(root(handle, argv))["rewards"]
     else:
         handle.exec(["sh", "-c", runner, "sh", keep], user="root", timeout=120)
         read = root(handle, ["sh", "-c", KILL_THEN_READ_REWARDS, "sh", keep])
@@ -101,7 +98,7 @@ def main() -> None:
             print(f"{'waits':<14}{'read after (before)':>22}{'kill, no stop':>16}{'stop + kill':>14}{'one (root)':>12}")
             for name, wait in WAITS.items():
                 wins = [sum(race(handle, keep, wait, runner) for _ in range(args.runs)) for runner in (
-                    f"{SEPARATE}", NO_STOP, RUN_TEST_SH, ROOT_TEST_SH_THEN_READ_REWARDS)]  # fmt: skip
+                    f"{SEPARATE}", NO_STOP, RUN_TEST_SH, ONE_COMMAND)]  # fmt: skip
                 print(f"{name:<14}{wins[0]:>22}{wins[1]:>16}{wins[2]:>14}{wins[3]:>12}")
 
             trivial = "echo 1 > /logs/verifier/reward.txt\n"
@@ -112,7 +109,7 @@ def main() -> None:
                 costs["wrapped"].append(timed(handle, ["sh", "-c", RUN_TEST_SH, "sh", keep]))
                 costs["cat"].append(timed(handle, ["cat", "/logs/verifier/reward.txt"]))
                 costs["kill+read"].append(timed(handle, ["sh", "-c", KILL_THEN_READ_REWARDS, "sh", keep]))
-                costs["one"].append(timed(handle, one_command(handle, keep, trivial)))
+                costs["one"].append(timed(handle, one_command(handle, keep, trivial)[1]))
             scan = ["sh", "-c", REMOVE_ESCAPING_LINKS, "sh", "1000", "/tests /logs", "/root/links"]
             listing = "find / \\( -path /proc -o -path /sys \\) -prune -o -type l -uid 1000 -print > /dev/null"
             links: dict[str, list[float]] = {k: [] for k in ("find 0", "scan 0", "find 1000", "scan 1000")}

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from agentbake.errors import SandboxError
 from agentbake.runner.agents import AgentLaunch
+from agentbake.runner.harness.commands import RootCommand, agent_gone
 from agentbake.runner.result import Status
 from agentbake.runner.sandbox import BgJob, ExecResult, SandboxHandle
 from agentbake.runner.sandbox.copyout import MiB
@@ -30,13 +31,6 @@ STOP_ROUNDS = 10
 """`kill -KILL -1` rounds before processes of the agent's user that keep reappearing get the sandbox restarted."""
 STEP_TIMEOUT_SEC = 120.0
 """Seconds for the harness's own short steps (uploads, snapshot, diff, collection, each kill round)."""
-
-_NONE_LEFT = "agentbake: none left"
-# Processes of a uid that are alive (zombies are dead; init reaps them).
-_LIVE_PIDS_OF_UID = (
-    'for d in /proc/[0-9]*; do [ "$(stat -c %u "$d" 2>/dev/null)" = "$1" ] || continue; '
-    'grep -q "^State:[[:space:]]*Z" "$d/status" 2>/dev/null || echo "${d#/proc/}"; done'
-)
 
 
 @dataclass(frozen=True)
@@ -122,17 +116,17 @@ def _end(job: BgJob) -> None:
 
 @dataclass(frozen=True)
 class Stopped:
-    """How `stop_user` ended: a note when it had to restart the sandbox, and what its `then` printed."""
+    """How `stop_user` ended: a note when it had to restart the sandbox, and what its `then`'s parts printed."""
 
     restarted: str | None
-    printed: str
+    printed: dict[str, str]
 
 
 def stop_user(
-    handle: SandboxHandle, uid: str, root_env: Mapping[str, str], then: str = "true", *, killed: bool = False
+    handle: SandboxHandle, uid: str, root_env: Mapping[str, str], then: RootCommand, *, killed: bool = False
 ) -> Stopped:
     """Kill every process of `uid` (what the agent left in the background too) and check none is left; when
-    that cannot be done from inside, restart the sandbox. `then` (shell, as root, cwd /) runs in the same exec
+    that cannot be done from inside, restart the sandbox. `then` (as root, cwd /) runs in the same exec
     as the check that found none left: the steps that need the agent gone, without a round trip of their own.
     `killed`: the agent's launch ended on its own, having run `kill -KILL -1` as the user itself where it could
     (`headless_launch`), so the first round only checks (a kill round follows when that finds any).
@@ -155,8 +149,8 @@ def stop_user(
 
 
 def _kill_rounds(
-    handle: SandboxHandle, uid: str, root_env: Mapping[str, str], then: str, killed: bool
-) -> tuple[str, str]:
+    handle: SandboxHandle, uid: str, root_env: Mapping[str, str], then: RootCommand, killed: bool
+) -> tuple[str, dict[str, str]]:
     """`kill -KILL -1` as the agent's user until none of its processes is left (`killed`: a first look without
     it); the pids alive after STOP_ROUNDS kill rounds ("" when none) and what `then` printed once none was."""
     alive = ""
@@ -167,18 +161,23 @@ def _kill_rounds(
         alive, printed = _live_pids(handle, uid, root_env, then)
         if not alive:
             return "", printed
-    return alive, ""
+    return alive, {}
 
 
-def _live_pids(handle: SandboxHandle, uid: str, root_env: Mapping[str, str], then: str) -> tuple[str, str]:
-    """The first pids of `uid` still alive, space-separated ("" when none), and when none, what `then` printed
-    (run in the same exec, after a line NONE_LEFT); SandboxError when the listing or `then` fails."""
-    script = f'pids=$({_LIVE_PIDS_OF_UID}) || exit 1; [ -z "$pids" ] || {{ echo "$pids"; exit; }}; echo {_NONE_LEFT}\n'
+def _live_pids(
+    handle: SandboxHandle, uid: str, root_env: Mapping[str, str], then: RootCommand
+) -> tuple[str, dict[str, str]]:
+    """The first pids of `uid` still alive, space-separated ("" when none), and when none, what `then`'s parts
+    printed (run in the same exec: `commands.agent_gone`); SandboxError when the listing or `then` fails."""
+    command = agent_gone(then).render()
     listed = handle.exec(
-        ["sh", "-c", script + then, "sh", uid], envs=root_env, cwd="/", timeout=STEP_TIMEOUT_SEC, user="root"
+        ["sh", "-c", command.script, "sh", uid], envs=root_env, cwd="/", timeout=STEP_TIMEOUT_SEC, user="root"
     )
-    alive, none_left, printed = listed.stdout.partition(f"{_NONE_LEFT}\n")
+    parts = command.split(listed.stdout)
+    pids = parts.pop("alive", "").split()
     if listed.exit_code != 0:
-        what = "run the steps after the agent's processes were stopped" if none_left else "list the agent's processes"
+        what = "run the steps after the agent's processes were stopped" if parts else "list the agent's processes"
         raise SandboxError(f"could not {what}: exit {listed.exit_code}: {listed.stderr[-300:]}")
-    return ("" if none_left else " ".join(alive.split()[:10])), printed
+    if not pids and not parts and then.parts:
+        raise SandboxError(f"could not list the agent's processes: no answer in {listed.stdout[-300:]!r}")
+    return " ".join(pids[:10]), ({} if pids else parts)

@@ -23,7 +23,9 @@ from pathlib import Path
 
 from agentbake.errors import AgentbakeError, SandboxError
 from agentbake.runner.agents import AgentImage, AgentLaunch, headless_launch
+from agentbake.runner.harness import commands
 from agentbake.runner.harness.agent_phase import STEP_TIMEOUT_SEC, run_agent, stop_user
+from agentbake.runner.harness.commands import RootCommand
 from agentbake.runner.harness.upload import (
     USER_UMASK_MODES,
     HandedArchive,
@@ -43,9 +45,7 @@ from agentbake.runner.harness.verifier_phase import (
 from agentbake.runner.harness.workdir import (
     RECREATED,
     diff_command,
-    print_diff_command,
     printed_diff,
-    restore_command,
     snapshot_command,
 )
 from agentbake.runner.result import Status, Timings
@@ -59,12 +59,7 @@ logger = logging.getLogger("agentbake.runner")
 
 SETUP_TIMEOUT_SEC = 600.0
 """Seconds `environment/setup.sh` may run (Harbor's default build/setup budget)."""
-_LINKS = "links"  # in the stop step's output: what follows are the links `clear_the_way` removed
 _MADE = "upload-made"  # in the scratch dir: what the upload makes in the user's dirs (`upload.made_in_user_dirs`)
-# The kernel's count of OOM kills in the sandbox's own memory cgroup (namespaced: the container's).
-_OOM_KILLS = (
-    "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null | sed -n 's/^oom_kill //p'"
-)
 
 
 @dataclass
@@ -171,23 +166,20 @@ class Harness:
 
     # -- steps ------------------------------------------------------------------------------------
 
-    def _prepare(self, then: str, *, what: str) -> str:
-        """The first root step: make the scratch dir, learn root's HOME (then in `root_env` for every later root
-        step) and the sandbox's own processes (init, the relay, a backend's daemon: nothing of the task has run
-        yet; they are the only ones that outlive test.sh), then run `then` in the same exec with that HOME;
-        returns what `then` printed."""
+    def _prepare(self, then: RootCommand, *, what: str) -> dict[str, str]:
+        """The first root step (`commands.prepare`): make the scratch dir, learn root's HOME (then in `root_env` for
+        every later root step) and the sandbox's own processes (init, the relay, a backend's daemon: nothing of the
+        task has run yet; they are the only ones that outlive test.sh), unpack the agent's files, then run `then`
+        in the same exec with that HOME; returns what each part printed."""
         assert self.upload is not None, "_upload_agent_files comes first"
         unpack = unpack_command(self.upload, f"{self.private}/{_MADE}", self.handle.user)
-        made = self._root(
-            f'mkdir -m 700 -- {self.private} && HOME=~root && export HOME && echo "$HOME" && '
-            f"{{ {PROCESSES}; }} | tr '\\n' ' ' && echo && {unpack} && {then}",
+        printed = self._run(
+            commands.prepare(self.private, unpack, then),
             what=what,
             envs=self.upload.envs,  # this command's alone: `unpack` unsets them before `then` runs
         )
-        root_home, _, rest = made.stdout.partition("\n")
-        processes, _, printed = rest.partition("\n")
-        self.root_env["HOME"] = root_home
-        self.own_processes = " ".join(processes.split())
+        self.root_env["HOME"] = printed["home"].strip()
+        self.own_processes = " ".join(printed["processes"].split())
         return printed
 
     def _upload_agent_files(self) -> None:
@@ -221,7 +213,7 @@ class Harness:
     def _setup(self) -> bool:
         if self.task.setup_script is None:
             return True
-        self._prepare("true", what="create the harness's scratch dir")
+        self._prepare(RootCommand(), what="create the harness's scratch dir")
         script = f"{self.private}/setup.sh"  # unpacked there by _prepare
         result = self.handle.exec(
             ["bash", script],
@@ -242,16 +234,15 @@ class Harness:
         """Commit the workdir as the agent will find it into a root-only git dir, for the diff afterwards;
         the same call reads the agent's uid and the OOM-kill count so far, and makes the scratch dir when no
         setup.sh did (one round trip instead of three)."""
-        snapshot = (
-            f"{snapshot_command(self.private, self.workdir, self.handle.git)} && "
-            f"id -u {shlex.quote(self.handle.user)} && {_OOM_KILLS}"
+        snapshot = commands.snapshot(
+            snapshot_command(self.private, self.workdir, self.handle.git), shlex.quote(self.handle.user)
         )
         if "HOME" in self.root_env:
-            printed = self._root(snapshot, what="snapshot the workdir").stdout
+            printed = self._run(snapshot, what="snapshot the workdir")
         else:
             printed = self._prepare(snapshot, what="snapshot the workdir")
-        self.agent_uid, *oom_counts = printed.split()
-        self.oom_before = sum(int(n) for n in oom_counts if n.isdigit())
+        self.agent_uid = printed["uid"].strip()
+        self.oom_before = _count(printed["oom"])
         return True
 
     def _run_agent(self) -> None:
@@ -290,32 +281,35 @@ class Harness:
         verifier's way cleared (`verifier_phase.clear_the_way`: the agent's links into /tests or /logs removed,
         both made fresh); then the agent's log paths, final now, packed for `_collect` (`PackedLogs`)."""
         agent_logs = self.launch.log_paths
-        then = (
-            f"echo oom $({_OOM_KILLS}) && {restore_command(self.workdir, self.agent_uid)}\n"
-            f"(cd {shlex.quote(self.workdir)} && {self._diff_command}); made=$?; echo diff $made\n"
-            f'[ "$made" != 0 ] || {{ {print_diff_command(self._diff_file)}; }}\n'
-            f"echo {_LINKS}\n{clear_the_way(self.private)}{self.packed.pack(agent_logs)}"
+        then = commands.after_agent(
+            self.workdir,
+            self.agent_uid,
+            diff=f"cd {shlex.quote(self.workdir)} && {self._diff_command}",
+            diff_file=self._diff_file,
+            clear_the_way=clear_the_way(self.private),
+            pack=self.packed.pack(agent_logs),
         )
         oom_kills = self.oom_before  # unknown when the agent cannot be stopped: judged as none
         try:
             # An agent that ended on its own ran the launch's `kill -KILL -1` on its way out: the first round looks.
             stopped = stop_user(self.handle, self.agent_uid, self.root_env, then, killed=self.agent_exit is not None)
-            ours, _, links = self.packed.take(stopped.printed, agent_logs).partition(f"\n{_LINKS}\n")
-            printed = ours.splitlines()
-            oom_kills = sum(int(n) for n in printed[0].split()[1:] if n.isdigit())
+            printed = stopped.printed
+            oom_kills = _count(printed["oom"])
         finally:
             self._judge_agent_exit(oom_kills)
-        note_removed_links(links, self.outcome, self._save)
+        self.packed.take(printed.get("pack"), agent_logs)
+        note_removed_links(printed.get("links", ""), self.outcome, self._save)
         if stopped.restarted:
             self.outcome.notes.append(stopped.restarted)
             # init and the relay started anew: they are the processes that outlive test.sh now
             listed = self._root(["sh", "-c", PROCESSES], what="list the sandbox's processes", cwd="/")
             self.own_processes = " ".join(listed.stdout.split())
-        if RECREATED in printed:
+        if RECREATED in printed["restore"]:
             self.outcome.notes.append(f"the agent removed or replaced the workdir {self.workdir}: made again, empty")
-        if printed[-1].startswith("inline "):
-            self.diff = printed_diff(printed.pop())
-        self.diff_exit = printed[-1].removeprefix("diff ")
+        made, _, inline = printed["diff"].partition("\n")
+        if inline.startswith("inline "):
+            self.diff = printed_diff(inline.strip())
+        self.diff_exit = made.strip()
 
     def _save_diff(self) -> None:
         """Save the diff the stop step made (as it printed it when small, else read from its file); when the stop
@@ -370,6 +364,11 @@ class Harness:
 
     # -- helpers ----------------------------------------------------------------------------------
 
+    def _run(self, command: RootCommand, *, what: str, envs: Mapping[str, str] | None = None) -> dict[str, str]:
+        """A fused root command (`commands.py`) that must succeed, in the workdir; what each of its parts printed."""
+        rendered = command.render()
+        return rendered.split(self._root(["sh", "-c", rendered.script], what=what, envs=envs).stdout)
+
     def _root(
         self, cmd: str | list[str], *, what: str, cwd: str | None = None, envs: Mapping[str, str] | None = None
     ) -> ExecResult:
@@ -392,6 +391,11 @@ class Harness:
         path = self.out_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
+
+
+def _count(printed: str) -> int:
+    """The sum of the counts a command printed (the OOM kills of cgroup v2 and v1, whichever exist)."""
+    return sum(int(n) for n in printed.split() if n.isdigit())
 
 
 def describe_error(exc: BaseException) -> str:

@@ -1,6 +1,6 @@
 """The verifier phase's rules: what runs in the sandbox around `tests/test.sh`, and how its reward is read.
 
-Everything the agent left is hostile input here. The harness (`harness.py`) runs these steps in order:
+Everything the agent left is hostile input here. The harness (`steps.py`) runs these steps in order:
 
 0. `REMOVE_ESCAPING_LINKS` once the agent is dead (in the command that finds none of its processes left),
    before /tests is uploaded: the agent's symlinks that could lead the verifier into /tests or /logs are
@@ -10,7 +10,7 @@ Everything the agent left is hostile input here. The harness (`harness.py`) runs
 2. `tests/test.sh`, then `KILL_THEN_READ_REWARDS`: every process that is not one of those, nor the
    command itself, is killed (what test.sh or code it ran left behind cannot write the reward after it
    ends), then both reward files are described without following a symlink. A test.sh run as root does
-   both in one command, `ROOT_TEST_SH_THEN_READ_REWARDS`.
+   all of it in one command (`commands.root_test_sh`).
 3. `reward_from` applies Harbor's precedence: `reward.json` (its `reward`), then `reward.txt`; a verifier
    that wrote neither is a `verifier_error`, never a reward of 0.
 """
@@ -69,21 +69,21 @@ done
 # moment test.sh has been reaped: a process that waits for that to rewrite the reward is frozen first
 # (measured: one polling every 10 ms won 4 races of 10 against a /proc scan alone, none against the stop).
 # test.sh is this shell's own child: it is reaped and everything else is stopped with nothing in between.
-_TEST_SH_THEN_KILL = f"""{_KEEP}bash {HARBOR_TESTS_DIR}/test.sh; rc=$?
+TEST_SH_THEN_KILL = f"""{_KEEP}bash {HARBOR_TESTS_DIR}/test.sh; rc=$?
 kill -STOP -1 2>/dev/null
 {_KILL_THE_REST}for p in $keep; do kill -CONT "${{p%:*}}" 2>/dev/null; done
 """
-RUN_TEST_SH = f"{_TEST_SH_THEN_KILL}exit $rc\n"
+RUN_TEST_SH = f"{TEST_SH_THEN_KILL}exit $rc\n"
 """`tests/test.sh`, then in the same command every process it, or code it ran, left behind: stopped at
 once, killed, and the sandbox's own processes (stopped too) continued. $1: `PROCESSES` of the rollout's
 start."""
 
 _LOGS_PARENT = posixpath.dirname(HARBOR_VERIFIER_LOGS)
-_STUCK = f"""[ -z "$stuck" ] || {{
+STUCK = f"""[ -z "$stuck" ] || {{
   echo "processes kept coming back after {KILL_ROUNDS} rounds of SIGKILL:$stuck" >&2; exit 3; }}
 """
 # Describes each reward file without following a symlink.
-_READ_REWARDS = rf"""d={HARBOR_VERIFIER_LOGS}
+READ_REWARDS = rf"""d={HARBOR_VERIFIER_LOGS}
 for f in {REWARD_JSON} {REWARD_TXT}; do
   if [ -L {_LOGS_PARENT} ] || [ -L "$d" ] || [ ! -d "$d" ]; then echo "$f baddir"
   elif [ -L "$d/$f" ]; then echo "$f symlink"
@@ -94,22 +94,13 @@ for f in {REWARD_JSON} {REWARD_TXT}; do
   fi
 done
 """
-KILL_THEN_READ_REWARDS = f"{_KEEP}{_KILL_THE_REST}{_STUCK}{_READ_REWARDS}"
+KILL_THEN_READ_REWARDS = f"{_KEEP}{_KILL_THE_REST}{STUCK}{READ_REWARDS}"
 """As root after `RUN_TEST_SH`: kills what is left (processes of other users too; exit 3 when they keep
 coming back), then describes each reward file without following a symlink. $1: as for `RUN_TEST_SH`."""
 
-ROOT_TEST_SH_THEN_READ_REWARDS = f"""mark=$2
-eval "$3" >&2 || {{ echo "could not unpack tests/ into {HARBOR_TESTS_DIR}" >&2; exit 4; }}
-{_TEST_SH_THEN_KILL}echo; echo "$mark"; echo "test.sh $rc"
-{_STUCK}{_READ_REWARDS}"""
-"""tests/ unpacked by the shell `$3` (`upload.HandedArchive.unpack`: in this shell, so the variables its archive
-rode in are unset before test.sh starts; exit 4 when it cannot be), then `RUN_TEST_SH` and
-`KILL_THEN_READ_REWARDS` in one command, for a test.sh run as root (whose kill pass already reaches every
-user's processes): then the line `$2` (a marker: the last one printed is this
-command's, nothing test.sh left is alive to print after it), test.sh's exit status (`test.sh N`), and as
-`KILL_THEN_READ_REWARDS` exit 3 or the reward files. $1: as for `RUN_TEST_SH`. Cut short (its deadline,
-test.sh killing it), it prints no marker: `KILL_THEN_READ_REWARDS` then runs on its own, as after
-`RUN_TEST_SH`."""
+UNPACK_TESTS = f"""eval "$2" >&2 || {{ echo "could not unpack tests/ into {HARBOR_TESTS_DIR}" >&2; exit 4; }}"""
+"""tests/ unpacked by the shell `$2` (`upload.HandedArchive.unpack`: in this shell, so the variables its archive
+rode in are unset before test.sh starts); exit 4 when it cannot be."""
 
 
 # Harbor's two paths as the agent's symlinks must not reach them: /tests and everything under /logs.

@@ -5,7 +5,7 @@ the agent's links into /tests or /logs removed (and listed), /tests and /logs/ve
 tests/ handed to the command that unpacks it (in its environment, or written into the root-only scratch dir
 first when large: `upload.hand_over`) -> unpacked -> test.sh, with everything it left stopped and
 killed the moment it ends -> a root pass kills what is still there -> the reward read as Harbor does, without
-following a symlink; for a test.sh run as root, all of it one command (`ROOT_TEST_SH_THEN_READ_REWARDS`),
+following a symlink; for a test.sh run as root, all of it one command (`commands.root_test_sh`),
 three with another `[verifier] user` (issue 17). The in-sandbox commands and the reward rules are in
 `verifier.py`; why each step is there is README.md's threat model.
 """
@@ -14,23 +14,21 @@ from __future__ import annotations
 
 import json
 import posixpath
-import secrets
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from agentbake.errors import SandboxError
+from agentbake.runner.harness import commands
 from agentbake.runner.harness.agent_phase import STEP_TIMEOUT_SEC
 from agentbake.runner.harness.upload import hand_over, tar_archive
 from agentbake.runner.harness.verifier import (
     HARBOR_TESTS_DIR,
     HARBOR_VERIFIER_LOGS,
-    KILL_THEN_READ_REWARDS,
     NO_NETWORK,
     PROTECTED_ROOTS,
     REMOVE_ESCAPING_LINKS,
-    ROOT_TEST_SH_THEN_READ_REWARDS,
     RUN_TEST_SH,
     RewardError,
     network_failure,
@@ -122,49 +120,52 @@ class VerifierPhase:
 
     def _run_as_root(self, envs: Mapping[str, str], unpack: str) -> tuple[ExecResult, ExecResult]:
         """tests/ unpacked (the shell `unpack`; its archive's variables, if any, in `envs`), test.sh as root, what
-        it left killed and the reward files described, in one command (`ROOT_TEST_SH_THEN_READ_REWARDS`); returns
-        test.sh's result (its output up to the marker) and the kill-and-read's, as the two commands of another
-        user's test.sh would. A command cut short (its deadline, a test.sh that kills it) is followed by the
-        kill-and-read of its own, as those are."""
-        marker = f"agentbake-verifier-{secrets.token_hex(8)}"
-        script = ROOT_TEST_SH_THEN_READ_REWARDS + self._pack_logs
+        it left killed and the reward files described, in one command (`commands.root_test_sh`); returns test.sh's
+        result (its part's output) and the kill-and-read's, as the two commands of another user's test.sh would.
+        A command cut short (its deadline, a test.sh that kills it) is followed by the kill-and-read of its own,
+        as those are."""
+        command = commands.root_test_sh(self._pack_logs).render()
         both = self.handle.exec(
-            ["sh", "-c", script, "sh", self.own_processes, marker, unpack],
+            ["sh", "-c", command.script, "sh", self.own_processes, unpack],
             envs=envs,
             cwd=self.workdir,
             timeout=self.task.verifier_timeout_sec,
             user="root",
         )
-        output, found, after = both.stdout.rpartition(f"\n{marker}\n")
-        status, _, rewards = after.partition("\n")
-        if not found and both.exit_code == 4:  # before test.sh: the unpack failed
+        parts = command.split(both.stdout)
+        if "test.sh" not in parts and both.exit_code == 4:  # before test.sh: the unpack failed
             raise SandboxError(f"in sandbox {self.handle.sandbox_id}: {tail(both.stderr)}")
-        if both.timed_out or not found or not status.startswith("test.sh "):
+        status = parts.get("status", "").strip()
+        if both.timed_out or "rewards" not in parts or not status.isdigit():
             return both, self._kill_then_read_rewards()
-        return ExecResult(int(status.removeprefix("test.sh ")), output, both.stderr), ExecResult(
-            both.exit_code, self._take_logs(rewards), both.stderr
+        self._take_logs(parts)
+        return ExecResult(int(status), parts["test.sh"], both.stderr), ExecResult(
+            both.exit_code, parts["rewards"], both.stderr
         )
 
     def _kill_then_read_rewards(self) -> ExecResult:
         """What a timed-out test.sh left, and what any user but root left, dies here; the reward is read after (and
         the log dir packed)."""
+        command = commands.kill_then_read(self._pack_logs).render()
         ended = self.handle.exec(
-            ["sh", "-c", KILL_THEN_READ_REWARDS + self._pack_logs, "sh", self.own_processes],
+            ["sh", "-c", command.script, "sh", self.own_processes],
             envs=self.root_env,
             cwd="/",
             timeout=STEP_TIMEOUT_SEC,
             user="root",
         )
-        return replace(ended, stdout=self._take_logs(ended.stdout))
+        parts = command.split(ended.stdout)
+        self._take_logs(parts)
+        return replace(ended, stdout=parts.get("rewards", ended.stdout))
 
     @property
     def _pack_logs(self) -> str:
-        """Shell that ends the command that read the reward: the verifier's log dir packed (`PackedLogs`), final
+        """The part that ends the command that read the reward: the verifier's log dir packed (`PackedLogs`), final
         once test.sh and everything it left are dead."""
         return self.packed.pack([HARBOR_VERIFIER_LOGS])
 
-    def _take_logs(self, printed: str) -> str:
-        return self.packed.take(printed, [HARBOR_VERIFIER_LOGS])
+    def _take_logs(self, parts: Mapping[str, str]) -> None:
+        self.packed.take(parts.get("pack"), [HARBOR_VERIFIER_LOGS])
 
     def _verifier_user(self, user: str) -> tuple[str, str] | None:
         """`[verifier] user` as `uid:gid` and its home, from the sandbox's passwd (a bare uid that is not there

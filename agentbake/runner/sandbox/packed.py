@@ -30,7 +30,6 @@ MAX_PACKED_BYTES = 2 * 1024 * 1024
 """Archive bytes printed at most per path (a larger one is left to the backend's copy). Two paths' base64 and the
 diff printed before them (`workdir.MAX_PRINTED_DIFF_BYTES`) fit in a command's kept output (`sandbox/output.py`),
 one path's and the reward lines before it in its last half."""
-_SEPARATOR = "agentbake-packed"
 # $1: a path (absolute, normalized), $2: its parent, $3: its name, $4: its index; $f: a name in the scratch dir.
 # Prints `absent` (nothing there), `linked` (a link of another owner than root on its way: one the agent made),
 # `-` (root's link on its way, the image's: left to the backend) or `+<base64>`, then ` -` when tar failed. Few
@@ -78,27 +77,20 @@ class PackedLogs:
     archives: dict[str, Packed] = field(default_factory=dict)
 
     def pack(self, paths: Sequence[str]) -> str:
-        """Shell that ends a root command run once `paths` are final: a line `_SEPARATOR`, then one line per path
-        (`_PACK_ONE`), for `take`. It keeps the exit status of what ran before it, and packs nothing after a
-        failure (the command's output is not read then)."""
+        """Shell for the part of a root command that runs once `paths` are final (`harness/commands.py`): one line
+        per path (`_PACK_ONE`), for `take`."""
         calls = []
         for index, path in enumerate(paths):
             parent, name = posixpath.split(posixpath.normpath(path))
             usable = posixpath.isabs(path) and name not in ("", "..")
             args = [posixpath.normpath(path), parent, name, str(index)]
             calls.append(f"pack {shlex.join(args)}" if usable else "echo -")
-        return (
-            f'\nbefore_pack=$?\n[ "$before_pack" != 0 ] || {{\n{_PACK_ONE}f={shlex.quote(self.scratch)}/pack-failed\n'
-            f"printf '\\n%s\\n' {_SEPARATOR}\n" + "\n".join(calls) + '\n}\nexit "$before_pack"\n'
-        )
+        return f"{_PACK_ONE}f={shlex.quote(self.scratch)}/pack-failed\n" + "\n".join(calls)
 
-    def take(self, printed: str, paths: Sequence[str]) -> str:
-        """`printed` (a command's output ending with `pack(paths)`'s) without the packed archives, which are
-        kept; a line that is not whole (an output cut in its middle) leaves its path to the backend's copy."""
-        before, found, lines = printed.rpartition(f"\n{_SEPARATOR}\n")
-        if not found:
-            return printed
-        answers = lines.splitlines()
+    def take(self, printed: str | None, paths: Sequence[str]) -> None:
+        """Keep the archives in what `pack(paths)` printed (None: it did not run); a line that is not whole (an
+        output cut in its middle) leaves its path to the backend's copy."""
+        answers = (printed or "").splitlines()
         if len(answers) == len(paths):
             for path, answer in zip(paths, answers, strict=True):
                 if answer == "absent":
@@ -107,7 +99,6 @@ class PackedLogs:
                     self.archives[path] = THROUGH_AGENT_LINK
                 elif (archive := _archive(answer)) is not None:
                     self.archives[path] = archive
-        return before
 
 
 def _archive(line: str) -> bytes | None:

@@ -323,7 +323,7 @@ def test_the_tests_ride_to_the_verifier_unseen_by_a_process_of_the_agent_left_al
     (path / "tests" / "secret").write_bytes(secret)
     task = load_task(path)
     needles = {
-        "command": "could not unpack tests/",  # in the verifier command's argv (`ROOT_TEST_SH_THEN_READ_REWARDS`)
+        "command": "could not unpack tests/",  # in the verifier command's argv (`commands.root_test_sh`)
         "canary": "the spy's own canary",
         "variable": f"{ENV_PREFIX}0=",
         "secret": secret.decode(),

@@ -12,9 +12,10 @@ import pytest
 
 from agentbake.runner.docker.backend import DockerBackend
 from agentbake.runner.docker.sandbox import DockerSandbox
+from agentbake.runner.harness.commands import RootCommand
 from agentbake.runner.sandbox import SandboxRequest
 from agentbake.runner.sandbox.copyout import CopyBudget
-from agentbake.runner.sandbox.packed import _SEPARATOR, MAX_PACKED_BYTES, THROUGH_AGENT_LINK, PackedLogs
+from agentbake.runner.sandbox.packed import MAX_PACKED_BYTES, THROUGH_AGENT_LINK, PackedLogs
 
 SCRATCH = "/tmp/agentbake-packtest"  # root-only, as the harness's scratch dir
 # As the agent: every kind of entry copy-out must refuse or cut, names in an order a directory listing does not keep.
@@ -41,10 +42,14 @@ def sandbox(backend: DockerBackend, image: str) -> DockerSandbox:
 
 
 def packed_by(sandbox: DockerSandbox, paths: list[str], before: str = "true") -> tuple[PackedLogs, str, int]:
-    """`paths` packed at the end of a root command `before`: the packs, the output left, the exit status."""
+    """`paths` packed by the part after a root command's part `before`: the packs, what `before` printed, the exit
+    status."""
     packed = PackedLogs(SCRATCH)
-    ran = sandbox.exec(["sh", "-c", before + packed.pack(paths)], user="root")
-    return packed, packed.take(ran.stdout, paths), ran.exit_code
+    command = RootCommand().then("before", before).then("pack", packed.pack(paths)).render()
+    ran = sandbox.exec(["sh", "-c", command.script], user="root")
+    parts = command.split(ran.stdout)
+    packed.take(parts.get("pack"), paths)
+    return packed, parts["before"], ran.exit_code
 
 
 def collected(sandbox: DockerSandbox, paths: list[str], packed: PackedLogs, out: Path, budget: CopyBudget) -> tuple:
@@ -124,7 +129,6 @@ def test_the_pack_keeps_the_commands_exit_status_and_packs_nothing_after_a_failu
 def test_a_line_not_whole_leaves_its_path_to_the_backend() -> None:
     archive = tarfile_bytes()
     line = f"+{base64.b64encode(archive).decode()}"
-    printed = f"out\n\n{_SEPARATOR}\n"
     for answers, kept in [
         ([line, "absent"], {"/a": archive, "/b": None}),
         (["linked", "-"], {"/a": THROUGH_AGENT_LINK}),  # refused; the image's link: left to the backend
@@ -136,9 +140,11 @@ def test_a_line_not_whole_leaves_its_path_to_the_backend() -> None:
         ([line], {}),  # a line missing: which path it is for is unknown
     ]:
         packs = PackedLogs(SCRATCH)
-        assert packs.take(printed + "\n".join(answers) + "\n", ["/a", "/b"]) == "out\n"
+        packs.take("\n".join(answers) + "\n", ["/a", "/b"])
         assert packs.archives == kept
-    assert PackedLogs(SCRATCH).take("no separator\n", ["/a"]) == "no separator\n"
+    not_run = PackedLogs(SCRATCH)
+    not_run.take(None, ["/a"])
+    assert not_run.archives == {}
 
 
 def tarfile_bytes() -> bytes:
