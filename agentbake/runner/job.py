@@ -128,12 +128,12 @@ class JobConfig(BaseModel):
         `manifest`, `relay_listen`, `relay_url`, `warm`), and before that the warm pool as `runner.warm`."""
         if not isinstance(data, dict) or not isinstance(data.get("backend"), dict) or "config" in data["backend"]:
             return data
+        from agentbake.runner.remote.relay_config import RelayConfig
+
         options, runner = dict(data["backend"]), data.get("runner")
         if isinstance(runner, dict) and "warm" in runner:
             options.setdefault("warm", runner["warm"])
-            runner = {key: value for key, value in runner.items() if key != "warm"}
-        from agentbake.runner.remote.relay_config import RelayConfig
-
+            data = {**data, "runner": {key: value for key, value in runner.items() if key != "warm"}}
         options.pop("gateway", None)  # always runner.gateway's value
         name, warm = options.pop("name", DEFAULT_BACKEND), options.pop("warm", 0)
         listen, url = options.pop("relay_listen", "127.0.0.1:0"), options.pop("relay_url", None)
@@ -147,7 +147,7 @@ class JobConfig(BaseModel):
         options.pop("manifest", None)
         if options:
             raise ValueError(f"unknown backend options {', '.join(sorted(options))}")
-        return {**data, "runner": runner, "backend": {"name": name, "config": config}}
+        return {**data, "backend": {"name": name, "config": config}}
 
 
 def rollout_folder(task: str, attempt: int) -> str:

@@ -61,7 +61,7 @@ class RunnerConfig(BaseModel):
     warm: int = Field(default=0, ge=0, exclude=True)
     """Deprecated: the warm pool is the Docker backend's own setting, `DockerConfig.warm` (CLI `--warm`). Still
     honoured when the Runner is given no backend (it builds `DockerConfig(warm=warm)`); a backend given with
-    another warm pool is a ConfigError. Left out of dumps (a job's config.json holds `backend.warm`)."""
+    another warm pool is a ConfigError. Left out of dumps (a job's config.json holds `backend.config.warm`)."""
 
     verifier_network: VerifierNetwork = DEFAULT_VERIFIER_NETWORK
     """The verifier's network. The agent never has one. `none`: neither has the verifier (the default:

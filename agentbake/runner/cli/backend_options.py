@@ -44,7 +44,7 @@ class BackendChoice:
         try:
             return RelayConfig.listening_at(self.relay_listen, self.relay_url)
         except ValueError as exc:
-            raise click.BadParameter(str(exc).splitlines()[0], param_hint="--relay-listen") from None
+            raise click.BadParameter(str(exc), param_hint="--relay-listen") from None
 
     def config(self) -> BackendConfig:
         kind = BACKENDS[self.name]

@@ -3,6 +3,7 @@ options of a resume, without an engine; the options on the command line: tests/r
 
 from __future__ import annotations
 
+import click
 import pytest
 
 from agentbake.errors import SandboxError
@@ -21,6 +22,8 @@ def test_warm_is_the_docker_backends_pool_and_refused_for_the_others() -> None:
     )
     with pytest.raises(SandboxError, match="--warm keeps Docker sandboxes started; the hf backend has no warm pool"):
         BackendChoice("hf", warm=1).config()
+    with pytest.raises(click.BadParameter, match=r"'0.0.0.0:99999': expected HOST:PORT \(a port up to 65535\)"):
+        BackendChoice("e2b", relay_listen="0.0.0.0:99999").config()
     assert BackendChoice("hf", manifest=None).job_backend() == JobBackend(name="hf", config=HFConfig())
 
 
