@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -39,15 +40,12 @@ def export(
 def export_trace(trace: Trace, rollout_id: str | None, *, logprobs: LogprobsMode = "raw") -> dict:
     """The document of one rollout of a trace already read (`agentbake.gateway.trace.load_trace`), the same as
     `export_rollout` makes from its file (the runner reads each rollout's trace once, for its result and this)."""
-    others: dict[str | None, int] = {}
-    for raw in trace.fields:
-        if raw.get("rollout_id") != rollout_id:
-            others[raw.get("rollout_id")] = others.get(raw.get("rollout_id"), 0) + 1
+    others = Counter(raw.get("rollout_id") for raw in trace.fields if raw.get("rollout_id") != rollout_id)
     findings = skipped_findings(trace.skipped) + _foreign(trace.path, others)
     return build_document(rollout_id, calls_of(trace, rollout_id), logprobs=logprobs, trace_findings=findings)
 
 
-def _foreign(path: Path, others: dict[str | None, int]) -> list[Finding]:
+def _foreign(path: Path, others: Mapping[str | None, int]) -> list[Finding]:
     """The finding of a one-rollout export whose trace also holds records of `others` (rollout -> records)."""
     if not others:
         return []
@@ -113,9 +111,7 @@ def write_rollout_sequences(
         name = document["rollout_id"] or "_"
         if name in (".", "..") or "/" in name:
             raise TraceError(f"{trace}: rollout id {name!r} cannot name a folder under {out_dir}")
-        folder = Path(out_dir) / name
-        folder.mkdir(parents=True, exist_ok=True)
-        _write_whole(folder / "sequences.json", dumps(document))
+        _write_whole(Path(out_dir) / name / "sequences.json", dumps(document))
         summaries.append(summary(document))
     return summaries
 
