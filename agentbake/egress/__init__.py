@@ -3,7 +3,7 @@
 from agentbake.egress.allowlist import Allowlist, NetworkMode, Policy
 from agentbake.egress.cache import Cache, CacheInfo, PruneReport
 from agentbake.egress.config import EgressConfig
-from agentbake.egress.proxy import Refusal
+from agentbake.egress.proxy import ProxyStats, Refusal
 from agentbake.egress.service import EgressService, ProxyHandle, sandbox_env
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "NetworkMode",
     "Policy",
     "ProxyHandle",
+    "ProxyStats",
     "PruneReport",
     "Refusal",
     "sandbox_env",

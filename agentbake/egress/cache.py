@@ -149,7 +149,7 @@ class Cache:
         self._inflight: dict[str, asyncio.Future[Any]] = {}
         self._bytes = sum(path.stat().st_size for path in self._blob_files())
         self.fills = 0
-        self.hits = 0
+        """Entries committed by this object (the proxies count their hits)."""
 
     def _entry_path(self, key: str) -> Path:
         name = _digest_name(key)
@@ -177,7 +177,6 @@ class Cache:
             return None
         with contextlib.suppress(OSError):
             os.utime(path)
-        self.hits += 1
         return entry, blob
 
     def writer(self, expected: Expected | None = None) -> BlobWriter:

@@ -35,6 +35,9 @@ class EgressConfig(BaseModel):
     max_cached_object_bytes: int = Field(default=2048 * MiB, ge=0)
     """Answers larger than this go through uncached."""
 
+    max_index_bytes: int = Field(default=256 * MiB, ge=0)
+    """Largest index a mirror route rewrites (it is read whole: a PyPI project page, an npm packument)."""
+
     index_ttl_s: float = Field(default=600.0, ge=0)
     """How long an index (apt's InRelease and Packages, a PyPI project page, an npm packument) is served from
     the cache before it is fetched again. Files named by their digest or version are kept until evicted."""

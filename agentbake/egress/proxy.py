@@ -43,6 +43,8 @@ from agentbake.egress.upstream import Refused, Target, Upstream, connect, parse_
 
 _LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 _PRIVATE_REQUEST = frozenset({"authorization", "cookie", "range", "if-range"})
+# Never forwarded: the Host is the URL's, and the whole body is already read (no 100 Continue to relay).
+_DROP_REQUEST = frozenset({"host", "expect"})
 _SMALL_ANSWER = 1024 * 1024
 _FILL_HEADERS: Headers = [("Accept-Encoding", "identity"), ("User-Agent", "agentbake-egress")]
 
@@ -55,6 +57,14 @@ class Refusal:
     host: str
     reason: str
     count: int
+
+
+@dataclass(frozen=True)
+class ProxyStats:
+    hits: int
+    """Answers served from the cache (a client that joined another's fill is not counted)."""
+    bytes_moved: int
+    """Bytes moved both ways in the current phase (the budget `max_phase_bytes` bounds)."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +113,7 @@ class EgressProxy:
         self._reasons: dict[tuple[str, str], str] = {}
         self._logged = 0
         self._spent = 0
+        self.hits = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
 
@@ -127,6 +138,9 @@ class EgressProxy:
         self._spent = 0
         for task in list(self._tasks):
             task.cancel()
+
+    def stats(self) -> ProxyStats:
+        return ProxyStats(self.hits, self._spent)
 
     def refusals(self) -> list[Refusal]:
         return [Refusal(phase, host, self._reasons[(phase, host)], n) for (phase, host), n in self._counts.items()]
@@ -172,12 +186,13 @@ class EgressProxy:
             return False
         keep = _keep_alive(req)
         try:
+            body = b"" if req.method == "CONNECT" else await self._body(client, req)
             if self._spent > self.config.max_phase_bytes:
                 raise Refused("*", f"this phase moved more than {self.config.max_phase_bytes} bytes")
             if req.method == "CONNECT":
                 await self._tunnel(client, req)
                 return False
-            return await self._dispatch(client, req, keep)
+            return await self._dispatch(client, req, body, keep)
         except Refused as exc:
             self._record(exc.host, exc.reason)
             body = f"agentbake egress: {exc.host} refused in the {self.policy.phase} phase: {exc.reason}\n"
@@ -187,13 +202,21 @@ class EgressProxy:
             if not client.started:
                 await self._answer(client, req.method, exc.status, f"agentbake egress: {exc}\n", keep=False)
             return False
+        except (ssl.SSLError, OSError) as exc:
+            if isinstance(exc, ConnectionError):
+                raise
+            if not client.started:  # e.g. the cache's disk is full: the client is told, the proxy carries on
+                await self._answer(client, req.method, 502, f"agentbake egress: {exc}\n", keep=False)
+            return False
 
-    async def _dispatch(self, client: _Client, req: Request, keep: bool) -> bool:
+    async def _body(self, client: _Client, req: Request) -> bytes:
         length = request_body_length(req, self.config.max_request_body_bytes)
         try:
-            body = await asyncio.wait_for(client.reader.readexactly(length), self.config.idle_timeout_s)
+            return await asyncio.wait_for(client.reader.readexactly(length), self.config.idle_timeout_s)
         except (asyncio.IncompleteReadError, TimeoutError) as exc:
             raise HttpError(400, "the request body did not arrive") from exc
+
+    async def _dispatch(self, client: _Client, req: Request, body: bytes, keep: bool) -> bool:
         if req.target.startswith("/"):
             if not Mirrors.handles(req.target):
                 raise HttpError(404, "this proxy serves absolute http:// URLs, CONNECT, and /pypi/ and /npm/ mirrors")
@@ -203,7 +226,7 @@ class EgressProxy:
         target = parse_url(req.target)
         if target.host in _LOOPBACK_NAMES and Mirrors.handles(target.path):
             return await self._mirror(client, req, target.path, body, keep)
-        headers = end_to_end(req.headers, drop=frozenset({"host"}))
+        headers = end_to_end(req.headers, drop=_DROP_REQUEST)
         if req.method in ("GET", "HEAD") and not body and not any(k.lower() in _PRIVATE_REQUEST for k, _ in headers):
             rule = archive_rule(target.path, self.config.index_ttl_s)
             if rule is not None:
@@ -219,7 +242,7 @@ class EgressProxy:
             return await self._cached(
                 client, req, fetch.key, fetch.upstream, fetch.rule, fetch.accept, fetch.render, keep
             )
-        headers = end_to_end(req.headers, drop=frozenset({"host"}))
+        headers = end_to_end(req.headers, drop=_DROP_REQUEST)
         return await self._relay(client, req, await self._upstream(fetch.upstream, req.method, headers, body), keep)
 
     async def _upstream(self, target: Target, method: str, headers: Headers, body: bytes) -> Upstream:
@@ -252,7 +275,9 @@ class EgressProxy:
         cache = self.shared.cache
         hit = cache.open(key)
         state = "hit"
-        if hit is None:
+        if hit is not None:
+            self.hits += 1
+        else:
             policy = self.policy
             result = await cache.single_flight(key, lambda: self._fill(key, target, rule, accept, policy))
             if isinstance(result, Answer):
@@ -267,6 +292,8 @@ class EgressProxy:
         entry, blob = hit
         with blob:
             if render is not None:
+                if entry.size > self.config.max_index_bytes:
+                    raise HttpError(502, f"the index at {target.url} is over {self.config.max_index_bytes} bytes")
                 data, content_type = render(blob.read())
                 await self._send_whole(client, req, 200, [("Content-Type", content_type)], data, keep, state)
             else:

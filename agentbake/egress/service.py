@@ -22,7 +22,7 @@ from agentbake.egress.allowlist import Policy
 from agentbake.egress.cache import Cache
 from agentbake.egress.config import EgressConfig
 from agentbake.egress.mirrors import Digests, Mirrors
-from agentbake.egress.proxy import EgressProxy, Refusal, Shared
+from agentbake.egress.proxy import EgressProxy, ProxyStats, Refusal, Shared
 from agentbake.egress.upstream import parse_url, tls_context
 from agentbake.errors import ConfigError
 
@@ -50,6 +50,10 @@ class ProxyHandle:
     def set_policy(self, policy: Policy) -> None:
         """Switch phase (do it with the agent dead): later requests follow `policy`, open connections are cut."""
         self._service._call(_sync(self._proxy.set_policy, policy))
+
+    def stats(self) -> ProxyStats:
+        """Answers served from the cache, and bytes moved in this phase."""
+        return self._service._call(_sync(self._proxy.stats))
 
     def refusals(self) -> list[Refusal]:
         """Refused requests so far, one per (phase, host), with a count and the first reason."""

@@ -74,8 +74,8 @@ def mirror_box(
 
 def pip_download(box: Sandboxed, dest: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir", "--disable-pip-version-check", "--retries", "0",
-         "--index-url", f"{box.url}/pypi/simple/", "-d", str(dest), "demo_pkg==1.0"],
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir", "--disable-pip-version-check",
+         "--retries", "0", "--index-url", f"{box.url}/pypi/simple/", "-d", str(dest), "demo_pkg==1.0"],
         capture_output=True, text=True, env=clean_env(PIP_CONFIG_FILE="/dev/null"), timeout=120,
     )  # fmt: skip
 
