@@ -69,8 +69,9 @@ class EgressConfig(BaseModel):
     upstream_timeout_s: float = Field(default=30.0, gt=0)
     """Seconds to resolve, connect, or wait for the next bytes of an upstream."""
 
-    max_request_body_bytes: int = Field(default=64 * MiB, ge=0)
-    """Largest request body a client may send (Content-Length framing only)."""
+    max_request_body_bytes: int = Field(default=16 * MiB, ge=0)
+    """Largest request body a client may send (Content-Length framing only; it is read whole before it is
+    forwarded, so this times `max_connections` bounds the memory one sandbox can make the proxy hold)."""
 
     max_phase_bytes: int = Field(default=32 * 1024 * MiB, ge=0)
     """Bytes one proxy moves (both ways, tunnels included) until its policy is next switched; past it every

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
+from typing import TypeVar
 
 Headers = list[tuple[str, str]]
+T = TypeVar("T")
 
 CHUNK = 65536
 HOP_BY_HOP = frozenset(
@@ -56,6 +58,13 @@ class Response:
     headers: Headers
 
 
+async def within(awaitable: Awaitable[T], timeout: float) -> T:
+    """`await awaitable` under a deadline (TimeoutError). Unlike `asyncio.wait_for` on Python 3.11, a cancellation
+    that arrives as the awaitable completes is never swallowed (a phase switch must end every connection)."""
+    async with asyncio.timeout(timeout):
+        return await awaitable
+
+
 def header(headers: Headers, name: str) -> str | None:
     """The first value of `name` (case-insensitive), or None."""
     name = name.lower()
@@ -75,7 +84,7 @@ async def read_head(reader: asyncio.StreamReader, timeout: float) -> bytes | Non
     """The bytes of one message head up to its blank line, or None when the peer closed before sending one.
     The reader's own limit caps its size (413); `timeout` bounds the wait (408)."""
     try:
-        return await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
+        return await within(reader.readuntil(b"\r\n\r\n"), timeout)
     except asyncio.IncompleteReadError as exc:
         if not exc.partial.strip():
             return None
@@ -158,32 +167,32 @@ async def iter_body(reader: asyncio.StreamReader, framing: tuple[str, int], time
     try:
         if kind == "length":
             while remaining:
-                data = await asyncio.wait_for(reader.read(min(CHUNK, remaining)), timeout)
+                data = await within(reader.read(min(CHUNK, remaining)), timeout)
                 if not data:
                     raise HttpError(502, "the upstream closed before the end of its body")
                 remaining -= len(data)
                 yield data
         elif kind == "chunked":
             while True:
-                line = await asyncio.wait_for(reader.readuntil(b"\r\n"), timeout)
+                line = await within(reader.readuntil(b"\r\n"), timeout)
                 size_text = line.split(b";", 1)[0].strip()
                 if not size_text or len(size_text) > 16 or not re.fullmatch(rb"[0-9a-fA-F]+", size_text):
                     raise HttpError(502, "the upstream sent a malformed chunk size")
                 size = int(size_text, 16)
                 if size == 0:
-                    while (await asyncio.wait_for(reader.readuntil(b"\r\n"), timeout)) != b"\r\n":
+                    while (await within(reader.readuntil(b"\r\n"), timeout)) != b"\r\n":
                         pass  # trailers are dropped
                     return
                 while size:
-                    data = await asyncio.wait_for(reader.read(min(CHUNK, size)), timeout)
+                    data = await within(reader.read(min(CHUNK, size)), timeout)
                     if not data:
                         raise HttpError(502, "the upstream closed inside a chunk")
                     size -= len(data)
                     yield data
-                if await asyncio.wait_for(reader.readexactly(2), timeout) != b"\r\n":
+                if await within(reader.readexactly(2), timeout) != b"\r\n":
                     raise HttpError(502, "the upstream sent a malformed chunk")
         elif kind == "close":
-            while data := await asyncio.wait_for(reader.read(CHUNK), timeout):
+            while data := await within(reader.read(CHUNK), timeout):
                 yield data
     except (asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
         raise HttpError(502, "the upstream's body ended early or was malformed") from exc

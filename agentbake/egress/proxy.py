@@ -36,6 +36,7 @@ from agentbake.egress.http1 import (
     read_head,
     request_body_length,
     response_framing,
+    within,
 )
 from agentbake.egress.mirrors import Mirrors, Render
 from agentbake.egress.rules import Rule, archive_rule
@@ -94,10 +95,18 @@ class Shared:
 
 
 class _Client:
+    """One client connection: its streams, whether its current answer has begun, its tunnel's upstream."""
+
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
         self.started = False
+        self.tunnel: asyncio.StreamWriter | None = None
+
+    def cut(self) -> None:
+        self.writer.close()
+        if self.tunnel is not None:
+            self.tunnel.close()
 
 
 class EgressProxy:
@@ -114,7 +123,7 @@ class EgressProxy:
         self._logged = 0
         self._spent = 0
         self.hits = 0
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[asyncio.Task[None], _Client] = {}
         self._server: asyncio.Server | None = None
 
     async def start(self) -> None:
@@ -126,9 +135,11 @@ class EgressProxy:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._tasks):
+        tasks = list(self._tasks.items())
+        for task, client in tasks:
+            client.cut()
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*(task for task, _ in tasks), return_exceptions=True)
         self.socket_path.unlink(missing_ok=True)
 
     def set_policy(self, policy: Policy) -> None:
@@ -136,7 +147,8 @@ class EgressProxy:
         budget starts again."""
         self.policy = policy
         self._spent = 0
-        for task in list(self._tasks):
+        for task, client in list(self._tasks.items()):
+            client.cut()
             task.cancel()
 
     def stats(self) -> ProxyStats:
@@ -163,15 +175,14 @@ class EgressProxy:
             return
         task = asyncio.current_task()
         assert task is not None
-        self._tasks.add(task)
-        client = _Client(reader, writer)
+        client = self._tasks[task] = _Client(reader, writer)
         try:
             while await self._one(client):
                 client.started = False
         except (ConnectionError, asyncio.CancelledError, TimeoutError):
             pass
         finally:
-            self._tasks.discard(task)
+            self._tasks.pop(task, None)
             writer.close()
 
     async def _one(self, client: _Client) -> bool:
@@ -182,13 +193,13 @@ class EgressProxy:
                 return False
             req = parse_request(head, self.config.max_headers)
         except HttpError as exc:
-            await self._answer(client, "GET", exc.status, str(exc), keep=False)
+            await self._answer(client, "GET", exc.status, f"agentbake egress: {exc}\n", keep=False)
             return False
         keep = _keep_alive(req)
         try:
             body = b"" if req.method == "CONNECT" else await self._body(client, req)
             if self._spent > self.config.max_phase_bytes:
-                raise Refused("*", f"this phase moved more than {self.config.max_phase_bytes} bytes")
+                raise Refused("(every host)", f"this phase moved more than {self.config.max_phase_bytes} bytes")
             if req.method == "CONNECT":
                 await self._tunnel(client, req)
                 return False
@@ -212,7 +223,7 @@ class EgressProxy:
     async def _body(self, client: _Client, req: Request) -> bytes:
         length = request_body_length(req, self.config.max_request_body_bytes)
         try:
-            return await asyncio.wait_for(client.reader.readexactly(length), self.config.idle_timeout_s)
+            return await within(client.reader.readexactly(length), self.config.idle_timeout_s)
         except (asyncio.IncompleteReadError, TimeoutError) as exc:
             raise HttpError(400, "the request body did not arrive") from exc
 
@@ -355,7 +366,7 @@ class EgressProxy:
         client.started = True
         self._spent += len(data)
         client.writer.write(data)
-        await asyncio.wait_for(client.writer.drain(), self.config.idle_timeout_s)
+        await within(client.writer.drain(), self.config.idle_timeout_s)
 
     async def _answer(self, client: _Client, method: str, status: int, text: str, *, keep: bool) -> None:
         body = text.encode()
@@ -411,6 +422,7 @@ class EgressProxy:
         reader, writer = await connect(
             host, port, self.policy, tls=None, timeout=self.config.upstream_timeout_s, limit=self.config.max_head_bytes
         )
+        client.tunnel = writer
         try:
             await self._send(client, b"HTTP/1.1 200 Connection established\r\n\r\n")
             last = [time.monotonic()]
@@ -424,7 +436,7 @@ class EgressProxy:
         try:
             while True:
                 try:
-                    data = await asyncio.wait_for(source.read(CHUNK), idle)
+                    data = await within(source.read(CHUNK), idle)
                 except TimeoutError:
                     if time.monotonic() - last[0] >= idle:
                         break
@@ -436,7 +448,7 @@ class EgressProxy:
                 if self._spent > self.config.max_phase_bytes:
                     break
                 target.write(data)
-                await asyncio.wait_for(target.drain(), idle)
+                await within(target.drain(), idle)
             if target.can_write_eof():
                 target.write_eof()
         except (ConnectionError, TimeoutError, OSError):

@@ -28,7 +28,6 @@ from agentbake.errors import ConfigError
 
 T = TypeVar("T")
 SOCKET_NAME = "egress.sock"
-REFUSALS_LOG = "egress-refusals.jsonl"
 _CALL_TIMEOUT_S = 30.0
 
 
@@ -82,13 +81,14 @@ class EgressService:
     def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(_CALL_TIMEOUT_S)
 
-    def start_proxy(self, folder: Path, policy: Policy, *, log: bool = True) -> ProxyHandle:
-        """Serve a proxy for one sandbox on `<folder>/egress.sock` (the folder must exist and be private to this
-        user, like the gateway's); refusals are also logged to `<folder>/egress-refusals.jsonl` when `log`."""
+    def start_proxy(self, folder: Path, policy: Policy, *, log_path: Path | None = None) -> ProxyHandle:
+        """Serve a proxy for one sandbox on `<folder>/egress.sock` (the folder must exist and be this user's, like
+        the sandbox's runtime folder the gateway's socket is linked into); each refusal is also appended to
+        `log_path` as a JSON line (time, phase, host, reason) when given."""
         socket_path = folder / SOCKET_NAME
         if len(str(socket_path)) > 100:
             raise ConfigError(f"egress socket path {socket_path} is too long for a unix socket (keep it under 100)")
-        proxy = EgressProxy(self._shared, socket_path, policy, log_path=folder / REFUSALS_LOG if log else None)
+        proxy = EgressProxy(self._shared, socket_path, policy, log_path=log_path)
         self._call(proxy.start())
         self._proxies.append(proxy)
         return ProxyHandle(self, proxy)

@@ -26,6 +26,7 @@ from agentbake.egress.http1 import (
     parse_response,
     read_head,
     response_framing,
+    within,
 )
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -104,7 +105,7 @@ async def _addresses(host: str, port: int, timeout: float) -> list[IPAddress]:
         return [literal]
     loop = asyncio.get_running_loop()
     try:
-        infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout)
+        infos = await within(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout)
     except (OSError, TimeoutError) as exc:
         raise HttpError(502, f"cannot resolve {host}: {exc or 'timed out'}") from exc
     found: list[IPAddress] = []
@@ -136,7 +137,7 @@ async def connect(
     failure: Exception | None = None
     for address in allowed:
         try:
-            return await asyncio.wait_for(
+            return await within(
                 asyncio.open_connection(
                     str(address), port, ssl=tls, server_hostname=host if tls else None, limit=limit
                 ),
@@ -182,7 +183,7 @@ async def request(
         framing = [("Content-Length", str(len(body)))] if body or method in ("POST", "PUT", "PATCH") else []
         sent = [("Host", target.authority), *headers, *framing, ("Connection", "close")]
         writer.write(encode_head(f"{method} {target.path} HTTP/1.1", sent) + body)
-        await asyncio.wait_for(writer.drain(), timeout)
+        await within(writer.drain(), timeout)
         try:
             head = await read_head(reader, timeout)
         except HttpError as exc:

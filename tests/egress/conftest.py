@@ -192,7 +192,7 @@ def sandbox(
         service = make_service(**settings)
         folder = tmp_path / f"sandbox-{len(list(tmp_path.glob('sandbox-*')))}"
         folder.mkdir(mode=0o700)
-        return start_relay(service.start_proxy(folder, policy))
+        return start_relay(service.start_proxy(folder, policy, log_path=folder / "refusals.jsonl"))
 
     return make
 

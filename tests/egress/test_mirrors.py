@@ -219,3 +219,23 @@ def test_npm_scoped_names_and_integrity(
     assert tls_upstream.hits["/@scope%2flib"] == 1
     bad = fetch(box.url, link)
     assert bad.status == 502 and b"does not match its published digest" in bad.body
+
+
+def test_uv_installs_through_the_mirror_from_its_default_index_variable(
+    sandbox: Callable[..., Sandboxed], pypi: tuple[FakeUpstream, bytes], tls_cert: tuple[Path, Path], tmp_path: Path
+) -> None:
+    fake, _ = pypi
+    box = mirror_box(sandbox, fake, tls_cert[0])
+    config = EgressConfig(ca_file=None, pypi_index=fake.url + "/simple", pypi_files=fake.url, npm_registry=fake.url)
+    env = sandbox_env(box.port, box.proxy.policy, config)
+    uv = Path(sys.executable).with_name("uv")
+    for run in ("first", "second"):
+        done = subprocess.run(
+            [str(uv), "pip", "install", "--no-deps", "--no-cache", "--python", sys.executable,
+             "--target", str(tmp_path / run), "demo_pkg==1.0"],
+            capture_output=True, text=True, timeout=120,
+            env=clean_env(UV_DEFAULT_INDEX=env["UV_DEFAULT_INDEX"], no_proxy=env["no_proxy"]),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert (tmp_path / run / "demo_pkg" / "__init__.py").read_text() == "VALUE = 1\n"
+    assert fake.hits[WHEEL_PATH] == 1

@@ -30,7 +30,7 @@ def test_no_network_refuses_everything_with_a_clear_403(
     assert upstream.hits["/debian/dists/stable/InRelease"] == 0
     refusals = {(r.phase, r.host): r.count for r in box.proxy.refusals()}
     assert refusals == {("agent", "127.0.0.1"): 2, ("agent", "deb.debian.org"): 1}
-    log = box.proxy.socket_path.parent / "egress-refusals.jsonl"
+    log = box.proxy.socket_path.parent / "refusals.jsonl"
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert [(line["phase"], line["host"]) for line in lines] == [("agent", "127.0.0.1")] * 2 + [
         ("agent", "deb.debian.org")
@@ -128,3 +128,21 @@ def test_bounds(sandbox: Callable[..., Sandboxed], upstream: FakeUpstream, tmp_p
     fetch(box.url, upstream.url + "/big")
     spent = fetch(box.url, upstream.url + "/x")
     assert spent.status == 403 and b"bytes" in spent.body
+
+
+def test_tls_through_a_tunnel_and_the_tunnel_cut_at_a_phase_switch(
+    sandbox: Callable[..., Sandboxed], tls_upstream: FakeUpstream, tls_cert: tuple[Path, Path]
+) -> None:
+    """CONNECT carries the client's own TLS end to end (the proxy sees only the name it was given); a tunnel
+    the agent left open does not survive into the verifier phase."""
+    tls_upstream.put("/secret", b"over tls")
+    box = sandbox(loopback_policy("agent"))
+    done = curl(box.url, "--cacert", str(tls_cert[0]), tls_upstream.url + "/secret")
+    assert done.stdout.endswith("over tls"), done.stderr
+    held = socket.create_connection(("127.0.0.1", box.port))
+    held.sendall(f"CONNECT {tls_upstream.url.removeprefix('https://')} HTTP/1.1\r\n\r\n".encode())
+    assert held.recv(100).startswith(b"HTTP/1.1 200 Connection established")
+    box.proxy.set_policy(Policy.build("no-network", "verifier"))
+    held.settimeout(5)
+    assert held.recv(100) == b""
+    held.close()
