@@ -28,6 +28,7 @@ from agentbake.egress.http1 import (
     Headers,
     HttpError,
     Request,
+    Response,
     content_length,
     encode_head,
     end_to_end,
@@ -78,10 +79,21 @@ class Answer:
 
 
 class _Pass:
-    """A fill's verdict that the answer is not cacheable: the client fetches it uncached."""
+    """A fill's verdict that the answer is not cacheable. The first client to claim it relays the upstream answer
+    already open; any other client fetches its own. One nobody claims is closed after a while."""
 
+    def __init__(self, up: Upstream | None = None, *, unclaimed_s: float = 0.0) -> None:
+        self._up = up
+        if up is not None:
+            asyncio.get_running_loop().call_later(unclaimed_s, self._expire)
 
-PASS = _Pass()
+    def claim(self) -> Upstream | None:
+        up, self._up = self._up, None
+        return up
+
+    def _expire(self) -> None:
+        if (up := self.claim()) is not None:
+            up.writer.close()
 
 
 @dataclass
@@ -294,8 +306,11 @@ class EgressProxy:
             if isinstance(result, Answer):
                 return await self._answer_upstream(client, req, result, keep)
             if isinstance(result, _Pass):
-                headers = [(k, v) for k, v in _FILL_HEADERS if k != "Accept-Encoding"]
-                return await self._relay(client, req, await self._upstream(target, req.method, headers, b""), keep)
+                up = result.claim()
+                if up is None:
+                    headers = [(k, v) for k, v in _FILL_HEADERS if k != "Accept-Encoding"]
+                    up = await self._upstream(target, "GET", headers, b"")
+                return await self._relay(client, req, up, keep)
             hit = cache.open(key)
             state = "fill"
             if hit is None:
@@ -313,7 +328,7 @@ class EgressProxy:
 
     async def _fill(self, key: str, target: Target, rule: Rule, accept: str | None, policy: Policy) -> object:
         """Fetch `target` for the cache with fixed headers (nothing of the client's), keep it when it is a whole
-        200 that may be kept and matches its published digest; else an Answer to pass on, or PASS."""
+        200 that may be kept and matches its published digest; else an Answer to pass on, or a _Pass."""
         headers = [*_FILL_HEADERS, *([("Accept", accept)] if accept else [])]
         config = self.config
         up = await request(
@@ -327,28 +342,21 @@ class EgressProxy:
             limit=config.max_head_bytes,
             max_headers=config.max_headers,
         )
+        handed_over = False
         try:
             response = up.response
             if response.status != 200:
                 return Answer(response.status, _answer_headers(response.headers), await _small_body(up))
-            control = (header(response.headers, "cache-control") or "").lower()
-            length = content_length(response.headers)
-            if (
-                (header(response.headers, "content-encoding") or "identity").lower() != "identity"
-                or header(response.headers, "content-range") is not None
-                or header(response.headers, "set-cookie") is not None
-                or "no-store" in control
-                or "private" in control
-                or (length is not None and length > config.max_cached_object_bytes)
-            ):
-                return PASS
+            if not _keepable(response, rule, config.max_cached_object_bytes):
+                handed_over = True
+                return _Pass(up, unclaimed_s=config.upstream_timeout_s)
             writer = self.shared.cache.writer(rule.expected)
             try:
                 async for data in up.body:
                     writer.write(data)
                     if writer.size > config.max_cached_object_bytes:
                         writer.abort()
-                        return PASS
+                        return _Pass()
             except BaseException:
                 writer.abort()
                 raise
@@ -360,7 +368,8 @@ class EgressProxy:
                 message = f"agentbake egress: {target.url} does not match its published digest ({exc}); not served\n"
                 return Answer(502, [("Content-Type", "text/plain")], message.encode())
         finally:
-            await up.close()
+            if not handed_over:
+                await up.close()
 
     async def _send(self, client: _Client, data: bytes) -> None:
         client.started = True
@@ -453,6 +462,22 @@ class EgressProxy:
                 target.write_eof()
         except (ConnectionError, TimeoutError, OSError):
             target.close()
+
+
+def _keepable(response: Response, rule: Rule, max_bytes: int) -> bool:
+    """Whether a 200's head allows keeping its body: whole (a body that ends with the connection cannot be told
+    from a cut one, unless a digest will tell), unencoded, not partial, not personal, not too large."""
+    control = (header(response.headers, "cache-control") or "").lower()
+    length = content_length(response.headers)
+    return not (
+        (response_framing(response, "GET")[0] == "close" and rule.expected is None)
+        or (header(response.headers, "content-encoding") or "identity").lower() != "identity"
+        or header(response.headers, "content-range") is not None
+        or header(response.headers, "set-cookie") is not None
+        or "no-store" in control
+        or "private" in control
+        or (length is not None and length > max_bytes)
+    )
 
 
 def _keep_alive(req: Request) -> bool:

@@ -63,9 +63,13 @@ class Handler(BaseHTTPRequestHandler):
         else:
             status, headers, body = route
         self.send_response(status)
+        close_delimited = headers.get("X-Close-Delimited") == "1"  # no length: the body ends with the connection
         for key, value in headers.items():
             self.send_header(key, value)
-        if "Content-Length" not in headers:
+        if close_delimited:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        elif "Content-Length" not in headers:
             self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if body_wanted:

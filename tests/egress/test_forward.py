@@ -41,6 +41,19 @@ def test_not_archive_paths_pass_uncached(sandbox: Callable[..., Sandboxed], upst
     assert upstream.hits["/api/thing"] == 2
 
 
+def test_a_body_only_the_connection_ends_is_not_kept(sandbox: Callable[..., Sandboxed], upstream: FakeUpstream) -> None:
+    """Without a length (or chunked framing) a cut body looks whole: it is passed on, never cached, unless the
+    path names its digest."""
+    pool = "/debian/pool/main/c/cut/cut_1_amd64.deb"
+    upstream.put(pool, DEB, **{"X-Close-Delimited": "1"})
+    upstream.put(by_hash(INDEX), INDEX, **{"X-Close-Delimited": "1"})
+    box = sandbox(loopback_policy())
+    for _ in range(2):
+        assert fetch(box.url, upstream.url + pool).body == DEB
+        assert fetch(box.url, upstream.url + by_hash(INDEX)).body == INDEX
+    assert (upstream.hits[pool], upstream.hits[by_hash(INDEX)]) == (2, 1)  # one upstream fetch per request
+
+
 def test_digest_mismatch_is_never_served_or_kept(sandbox: Callable[..., Sandboxed], upstream: FakeUpstream) -> None:
     path = by_hash(INDEX)
     upstream.put(path, b"a tampered index")
