@@ -21,15 +21,13 @@ from http import HTTPStatus
 from pathlib import Path
 
 from agentbake.egress.allowlist import Policy
-from agentbake.egress.cache import Cache, DigestMismatch, Entry
-from agentbake.egress.config import EgressConfig
+from agentbake.egress.cache import Entry
+from agentbake.egress.fill import FILL_HEADERS, Answer, Pass, Shared, answer_headers, fill
 from agentbake.egress.http1 import (
     CHUNK,
     Headers,
     HttpError,
     Request,
-    Response,
-    content_length,
     encode_head,
     end_to_end,
     header,
@@ -47,8 +45,6 @@ _LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 _PRIVATE_REQUEST = frozenset({"authorization", "cookie", "range", "if-range"})
 # Never forwarded: the Host is the URL's, and the whole body is already read (no 100 Continue to relay).
 _DROP_REQUEST = frozenset({"host", "expect"})
-_SMALL_ANSWER = 1024 * 1024
-_FILL_HEADERS: Headers = [("Accept-Encoding", "identity"), ("User-Agent", "agentbake-egress")]
 
 
 @dataclass(frozen=True)
@@ -67,43 +63,6 @@ class ProxyStats:
     """Answers served from the cache (a client that joined another's fill is not counted)."""
     bytes_moved: int
     """Bytes moved both ways in the current phase (the budget `max_phase_bytes` bounds)."""
-
-
-@dataclass(frozen=True)
-class Answer:
-    """A small complete answer: an upstream's error, or the proxy's own."""
-
-    status: int
-    headers: Headers
-    body: bytes
-
-
-class _Pass:
-    """A fill's verdict that the answer is not cacheable. The first client to claim it relays the upstream answer
-    already open; any other client fetches its own. One nobody claims is closed after a while."""
-
-    def __init__(self, up: Upstream | None = None, *, unclaimed_s: float = 0.0) -> None:
-        self._up = up
-        if up is not None:
-            asyncio.get_running_loop().call_later(unclaimed_s, self._expire)
-
-    def claim(self) -> Upstream | None:
-        up, self._up = self._up, None
-        return up
-
-    def _expire(self) -> None:
-        if (up := self.claim()) is not None:
-            up.writer.close()
-
-
-@dataclass
-class Shared:
-    """What the proxies of one service share: settings, the cache, the mirror routes, upstream TLS."""
-
-    config: EgressConfig
-    cache: Cache
-    mirrors: Mirrors
-    tls: ssl.SSLContext
 
 
 class _Client:
@@ -302,13 +261,13 @@ class EgressProxy:
             self.hits += 1
         else:
             policy = self.policy
-            result = await cache.single_flight(key, lambda: self._fill(key, target, rule, accept, policy))
+            result = await cache.single_flight(key, lambda: fill(self.shared, key, target, rule, accept, policy))
             if isinstance(result, Answer):
                 return await self._answer_upstream(client, req, result, keep)
-            if isinstance(result, _Pass):
+            if isinstance(result, Pass):
                 up = result.claim()
                 if up is None:
-                    headers = [(k, v) for k, v in _FILL_HEADERS if k != "Accept-Encoding"]
+                    headers = [(k, v) for k, v in FILL_HEADERS if k != "Accept-Encoding"]
                     up = await self._upstream(target, "GET", headers, b"")
                 return await self._relay(client, req, up, keep)
             hit = cache.open(key)
@@ -325,51 +284,6 @@ class EgressProxy:
             else:
                 await self._send_blob(client, req, entry, blob, keep, state)
         return keep
-
-    async def _fill(self, key: str, target: Target, rule: Rule, accept: str | None, policy: Policy) -> object:
-        """Fetch `target` for the cache with fixed headers (nothing of the client's), keep it when it is a whole
-        200 that may be kept and matches its published digest; else an Answer to pass on, or a _Pass."""
-        headers = [*_FILL_HEADERS, *([("Accept", accept)] if accept else [])]
-        config = self.config
-        up = await request(
-            target,
-            "GET",
-            headers,
-            b"",
-            policy,
-            tls=self.shared.tls,
-            timeout=config.upstream_timeout_s,
-            limit=config.max_head_bytes,
-            max_headers=config.max_headers,
-        )
-        handed_over = False
-        try:
-            response = up.response
-            if response.status != 200:
-                return Answer(response.status, _answer_headers(response.headers), await _small_body(up))
-            if not _keepable(response, rule, config.max_cached_object_bytes):
-                handed_over = True
-                return _Pass(up, unclaimed_s=config.upstream_timeout_s)
-            writer = self.shared.cache.writer(rule.expected)
-            try:
-                async for data in up.body:
-                    writer.write(data)
-                    if writer.size > config.max_cached_object_bytes:
-                        writer.abort()
-                        return _Pass()
-            except BaseException:
-                writer.abort()
-                raise
-            kept = {k: v for k in ("Last-Modified", "ETag") if (v := header(response.headers, k)) is not None}
-            content_type = header(response.headers, "content-type") or "application/octet-stream"
-            try:
-                return self.shared.cache.commit(key, writer, content_type=content_type, ttl_s=rule.ttl_s, headers=kept)
-            except DigestMismatch as exc:
-                message = f"agentbake egress: {target.url} does not match its published digest ({exc}); not served\n"
-                return Answer(502, [("Content-Type", "text/plain")], message.encode())
-        finally:
-            if not handed_over:
-                await up.close()
 
     async def _send(self, client: _Client, data: bytes) -> None:
         client.started = True
@@ -413,7 +327,7 @@ class EgressProxy:
             kind, _ = response_framing(response, req.method)
             chunked = kind == "chunked" and req.version == "HTTP/1.1"
             keep = keep and kind != "close" and (kind != "chunked" or chunked)
-            headers = _answer_headers(response.headers, keep_length=True)
+            headers = answer_headers(response.headers, keep_length=True)
             if chunked:
                 headers.append(("Transfer-Encoding", "chunked"))
             headers.append(("Connection", "keep-alive" if keep else "close"))
@@ -464,32 +378,11 @@ class EgressProxy:
             target.close()
 
 
-def _keepable(response: Response, rule: Rule, max_bytes: int) -> bool:
-    """Whether a 200's head allows keeping its body: whole (a body that ends with the connection cannot be told
-    from a cut one, unless a digest will tell), unencoded, not partial, not personal, not too large."""
-    control = (header(response.headers, "cache-control") or "").lower()
-    length = content_length(response.headers)
-    return not (
-        (response_framing(response, "GET")[0] == "close" and rule.expected is None)
-        or (header(response.headers, "content-encoding") or "identity").lower() != "identity"
-        or header(response.headers, "content-range") is not None
-        or header(response.headers, "set-cookie") is not None
-        or "no-store" in control
-        or "private" in control
-        or (length is not None and length > max_bytes)
-    )
-
-
 def _keep_alive(req: Request) -> bool:
     connection = (header(req.headers, "connection") or "").lower()
     if req.version == "HTTP/1.0":
         return "keep-alive" in connection
     return "close" not in connection
-
-
-def _answer_headers(headers: Headers, *, keep_length: bool = False) -> Headers:
-    drop = frozenset() if keep_length else frozenset({"content-length"})
-    return end_to_end(headers, drop=drop)
 
 
 def _status_line(status: int, headers: Headers, reason: str | None = None) -> bytes:
@@ -498,14 +391,3 @@ def _status_line(status: int, headers: Headers, reason: str | None = None) -> by
     except ValueError:
         phrase = "Unknown"
     return encode_head(f"HTTP/1.1 {status} {phrase}", headers)
-
-
-async def _small_body(up: Upstream) -> bytes:
-    """An error answer's body, up to a bound (cut there: it is only shown, never cached)."""
-    data = b""
-    with contextlib.suppress(HttpError):
-        async for chunk in up.body:
-            data += chunk
-            if len(data) >= _SMALL_ANSWER:
-                break
-    return data[:_SMALL_ANSWER]

@@ -21,8 +21,9 @@ from typing import Any, TypeVar
 from agentbake.egress.allowlist import Policy
 from agentbake.egress.cache import Cache
 from agentbake.egress.config import EgressConfig
+from agentbake.egress.fill import Shared
 from agentbake.egress.mirrors import Digests, Mirrors
-from agentbake.egress.proxy import EgressProxy, ProxyStats, Refusal, Shared
+from agentbake.egress.proxy import EgressProxy, ProxyStats, Refusal
 from agentbake.egress.upstream import parse_url, tls_context
 from agentbake.errors import ConfigError
 
