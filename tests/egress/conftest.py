@@ -83,14 +83,14 @@ class Handler(BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def serve_fake(tls: ssl.SSLContext | None = None) -> Iterator[FakeUpstream]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+def serve_fake(tls: ssl.SSLContext | None = None, host: str = "127.0.0.1") -> Iterator[FakeUpstream]:
+    server = ThreadingHTTPServer((host, 0), Handler)
     server.daemon_threads = True
     fake = FakeUpstream()
     server.upstream = fake  # type: ignore[attr-defined]
     if tls is not None:
         server.socket = tls.wrap_socket(server.socket, server_side=True)
-    fake.url = f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}"
+    fake.url = f"{'https' if tls else 'http'}://{host}:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
