@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
+from typing import BinaryIO
 
 from agentbake.egress.allowlist import Policy
 from agentbake.egress.cache import Entry
@@ -310,13 +311,13 @@ class EgressProxy:
         await self._send(client, _status_line(status, sent) + (b"" if req.method == "HEAD" else body))
 
     async def _send_blob(
-        self, client: _Client, req: Request, entry: Entry, blob: object, keep: bool, state: str
+        self, client: _Client, req: Request, entry: Entry, blob: BinaryIO, keep: bool, state: str
     ) -> None:
         headers = [("Content-Type", entry.content_type), *entry.headers.items(), ("Content-Length", str(entry.size))]
         headers += [("X-Agentbake-Cache", state), ("Connection", "keep-alive" if keep else "close")]
         await self._send(client, _status_line(200, headers))
         if req.method != "HEAD":
-            while data := blob.read(CHUNK):  # type: ignore[attr-defined]
+            while data := blob.read(CHUNK):
                 await self._send(client, data)
 
     async def _relay(self, client: _Client, req: Request, up: Upstream, keep: bool) -> bool:
