@@ -121,7 +121,7 @@ class Mirrors:
                 item = dict(item)
                 item["url"] = self._pypi_link(item["url"], item.get("hashes"))
                 for meta in ("core-metadata", "dist-info-metadata"):
-                    if isinstance(item.get(meta), dict):
+                    if isinstance(item.get(meta), dict) and item["url"].startswith("/pypi/files/"):
                         self.digests.add(_upstream_of(self.files, item["url"], ".metadata"), _sha256(item[meta]))
                 files.append(item)
             page["files"] = files

@@ -57,6 +57,12 @@ class Refusal:
     reason: str
     count: int
 
+    @property
+    def note(self) -> str:
+        """One line for result.json notes and the phase's log."""
+        times = "once" if self.count == 1 else f"{self.count} times"
+        return f"network: {self.host} refused {times} in the {self.phase} phase ({self.reason})"
+
 
 @dataclass(frozen=True)
 class ProxyStats:

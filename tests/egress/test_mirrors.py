@@ -23,11 +23,14 @@ from tests.egress.conftest import FakeUpstream, Sandboxed, loopback_policy
 WHEEL_PATH = "/packages/ab/cd/ef/demo_pkg-1.0-py3-none-any.whl"
 
 
+METADATA = b"Metadata-Version: 2.1\nName: demo-pkg\nVersion: 1.0\n"
+
+
 def make_wheel() -> bytes:
     info = "demo_pkg-1.0.dist-info"
     files = {
         "demo_pkg/__init__.py": "VALUE = 1\n",
-        f"{info}/METADATA": "Metadata-Version: 2.1\nName: demo-pkg\nVersion: 1.0\n",
+        f"{info}/METADATA": METADATA.decode(),
         f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
     files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
@@ -44,6 +47,7 @@ def pypi_page(fake: FakeUpstream, wheel: bytes) -> bytes:
         "url": fake.url + WHEEL_PATH,
         "hashes": {"sha256": hashlib.sha256(wheel).hexdigest()},
         "requires-python": ">=3.8",
+        "core-metadata": {"sha256": hashlib.sha256(METADATA).hexdigest()},
     }
     return json.dumps(
         {"meta": {"api-version": "1.1"}, "name": "demo-pkg", "files": [file], "versions": ["1.0"]}
@@ -57,6 +61,7 @@ def pypi(tls_upstream: FakeUpstream) -> tuple[FakeUpstream, bytes]:
         "/simple/demo-pkg/", pypi_page(tls_upstream, wheel), **{"Content-Type": "application/vnd.pypi.simple.v1+json"}
     )
     tls_upstream.put(WHEEL_PATH, wheel)
+    tls_upstream.put(WHEEL_PATH + ".metadata", METADATA)
     return tls_upstream, wheel
 
 
@@ -89,7 +94,8 @@ def test_pip_downloads_through_the_mirror_once(
         done = pip_download(box, tmp_path / run)
         assert done.returncode == 0, done.stdout + done.stderr
         assert (tmp_path / run / "demo_pkg-1.0-py3-none-any.whl").read_bytes() == wheel
-    assert (fake.hits["/simple/demo-pkg/"], fake.hits[WHEEL_PATH]) == (1, 1)
+    # the index, the wheel's metadata file (PEP 658, checked against core-metadata) and the wheel: once each
+    assert (fake.hits["/simple/demo-pkg/"], fake.hits[WHEEL_PATH + ".metadata"], fake.hits[WHEEL_PATH]) == (1, 1, 1)
     assert fake.seen[0][2]["Accept"] == "application/vnd.pypi.simple.v1+json"
 
 

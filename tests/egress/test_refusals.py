@@ -28,6 +28,9 @@ def test_no_network_refuses_everything_with_a_clear_403(
     tunnel = curl(box.url, "-p", "https://deb.debian.org/")
     assert "403" in tunnel.stderr
     assert upstream.hits["/debian/dists/stable/InRelease"] == 0
+    assert box.proxy.refusals()[-1].note == (
+        "network: deb.debian.org refused once in the agent phase (the agent phase has no network)"
+    )
     refusals = {(r.phase, r.host): r.count for r in box.proxy.refusals()}
     assert refusals == {("agent", "127.0.0.1"): 2, ("agent", "deb.debian.org"): 1}
     log = box.proxy.socket_path.parent / "refusals.jsonl"
