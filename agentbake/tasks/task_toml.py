@@ -91,7 +91,8 @@ _RESERVED_WORKDIRS = ("/proc", "/sys", "/dev", "/tests", "/logs", "/solution")
 
 @dataclass(frozen=True)
 class TaskToml:
-    """Everything task.toml says, validated; defaults are Harbor's."""
+    """Everything task.toml says, validated; defaults are Harbor's. Each field means what `Task`'s field of the
+    same name does (`environment` holds `[environment]`, which `Task` spreads over its own fields)."""
 
     schema_version: str | None = None
     package_name: str | None = None

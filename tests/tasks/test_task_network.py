@@ -40,7 +40,8 @@ def policies(tmp_path: Path, toml: str) -> tuple[NetworkPolicy, NetworkPolicy]:
             NetworkPolicy("public"),
         ),
         (
-            '[agent]\nnetwork_mode = "no-network"\n[verifier]\nallowed_hosts = ["deb.debian.org", "*.pythonhosted.org"]',
+            '[agent]\nnetwork_mode = "no-network"\n'
+            '[verifier]\nallowed_hosts = ["deb.debian.org", "*.pythonhosted.org"]',
             NetworkPolicy("no-network"),
             NetworkPolicy("allowlist", ("deb.debian.org", "*.pythonhosted.org")),
         ),
