@@ -123,8 +123,6 @@ class Task:
     """`[task] name`, Harbor's registry name `org/name`; None when there is no `[task]` table."""
     package_version: str | None = None
     """`[task] version`, as written."""
-    warnings: tuple[str, ...] = ()
-    """Deprecated spellings the task uses that have a current one (the runner prints them)."""
 
     @property
     def allow_internet(self) -> bool:
@@ -214,7 +212,6 @@ def load_task(path: str | Path) -> Task:
         schema_version=config.schema_version,
         package_name=config.package_name,
         package_version=config.package_version,
-        warnings=config.warnings,
     )
 
 

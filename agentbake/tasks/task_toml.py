@@ -110,7 +110,6 @@ class TaskToml:
     solution_env: Mapping[str, str] = field(default_factory=dict, repr=False)
     environment: Environment = field(default_factory=Environment)
     artifacts: tuple[Artifact, ...] = ()
-    warnings: tuple[str, ...] = ()
 
 
 def read_task_toml(file: Path, environ: Mapping[str, str] | None = None) -> TaskToml:
@@ -140,15 +139,9 @@ def read_task_toml(file: Path, environ: Mapping[str, str] | None = None) -> Task
     mode = reader.verifier_mode(verifier, verifier_environment)
     baseline = verifier_environment.network if verifier_environment else environment.network
     reader.seconds(agent, "agent", "setup_timeout_sec", DEFAULT_TIMEOUT_SEC)  # valid, though nothing uses it
-    warnings: tuple[str, ...] = ()
-    if "allow_internet" in data.get("environment", {}):
-        warnings = (
-            f"{file}: [environment] allow_internet is deprecated in Harbor; write network_mode = "
-            f'"{environment.network.mode}" instead',
-        )
     return TaskToml(
         schema_version=reader.schema_version(data),
-        package_name=reader.package_name(task),
+        package_name=reader.package_name(data, task),
         package_version=reader.string(task, "task", "version"),
         agent_timeout_sec=reader.seconds(agent, "agent", "timeout_sec", DEFAULT_TIMEOUT_SEC),
         agent_user=reader.user(agent, "agent"),
@@ -163,7 +156,6 @@ def read_task_toml(file: Path, environ: Mapping[str, str] | None = None) -> Task
         solution_env=reader.env(solution, "solution"),
         environment=environment,
         artifacts=reader.artifacts(data),
-        warnings=warnings,
     )
 
 
@@ -219,9 +211,9 @@ class _Reader:
             raise self.fail("", "version", "differs from schema_version; keep one of them (schema_version)")
         return found.get("schema_version", found.get("version"))
 
-    def package_name(self, task: dict[str, Any]) -> str | None:
+    def package_name(self, data: dict[str, Any], task: dict[str, Any]) -> str | None:
         """`[task]`: name (`org/name`, required there), version, description, authors, keywords."""
-        if not task:
+        if not task and "task" not in data:
             return None
         name = task.get("name")
         if not (isinstance(name, str) and _PACKAGE_NAME.fullmatch(name) and ".." not in name):

@@ -35,7 +35,6 @@ def test_examples_load_with_their_settings() -> None:
     fix = tasks["fix-failing-test"]
     assert fix.environment_files == [Path("calc/__init__.py"), Path("test_calc.py")]
     assert all(task.solution_script and task.solution_script.is_file() for task in tasks.values())
-    assert all(task.warnings == () for task in tasks.values())
     logs = tasks["summarize-logs"]  # brings its own image: environment/ is its build context
     assert logs.has_own_image and logs.build_timeout_sec == 300.0 and logs.environment_files == []
     assert logs.setup_script is None  # its Dockerfile runs setup.sh at build time
@@ -79,7 +78,7 @@ storage = "10G"
     assert task.agent_timeout_sec == task.verifier_timeout_sec == 900.0
     assert task.docker_image == "alexgshaw/git-leak-recovery:20251031"
     assert task.agent_network.mode == task.verifier_network.mode == "public"  # Harbor's default
-    assert task.verifier_mode == "shared" and task.agent_user is None and task.warnings == ()
+    assert task.verifier_mode == "shared" and task.agent_user is None
 
 
 @pytest.mark.parametrize(
@@ -129,7 +128,7 @@ def test_the_verifier_user_is_a_name_or_a_uid_and_root_is_the_default(
     tmp_path: Path, value: str, expected: str | None
 ) -> None:
     task = load_task(make_task(tmp_path, f"[verifier]\nuser = {value}"))
-    assert task.verifier_user == expected and task.warnings == ()
+    assert task.verifier_user == expected
     assert load_task(make_task(tmp_path, name="plain")).verifier_user is None
 
 
@@ -138,9 +137,8 @@ def test_allow_internet_is_harbors_true_unless_the_task_says_false(tmp_path: Pat
     closed = load_task(make_task(tmp_path, "[environment]\nallow_internet = false", name="b"))
     assert closed.allow_internet is False and closed.verifier_network.mode == "no-network"
     assert closed.agent_network.mode == "no-network"
-    assert 'deprecated in Harbor; write network_mode = "no-network"' in closed.warnings[0]
     opened = load_task(make_task(tmp_path, "[environment]\nallow_internet = true", name="c"))
-    assert opened.allow_internet is True and 'network_mode = "public" instead' in opened.warnings[0]
+    assert opened.allow_internet is True and opened.agent_network.mode == "public"
     listed = load_task(make_task(tmp_path, "[verifier]\nallowed_hosts = ['pypi.org']", name="d"))
     assert listed.allow_internet is False  # an allowlist is not the whole internet --verifier-network bridge gives
 

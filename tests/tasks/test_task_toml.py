@@ -71,7 +71,6 @@ env = { HINT = "1" }
     assert "s3cret-value" not in repr(task)  # expanded values may be secrets
     assert task.verifier_collect == (CollectHook("git diff > /logs/artifacts/model.patch", 20.0, "root"),)
     assert task.artifacts == (Artifact("/app/out.txt"), Artifact("logs", "run/logs", ("*.tmp",)))
-    assert task.warnings == ()
 
 
 def test_defaults_are_harbors(tmp_path: Path) -> None:
