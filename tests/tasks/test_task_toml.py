@@ -109,6 +109,7 @@ def test_env_templates_come_from_the_given_environment_and_a_missing_one_is_name
         ("version = 1.0", 'version: expected a version string like "1.0" (quoted), got 1.0'),
         ("schema_version = '1.1'\nversion = '1.0'", "version: differs from schema_version; keep one of them"),
         ("[task]\nversion = '1'", '[task] name: expected "org/name"'),
+        ("[task]", '[task] name: expected "org/name" (letters, digits, ".", "_", "-"), got None'),
         ("[task]\nname = 'plain'", '[task] name: expected "org/name" (letters, digits'),
         ("[task]\nname = 'a/../b'", '[task] name: expected "org/name"'),
         ("[task]\nname = 'a/b'\nversion = ''", "[task] version: expected a non-empty string"),
