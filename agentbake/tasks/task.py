@@ -123,6 +123,9 @@ class Task:
     """`[task] name`, Harbor's registry name `org/name`; None when there is no `[task]` table."""
     package_version: str | None = None
     """`[task] version`, as written."""
+    warnings: tuple[str, ...] = ()
+    """Keys the task sets that are valid but do nothing in agentbake (the runner prints them); today only
+    `[agent] setup_timeout_sec`."""
 
     @property
     def allow_internet(self) -> bool:
@@ -212,6 +215,7 @@ def load_task(path: str | Path) -> Task:
         schema_version=config.schema_version,
         package_name=config.package_name,
         package_version=config.package_version,
+        warnings=config.warnings,
     )
 
 

@@ -110,6 +110,7 @@ class TaskToml:
     solution_env: Mapping[str, str] = field(default_factory=dict, repr=False)
     environment: Environment = field(default_factory=Environment)
     artifacts: tuple[Artifact, ...] = ()
+    warnings: tuple[str, ...] = ()
 
 
 def read_task_toml(file: Path, environ: Mapping[str, str] | None = None) -> TaskToml:
@@ -138,7 +139,12 @@ def read_task_toml(file: Path, environ: Mapping[str, str] | None = None) -> Task
     )
     mode = reader.verifier_mode(verifier, verifier_environment)
     baseline = verifier_environment.network if verifier_environment else environment.network
-    reader.seconds(agent, "agent", "setup_timeout_sec", DEFAULT_TIMEOUT_SEC)  # valid, though nothing uses it
+    reader.seconds(agent, "agent", "setup_timeout_sec", DEFAULT_TIMEOUT_SEC)
+    unused = (
+        f"{file}: [agent] setup_timeout_sec: has no effect here: agentbake installs nothing in a sandbox per "
+        "rollout (the agent comes from its bundle), so there is no setup to time"
+    )
+    warnings = (unused,) if "setup_timeout_sec" in agent else ()
     return TaskToml(
         schema_version=reader.schema_version(data),
         package_name=reader.package_name(data, task),
@@ -156,6 +162,7 @@ def read_task_toml(file: Path, environ: Mapping[str, str] | None = None) -> Task
         solution_env=reader.env(solution, "solution"),
         environment=environment,
         artifacts=reader.artifacts(data),
+        warnings=warnings,
     )
 
 

@@ -35,6 +35,7 @@ def test_examples_load_with_their_settings() -> None:
     fix = tasks["fix-failing-test"]
     assert fix.environment_files == [Path("calc/__init__.py"), Path("test_calc.py")]
     assert all(task.solution_script and task.solution_script.is_file() for task in tasks.values())
+    assert all(task.warnings == () for task in tasks.values())
     logs = tasks["summarize-logs"]  # brings its own image: environment/ is its build context
     assert logs.has_own_image and logs.build_timeout_sec == 300.0 and logs.environment_files == []
     assert logs.setup_script is None  # its Dockerfile runs setup.sh at build time

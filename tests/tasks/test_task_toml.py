@@ -71,6 +71,10 @@ env = { HINT = "1" }
     assert "s3cret-value" not in repr(task)  # expanded values may be secrets
     assert task.verifier_collect == (CollectHook("git diff > /logs/artifacts/model.patch", 20.0, "root"),)
     assert task.artifacts == (Artifact("/app/out.txt"), Artifact("logs", "run/logs", ("*.tmp",)))
+    assert task.warnings == (
+        f"{task.path / 'task.toml'}: [agent] setup_timeout_sec: has no effect here: agentbake "
+        "installs nothing in a sandbox per rollout (the agent comes from its bundle), so there is no setup to time",
+    )
 
 
 def test_defaults_are_harbors(tmp_path: Path) -> None:
