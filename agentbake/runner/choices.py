@@ -11,9 +11,12 @@ GatewayPlace = Literal["host", "sandbox"]
 GATEWAY_PLACES: tuple[str, ...] = get_args(GatewayPlace)
 DEFAULT_GATEWAY: GatewayPlace = "host"
 
-VerifierNetwork = Literal["none", "bridge"]
+PhaseNetwork = Literal["none", "allowlist", "public"]
+"""A batch's override of a phase's network policy (`--agent-network`, `--verifier-network`); None keeps the task's."""
+AGENT_NETWORKS: tuple[str, ...] = get_args(PhaseNetwork)
+VerifierNetwork = Literal["none", "allowlist", "public", "bridge"]
+"""`bridge` (the verifier only): the unfiltered legacy path, a Docker bridge network once the agent is dead."""
 VERIFIER_NETWORKS: tuple[str, ...] = get_args(VerifierNetwork)
-DEFAULT_VERIFIER_NETWORK: VerifierNetwork = "none"
 
 DEFAULT_EXPECT_LOGPROBS: LogprobsMode = "raw"
 """The logprobs a trainer computes its ratios with, unless told otherwise (`RunnerConfig.expect_logprobs`)."""

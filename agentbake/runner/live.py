@@ -1,5 +1,5 @@
-"""What a running rollout holds (its sandbox, its gateway, the gateway's folder) and how it is released: the
-runner's one way to end a rollout, from its own thread or from another one that aborts the batch."""
+"""What a running rollout holds (its sandbox, its gateway, the gateway's folder, its egress proxy) and how it is
+released: the runner's one way to end a rollout, from its own thread or from another one that aborts the batch."""
 
 from __future__ import annotations
 
@@ -24,17 +24,19 @@ class LiveRollout:
     handle: SandboxHandle | None = None
     gateway: Any = None  # agentbake.serve.ServedApp
     runtime_dir: Path | None = None
+    egress: Any = None  # agentbake.runner.network.RolloutEgress
 
 
 def release(live: LiveRollout, *, strict: bool = False) -> None:
-    """Kill the sandbox, stop the gateway, remove the socket's folder; the sandbox's removal (an engine round
-    trip) runs in a thread of its own while the gateway stops (its server notices within 0.1 s), and both are
-    done when this returns (issue 17). With `strict` a failed kill raises (after the rest is released); without,
-    it is logged so an earlier error stays the one raised."""
+    """Kill the sandbox, stop the gateway and the egress proxy, remove their sockets' folders; the sandbox's removal
+    (an engine round trip) runs in a thread of its own while the gateway stops (its server notices within 0.1 s),
+    and both are done when this returns. With `strict` a failed kill raises (after the rest is released);
+    without, it is logged so an earlier error stays the one raised."""
     failures: list[Exception] = []
     handle, live.handle = live.handle, None
     gateway, live.gateway = live.gateway, None
     runtime_dir, live.runtime_dir = live.runtime_dir, None
+    egress, live.egress = live.egress, None
 
     def remove(handle: SandboxHandle) -> None:
         try:
@@ -53,6 +55,9 @@ def release(live: LiveRollout, *, strict: bool = False) -> None:
                 gateway.stop()
         if runtime_dir is not None:
             shutil.rmtree(runtime_dir, ignore_errors=True)
+        if egress is not None:
+            with contextlib.suppress(Exception):
+                egress.close()
     finally:
         if removal is not None:
             removal.join()

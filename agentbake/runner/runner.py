@@ -37,6 +37,7 @@ from agentbake.runner.harness.steps import Harness, HarnessOutcome, describe_err
 from agentbake.runner.images import image_labels
 from agentbake.runner.live import LiveRollout, release
 from agentbake.runner.model.gateways import RolloutGateways
+from agentbake.runner.network import EGRESS_LOG, PhaseNetworks, RolloutEgress
 from agentbake.runner.result import RolloutResult, Status, Timings
 from agentbake.runner.runner_config import SCRIPTED, SCRIPTED_MODEL_NAME, RunnerConfig
 from agentbake.runner.sandbox import SandboxBackend, SandboxHandle, SandboxRequest
@@ -44,6 +45,7 @@ from agentbake.tasks import Task
 from agentbake.tasks.resolver import ImageResolver, ProgressFactory, ResolvedImage
 
 if TYPE_CHECKING:
+    from agentbake.egress import EgressConfig, EgressService
     from agentbake.runner.backend_registry import BackendConfig
 
 logger = logging.getLogger("agentbake.runner")
@@ -68,11 +70,14 @@ class Runner:
         backend: SandboxBackend | BackendConfig | None = None,
         *,
         build_progress: ProgressFactory | None = None,
+        egress: EgressService | EgressConfig | None = None,
     ) -> None:
         """`backend`: a backend to use (the caller closes it), or the config of one for the runner to build
         (after the preflight) and close; None builds a Docker backend (with `config.warm` sandboxes kept warm,
         deprecated: `DockerConfig(warm=)` is the setting). `build_progress` displays what a task image's first
-        rollout builds (the CLI: its console)."""
+        rollout builds (the CLI: its console). `egress`: the egress service the rollouts' proxies run in (the
+        caller closes it), or the config of the one the runner starts on the first rollout that needs it
+        (default: `EgressConfig()`, its cache under the user's cache dir)."""
         if config.warm and backend is not None and _warm_pool(backend) != config.warm:
             raise ConfigError(
                 f"RunnerConfig.warm={config.warm} (deprecated) differs from the given backend's warm pool "
@@ -94,6 +99,8 @@ class Runner:
         self._live: dict[str, LiveRollout] = {}
         self._lock = threading.Lock()
         self._aborted = threading.Event()
+        self._egress_given = egress
+        self._egress: EgressService | None = None  # started on the first rollout with a network (the runner's)
 
     # -- lifetime ---------------------------------------------------------------------------------
 
@@ -126,8 +133,22 @@ class Runner:
         made it). Safe to call from a signal's teardown while rollouts run."""
         self.abort()
         self._gateways.stop_scripted()
+        with self._lock:
+            egress, self._egress = self._egress, None
+        if egress is not None and egress is not self._egress_given:
+            egress.close()
         if self._own_backend:
             self.backend.close()
+
+    def _egress_service(self) -> EgressService:
+        """The service every rollout's egress proxy runs in (one cache), started when first needed."""
+        from agentbake.egress import EgressService
+
+        with self._lock:
+            if self._egress is None:
+                given = self._egress_given
+                self._egress = given if isinstance(given, EgressService) else EgressService(given)
+            return self._egress
 
     # -- one rollout ------------------------------------------------------------------------------
 
@@ -183,6 +204,8 @@ class Runner:
     def _check(self, task: Task) -> None:
         if self.config.oracle and task.solution_script is None:
             raise TaskError(f"{task.path}: no solution/solve.sh; --oracle runs the task's reference solution")
+        if not self.backend.capabilities.network_phases:
+            PhaseNetworks.of(task, self.config).check_remote(task, self.backend.name)
         if task.has_own_image and not self.backend.capabilities.task_images:
             able = ", ".join(name for name, kind in BACKENDS.items() if kind.backend.capabilities.task_images)
             raise TaskError(
@@ -199,11 +222,13 @@ class Runner:
         with timings.phase("image"):
             image = self.images.resolve(task)
         result.image, result.task_image = image.ref, image.task_image
-        # The verifier's network: the run's choice, if the task allows it; the remote clouds' sandboxes have
-        # their own network in every phase.
-        wanted = self.config.verifier_network == "bridge" and task.allow_internet
-        network = ("bridge" if wanted else "none") if self.backend.capabilities.network_phases else "backend"
+        # Each phase's network: the task's, or the run's override; through the rollout's egress proxy (the
+        # legacy bridge for the verifier when asked). The remote clouds' sandboxes have their own in every phase.
+        networks = PhaseNetworks.of(task, self.config)
+        network = ("bridge" if networks.bridge else "none") if self.backend.capabilities.network_phases else "backend"
         try:
+            if network != "backend" and networks.needs_proxy:
+                live.egress = RolloutEgress(self._egress_service(), networks, out_dir / EGRESS_LOG)
             in_sandbox = self.config.gateway == "sandbox" and not self.config.oracle
             with timings.phase("create"):  # the gateway is part of what a rollout needs before it starts
                 if not self.config.oracle and not in_sandbox:
@@ -219,9 +244,12 @@ class Runner:
                         storage_mb=self.config.storage_mb or task.storage_mb,
                         gateway_socket=None if live.gateway is None else str(live.gateway.uds),
                         agent_bundle=image.bundle,
+                        egress_socket=None if live.egress is None else live.egress.socket_path,
                         verifier_network=network == "bridge",
                     )
                 )
+                if live.egress is not None:
+                    live.egress.port = live.handle.egress_port
             if self._aborted.is_set():
                 raise SandboxError("the batch was aborted")
             if in_sandbox:
@@ -229,14 +257,17 @@ class Runner:
             harness = Harness(
                 live.handle,
                 task,
-                self._launch(task, image, live.handle, token),
+                self._launch(task, image, live.handle, token, live.egress),
                 out_dir,
                 timings,
                 oracle=self.config.oracle,
                 verifier_network=network,
                 archives_in_env=self.backend.capabilities.large_exec_env,
+                egress=live.egress,
             )
             outcome = harness.run()
+            if live.egress is not None:
+                outcome.notes += live.egress.notes()  # each refused host, by phase
         except BaseException:
             with timings.phase("teardown"):
                 release(live)  # never raises: the original error is what the caller sees
@@ -245,7 +276,16 @@ class Runner:
             release(live, strict=True)
         return outcome
 
-    def _launch(self, task: Task, resolved: ResolvedImage, handle: SandboxHandle, token: str) -> AgentLaunch:
+    def _launch(
+        self, task: Task, resolved: ResolvedImage, handle: SandboxHandle, token: str, egress: RolloutEgress | None
+    ) -> AgentLaunch:
+        launch = self._agent_launch(task, resolved, handle, token)
+        if egress is None:
+            return launch
+        # The agent phase's proxy variables on the agent's own command (never the container's config).
+        return dataclasses.replace(launch, env={**egress.env(), **launch.env})
+
+    def _agent_launch(self, task: Task, resolved: ResolvedImage, handle: SandboxHandle, token: str) -> AgentLaunch:
         image = AgentImage.from_labels(resolved.labels, home=handle.home)
         if self._agent is None:
             return oracle_launch(task, image, handle.paths["task"])

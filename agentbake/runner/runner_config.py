@@ -5,15 +5,15 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentbake.gateway.model_settings import ModelSettings
 from agentbake.gateway.settings import UPSTREAM_API_KEY_ENV, LogprobsMode
 from agentbake.runner.choices import (
     DEFAULT_EXPECT_LOGPROBS,
     DEFAULT_GATEWAY,
-    DEFAULT_VERIFIER_NETWORK,
     GatewayPlace,
+    PhaseNetwork,
     VerifierNetwork,
 )
 
@@ -63,13 +63,22 @@ class RunnerConfig(BaseModel):
     honoured when the Runner is given no backend (it builds `DockerConfig(warm=warm)`); a backend given with
     another warm pool is a ConfigError. Left out of dumps (a job's config.json holds `backend.config.warm`)."""
 
-    verifier_network: VerifierNetwork = DEFAULT_VERIFIER_NETWORK
-    """The verifier's network. The agent never has one. `none`: neither has the verifier (the default:
-    nothing the verifier runs, the agent's code included, reaches this host's ports or the internet).
-    `bridge`: a task whose `[environment] allow_internet` is true (Harbor's default) gets a bridge network
-    for its verifier, as Terminal-Bench's test.sh files need to fetch uv and pytest; the Docker backend
-    connects it once the agent is dead (its containers cannot reach each other; this host's ports and the
-    internet they can). Remote sandboxes reach the internet in both phases whatever this says."""
+    agent_network: PhaseNetwork | None = None
+    """The agent phase's network for every task of the run, over the task's own (`Task.agent_network`: its
+    `[agent]` / `[environment]` `network_mode`, Harbor's public when it says none). None keeps the task's.
+    `none`: nothing but the gateway; `allowlist`: only `allowed_hosts`; `public`: any public host. On Docker
+    every mode goes through the rollout's egress proxy (agentbake.egress): never this host's ports, another
+    container or a private range unless listed by address."""
+
+    verifier_network: VerifierNetwork | None = None
+    """The verifier phase's network for every task, over `Task.verifier_network`, as `agent_network`; the
+    proxy switches to it once the agent is dead. `bridge` is the unfiltered legacy path: a task whose
+    verifier policy is public gets a Docker bridge network once the agent is dead (its containers cannot
+    reach each other; this host's ports and the internet they can), the others none."""
+
+    allowed_hosts: tuple[str, ...] = ()
+    """The hosts of an `allowlist` override (either phase), in `allowed_hosts`' forms: names, `*.` wildcards,
+    IP addresses, CIDRs. Given without an `allowlist` override it is refused."""
 
     gateway: GatewayPlace = DEFAULT_GATEWAY
     """`host`: each rollout's gateway runs in this process and the sandbox holds only a per-rollout token.
@@ -97,6 +106,26 @@ class RunnerConfig(BaseModel):
     (`inner_system_as_user` for Qwen3 under Claude Code, `disable_thinking`) and sampling set on every call
     (`temperature`, `top_p`, `top_k`, `min_p`, `repetition_penalty`: a trainer's, e.g. `agentbake.trl`'s).
     CLI: `--inner-system-as-user`, `--disable-thinking`, `--temperature`, ..."""
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts(cls, hosts: tuple[str, ...]) -> tuple[str, ...]:
+        from agentbake.errors import TaskError
+        from agentbake.tasks.task_network import host_entry
+
+        try:
+            return tuple(dict.fromkeys(host_entry(host, "allowed_hosts") for host in hosts))
+        except TaskError as exc:
+            raise ValueError(str(exc)) from None
+
+    @model_validator(mode="after")
+    def _hosts_need_an_allowlist(self) -> RunnerConfig:
+        if self.allowed_hosts and "allowlist" not in (self.agent_network, self.verifier_network):
+            raise ValueError(
+                "allowed_hosts is for an allowlist override: set agent_network or verifier_network to 'allowlist' "
+                "(--agent-network / --verifier-network allowlist), or drop it"
+            )
+        return self
 
     @model_validator(mode="after")
     def _model_or_oracle(self) -> RunnerConfig:

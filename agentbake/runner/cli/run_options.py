@@ -13,7 +13,7 @@ import click
 
 from agentbake.clikit import field_options, json_option
 from agentbake.gateway.settings import LOGPROBS_MODES, MODEL_SETTINGS, UPSTREAM_API_KEY_ENV
-from agentbake.runner.choices import DEFAULT_EXPECT_LOGPROBS, DEFAULT_VERIFIER_NETWORK, VERIFIER_NETWORKS
+from agentbake.runner.choices import AGENT_NETWORKS, DEFAULT_EXPECT_LOGPROBS, VERIFIER_NETWORKS
 
 # The options' choices, defaults and help come from plain modules; pydantic and the config models are imported
 # only when the command runs (make_config): `run --help` does without them.
@@ -45,7 +45,9 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             no_preflight: bool,
             logprobs_mode: str | None,
             expect_logprobs: str,
-            verifier_network: str,
+            agent_network: str | None,
+            verifier_network: str | None,
+            allowed_hosts: tuple[str, ...],
             **kwargs: Any,
         ) -> Any:
             settings = {name: kwargs.pop(name) for name in MODEL_SETTINGS}
@@ -78,7 +80,9 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                         preflight=not no_preflight,
                         logprobs_mode=logprobs_mode,
                         expect_logprobs=expect_logprobs,
+                        agent_network=agent_network,
                         verifier_network=verifier_network,
+                        allowed_hosts=tuple(h for given in allowed_hosts for h in given.split(",") if h.strip()),
                         model_settings=ModelSettings(**settings),
                         **extra,
                     )
@@ -137,13 +141,24 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                     help="The logprobs the trainer uses; rollouts stamped otherwise are not trainable.",
                 ),
                 click.option(
+                    "--agent-network",
+                    type=click.Choice(AGENT_NETWORKS),
+                    help="The agent phase's network for every task, over the task's network_mode (default: the "
+                    "task's; public when it says none, as in Harbor). Through the rollout's egress proxy: public "
+                    "hosts only, never this host's ports or another container; allowlist: --allowed-hosts only.",
+                ),
+                click.option(
                     "--verifier-network",
                     type=click.Choice(VERIFIER_NETWORKS),
-                    default=DEFAULT_VERIFIER_NETWORK,
-                    show_default=True,
-                    help="The verifier's network (the agent never has one). bridge: tasks whose allow_internet is "
-                    "true (Harbor's default) get one once the agent is dead, as Terminal-Bench's test.sh files need "
-                    "to fetch uv and pytest; it reaches this host's ports and the internet.",
+                    help="The verifier phase's network for every task, as --agent-network (default: the task's), "
+                    "switched once the agent is dead. bridge: the unfiltered legacy path (a Docker bridge for "
+                    "tasks whose verifier is public: this host's ports and the internet).",
+                ),
+                click.option(
+                    "--allowed-hosts",
+                    multiple=True,
+                    metavar="HOST[,HOST...]",
+                    help="The hosts of an allowlist override (names, *.wildcards, IPs, CIDRs); repeatable.",
                 ),
                 json_option,
             ]

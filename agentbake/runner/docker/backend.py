@@ -3,8 +3,9 @@
 Every sandbox runs with `network_mode="none"` (loopback only), the image's non-root user for every
 command unless root is asked for, `cap_drop=ALL` plus the few capabilities root's setup needs,
 no-new-privileges, pids/memory/CPU limits and an init process. Its only way out is a read-only
-folder from the host holding the gateway's unix socket, which a relay (forwarder.py, the container's
-main process, as root so the agent cannot stop it) serves on the sandbox's 127.0.0.1. See README.md.
+folder from the host holding the gateway's unix socket and the egress proxy's, which a relay (forwarder.py,
+the container's main process, as root so the agent cannot stop it) serves on the sandbox's 127.0.0.1. See
+README.md.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import docker.errors
 
 from agentbake.errors import SandboxError
 from agentbake.runner.docker.config import DockerConfig
-from agentbake.runner.docker.engine import GATEWAY_SOCKET, DockerEngine
+from agentbake.runner.docker.engine import EGRESS_SOCKET, GATEWAY_SOCKET, DockerEngine
 from agentbake.runner.docker.sandbox import DockerSandbox
 from agentbake.runner.docker.warm_pool import WarmPool
 from agentbake.runner.sandbox import Capabilities, SandboxBackend, SandboxRequest
@@ -43,14 +44,16 @@ class DockerBackend(SandboxBackend):
 
     def create(self, request: SandboxRequest) -> DockerSandbox:
         image = self.engine.image(request.image, request.agent_bundle)
-        if request.gateway_socket is not None:
+        for what, path in (("gateway", request.gateway_socket), ("egress proxy", request.egress_socket)):
+            if path is None:
+                continue
             if image.python is None:
                 raise SandboxError(
-                    f"image {request.image!r} has no label dev.agentbake.python: the gateway relay needs the image's "
+                    f"image {request.image!r} has no label dev.agentbake.python: the {what} relay needs the image's "
                     "python; build the image with `agentbake build`"
                 )
-            if not Path(request.gateway_socket).exists():
-                raise SandboxError(f"gateway socket {request.gateway_socket} does not exist; start the gateway first")
+            if not Path(path).exists():
+                raise SandboxError(f"{what} socket {path} does not exist; start the {what} first")
         limits = self.engine.limits(request)
         # A sandbox whose verifier gets a network starts on it, disconnected: never one of the warm pool's.
         network = self.engine.verifier_network() if request.verifier_network else None
@@ -58,6 +61,8 @@ class DockerBackend(SandboxBackend):
         container_id, name = taken or self.engine.start_container(image, limits, request.rollout_id, network=network)
         try:
             model_url = self._connect_gateway(name, request.gateway_socket)
+            if request.egress_socket is not None:
+                self._link(request.egress_socket, name, EGRESS_SOCKET)
         except BaseException:
             self.engine.discard(name)
             raise
@@ -66,6 +71,7 @@ class DockerBackend(SandboxBackend):
         )
         sandbox.storage_limit_mb = request.storage_mb or self.config.storage_mb
         sandbox.network = network
+        sandbox.egress_port = None if request.egress_socket is None else self.config.egress_port
         with self._lock:
             closed = self._closed
             if not closed:
@@ -82,15 +88,20 @@ class DockerBackend(SandboxBackend):
     def _connect_gateway(self, name: str, gateway_socket: str | None) -> str | None:
         if gateway_socket is None:
             return None
-        link = self.config.runtime_dir / name / GATEWAY_SOCKET
+        self._link(gateway_socket, name, GATEWAY_SOCKET)
+        return f"http://127.0.0.1:{self.config.model_port}"
+
+    def _link(self, socket_path: str, name: str, link_name: str) -> None:
+        """Hard-link a host socket into the sandbox's folder, where its relay finds it (a socket is reached by its
+        inode: `connect()` needs no write access to the read-only mount)."""
+        link = self.config.runtime_dir / name / link_name
         try:
-            os.link(gateway_socket, link)
+            os.link(socket_path, link)
         except OSError as exc:
             raise SandboxError(
-                f"cannot link the gateway socket {gateway_socket} into {link.parent} ({exc.strerror}); it must be on "
+                f"cannot link the socket {socket_path} into {link.parent} ({exc.strerror}); it must be on "
                 f"the same filesystem as DockerConfig.runtime_dir ({self.config.runtime_dir})"
             ) from None
-        return f"http://127.0.0.1:{self.config.model_port}"
 
     # -- removal -----------------------------------------------------------------------------------
 

@@ -61,6 +61,10 @@ class DockerConfig(BaseModel):
     model_port: int = Field(default=48080, ge=1, le=65535)
     """Port on the sandbox's loopback where the forwarder relays to the gateway (`handle.model_url`)."""
 
+    egress_port: int = Field(default=48081, ge=1, le=65535)
+    """Port on the sandbox's loopback where the forwarder relays to the rollout's egress proxy (`handle.egress_port`):
+    the sandbox's only way to any host its phase's network policy allows (agentbake.egress)."""
+
     verifier_network: str = "agentbake-verifier"
     """The Docker network a sandbox joins for its verifier when the rollout asks for one (`--verifier-network
     bridge`): a bridge network made on first use, with no traffic between its containers (icc off). A

@@ -35,6 +35,7 @@ MOUNT = "/run/agentbake"
 """Where the sandbox's host folder appears inside it (read-only)."""
 FORWARDER = "forwarder.py"
 GATEWAY_SOCKET = "gateway.sock"
+EGRESS_SOCKET = "egress.sock"
 _FORWARDER_SOURCE = Path(__file__).with_name(FORWARDER)
 
 
@@ -220,9 +221,10 @@ class DockerEngine:
         host_dir.mkdir(mode=0o755)
         if image.python:
             shutil.copyfile(_FORWARDER_SOURCE, host_dir / FORWARDER)
-            socket_path = posixpath.join(MOUNT, GATEWAY_SOCKET)
-            port = str(self.config.model_port)
-            command = [image.python, "-I", "-S", posixpath.join(MOUNT, FORWARDER), port, socket_path]
+            # Both relays always: a socket that is not (yet) linked in closes each connection (a warm sandbox).
+            pairs = [str(self.config.model_port), posixpath.join(MOUNT, GATEWAY_SOCKET)]
+            pairs += [str(self.config.egress_port), posixpath.join(MOUNT, EGRESS_SOCKET)]
+            command = [image.python, "-I", "-S", posixpath.join(MOUNT, FORWARDER), *pairs]
         else:
             command = ["sleep", "infinity"]
         host_config = self.api.create_host_config(

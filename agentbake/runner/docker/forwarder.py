@@ -1,17 +1,18 @@
 """TCP 127.0.0.1:<port> -> a unix socket, one connection each; runs INSIDE the sandbox, as root.
 
-    python -I -S forwarder.py PORT SOCKET
+    python -I -S forwarder.py PORT SOCKET [PORT SOCKET ...]
 
-The agent's container has no network (`network_mode="none"`): only loopback. The rollout's gateway
-listens on a unix socket on the host, whose folder is bind-mounted read-only into the container; this
-relay lets an agent that only speaks HTTP over TCP reach it at `http://127.0.0.1:<port>`.
+The agent's container has no network (`network_mode="none"`): only loopback. The rollout's gateway and
+its egress proxy listen on unix sockets on the host, whose folder is bind-mounted read-only into the
+container; this relay lets clients that only speak TCP reach each at `http://127.0.0.1:<port>`, every
+pair served by one process (one listening thread per port).
 
 Standard library only, and no agentbake import: the Docker backend runs this file by path with the
 image's baked python (label `dev.agentbake.python`), which has no agentbake installed. Threads, not
 asyncio: importing asyncio costs a starting sandbox ten times the CPU. The socket need not exist when
 the relay starts (a warm-pool sandbox gets its gateway later): each connection looks it up afresh and
-is closed when it is missing. At most MAX_CONNECTIONS are relayed at once (the gateway's own default
-limit); one more is closed as it arrives.
+is closed when it is missing. At most MAX_CONNECTIONS per port are relayed at once (the gateway's and the
+proxy's own default limit); one more is closed as it arrives.
 """
 
 from __future__ import annotations
@@ -85,5 +86,18 @@ def serve(port: int, socket_path: str, host: str = "127.0.0.1") -> None:
                 client.close()
 
 
+def serve_all(pairs: list[tuple[int, str]]) -> None:
+    """Serve every (port, socket) pair, one listening thread each, until the process ends."""
+    for port, socket_path in pairs[1:]:
+        threading.Thread(target=serve, args=(port, socket_path), daemon=True).start()
+    serve(*pairs[0])
+
+
+def _pairs(argv: list[str]) -> list[tuple[int, str]]:
+    if not argv or len(argv) % 2:
+        sys.exit("usage: forwarder.py PORT SOCKET [PORT SOCKET ...]")
+    return [(int(argv[i]), argv[i + 1]) for i in range(0, len(argv), 2)]
+
+
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), sys.argv[2])
+    serve_all(_pairs(sys.argv[1:]))

@@ -20,6 +20,7 @@ import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentbake.errors import AgentbakeError, SandboxError
 from agentbake.runner.agents import AgentImage, AgentLaunch, headless_launch
@@ -53,6 +54,9 @@ from agentbake.runner.sandbox import ExecResult, SandboxHandle
 from agentbake.runner.sandbox.copyout import CopyBudget
 from agentbake.runner.sandbox.packed import PackedLogs
 from agentbake.tasks import Task
+
+if TYPE_CHECKING:
+    from agentbake.runner.network import RolloutEgress
 
 logger = logging.getLogger("agentbake.runner")
 
@@ -106,10 +110,12 @@ class Harness:
         oracle: bool = False,
         verifier_network: VerifierNetwork = "none",
         archives_in_env: bool = False,
+        egress: RolloutEgress | None = None,
     ) -> None:
         self.handle, self.task, self.launch, self.out_dir, self.timings = handle, task, launch, out_dir, timings
         self.oracle = oracle
         self.verifier_network = verifier_network
+        self.egress = egress  # the rollout's egress proxy: the verifier step switches it to its phase
         self.archives_in_env = archives_in_env  # `Capabilities.large_exec_env`: see `upload.hand_over`
         self.workdir = handle.paths["workdir"]
         self.outcome = HarnessOutcome()
@@ -345,6 +351,7 @@ class Harness:
             packed=self.packed,
             root=self._root,
             save=self._save,
+            egress=self.egress,
         ).run()
 
     def _collect(self) -> None:

@@ -171,12 +171,22 @@ NETWORK_FAILURES = re.compile(
     r"Could not resolve host|Temporary failure (in name resolution|resolving)|Name or service not known"
     r"|Network is unreachable|No address associated with hostname|Failed to establish a new connection"
     r"|failed to lookup address information|getaddrinfo (ENOTFOUND|EAI_AGAIN)|Could not connect to"
-    r"|Failed to fetch http|dns error",
+    r"|Failed to fetch http|dns error"
+    # and through agentbake's egress proxy, which answers 403 to what the phase does not allow
+    r"|agentbake egress|tunnel error|Tunnel connection failed|CONNECT tunnel failed|returned error: 403"
+    r"|403:?\s+Forbidden|Failed to fetch: http",
     re.IGNORECASE,
 )
 NO_NETWORK = (
-    "the verifier ran without network (--verifier-network none) and its output says it needed one ({!r}): run "
-    "with --verifier-network bridge, or install what it fetches in the task's image (environment/Dockerfile)"
+    "the verifier ran without network (its network_mode is no-network, or --verifier-network none) and its "
+    "output says it needed one ({!r}): give it a network ([verifier] network_mode, --verifier-network public), "
+    "or install what it fetches in the task's image (environment/Dockerfile)"
+)
+
+
+REFUSED_HOSTS = (
+    "the verifier's network ({1}) refused {0} and its output says it needed it ({2!r}): list what it fetches in "
+    "[verifier] allowed_hosts, run with --verifier-network public, or install it in the task's image"
 )
 
 

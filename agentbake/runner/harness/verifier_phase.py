@@ -28,6 +28,7 @@ from agentbake.runner.harness.verifier import (
     HARBOR_VERIFIER_LOGS,
     NO_NETWORK,
     PROTECTED_ROOTS,
+    REFUSED_HOSTS,
     REMOVE_ESCAPING_LINKS,
     RUN_TEST_SH,
     RewardError,
@@ -43,11 +44,13 @@ from agentbake.tasks import Task
 
 if TYPE_CHECKING:
     from agentbake.runner.harness.steps import HarnessOutcome
+    from agentbake.runner.network import RolloutEgress
 
 _LOGS_PARENT = posixpath.dirname(HARBOR_VERIFIER_LOGS)
 VerifierNetwork = Literal["none", "bridge", "backend"]
-"""The verifier's network: `none` (the agent's: loopback only), `bridge` (connected once the agent is dead),
-`backend` (a remote cloud's sandbox, which has its own network throughout)."""
+"""The verifier's network: `none` (loopback only, and the rollout's egress proxy when it has one), `bridge`
+(the legacy unfiltered network, connected once the agent is dead), `backend` (a remote cloud's sandbox, which
+has its own network throughout)."""
 # $1: a user name or uid -> "uid gid home" from /etc/passwd; a uid with no entry -> "uid uid /"; exit 3 otherwise.
 _PASSWD_ENTRY = (
     "while IFS=: read -r name _ uid gid _ home _; do "
@@ -77,6 +80,8 @@ class VerifierPhase:
     """Where the last root command's pack of the verifier's log dir goes, for the harness's collection."""
     root: Callable[..., ExecResult]
     save: Callable[[str, str], None]
+    egress: RolloutEgress | None = None
+    """The rollout's egress proxy, switched here to the verifier's policy (the agent is dead)."""
 
     def run(self) -> None:
         user, owner, envs = "root", None, {**self.task.verifier_env, **self.root_env}
@@ -94,6 +99,8 @@ class VerifierPhase:
         # Root's alone until the next command unpacks it (its environment: root's /proc/<pid>/environ; or a file in
         # the scratch dir); the agent is dead and its links are gone (stop step).
         archive = hand_over(self.handle, tar_archive(tests), self.tests_archive, in_env=self.archives_in_env)
+        if self.egress is not None:  # the agent is dead: the proxy follows the verifier's policy now
+            envs = {**self.egress.to_verifier(), **envs}
         if self.network == "bridge":  # the agent is dead and its links into /tests are gone
             self.handle.connect_network()
         if user == "root":
@@ -197,16 +204,32 @@ class VerifierPhase:
         if ended.exit_code != 0:
             self.outcome.fail(Status.VERIFIER_ERROR, f"after tests/test.sh: {tail(ended.stderr or ended.stdout)}")
             return
-        offline = network_failure(result.stdout + "\n" + result.stderr) if self.network == "none" else None
+        offline = self._offline(result.stdout + "\n" + result.stderr)
         try:
             self.outcome.reward = reward_from(parse_reward_files(ended.stdout))
         except RewardError as exc:
             exited = f" (tests/test.sh exited {result.exit_code}: {tail(result.stderr or result.stdout)})"
             said = f"{exc}{exited if result.exit_code else ''}"
-            self.outcome.fail(Status.VERIFIER_ERROR, f"{said}; {NO_NETWORK.format(offline)}" if offline else said)
+            self.outcome.fail(Status.VERIFIER_ERROR, f"{said}; {offline}" if offline else said)
             return
         if offline and self.outcome.reward == 0:  # a 0 it gave for want of a network is not the agent's
-            self.outcome.fail(Status.VERIFIER_ERROR, f"reward 0 not counted: {NO_NETWORK.format(offline)}")
+            self.outcome.fail(Status.VERIFIER_ERROR, f"reward 0 not counted: {offline}")
+
+    def _offline(self, output: str) -> str | None:
+        """Why the verifier's output says it lacked the network (`NO_NETWORK`, `REFUSED_HOSTS`), or None: with
+        the egress proxy, only when the proxy refused it a host in this phase."""
+        line = network_failure(output)
+        if line is None:
+            return None
+        if self.network != "none":  # the legacy bridge, a cloud's network: nothing to tell
+            return None
+        if self.egress is not None:
+            hosts = self.egress.refused_hosts("verifier")
+            if hosts:
+                return REFUSED_HOSTS.format(", ".join(hosts), self.egress.verifier_mode, line)
+            if self.egress.verifier_mode != "no-network":  # the proxy refused nothing: the network was there
+                return None
+        return NO_NETWORK.format(line)
 
 
 def clear_the_way(private: str) -> str:

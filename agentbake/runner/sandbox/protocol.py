@@ -80,6 +80,10 @@ class SandboxRequest:
     gateway_socket: str | None = None
     """Host path of the unix socket the rollout's gateway listens on; the backend makes it reachable
     inside the sandbox as `SandboxHandle.model_url` and reaches nothing else."""
+    egress_socket: str | None = None
+    """Host path of the unix socket the rollout's egress proxy listens on (agentbake.egress); with
+    `Capabilities.network_phases` the backend makes it reachable inside the sandbox on
+    `127.0.0.1:<SandboxHandle.egress_port>`, the sandbox's only way out."""
     verifier_network: bool = False
     """The verifier phase may reach the network (`--verifier-network bridge` and the task's `allow_internet`):
     with `Capabilities.network_phases` the sandbox is made so that `connect_network()` can give it one once
@@ -115,6 +119,9 @@ class SandboxHandle(abc.ABC):
     """The image's `dev.agentbake.dir.*` paths by short name (workdir, task, logs_agent, logs_verifier, ...)."""
     model_url: str | None
     """Base URL (no path) at which the rollout's gateway answers from inside the sandbox, if any."""
+    egress_port: int | None = None
+    """Port on the sandbox's loopback where the rollout's egress proxy answers (`SandboxRequest.egress_socket`),
+    if any: the harness gives each phase's commands its variables (`agentbake.egress.sandbox_env`)."""
     storage_limit_mb: int | None = None
     """Disk limit of the sandbox's own files, which the harness watches (`disk_usage`) while the agent runs;
     None when the backend cannot measure them."""

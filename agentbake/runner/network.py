@@ -1,0 +1,132 @@
+"""Each phase's network: the task's policy (Harbor's keys, `Task.agent_network` / `Task.verifier_network`), the
+batch's override (`RunnerConfig.agent_network` / `verifier_network`), and the rollout's egress proxy that
+enforces both on Docker (agentbake.egress): started before the sandbox, switched to the verifier's policy once
+the agent is dead, its refusals made the result's notes."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agentbake.errors import TaskError
+from agentbake.tasks import Task
+from agentbake.tasks.task_network import NetworkPolicy
+
+if TYPE_CHECKING:
+    from agentbake.egress import EgressService, ProxyHandle
+    from agentbake.runner.runner_config import RunnerConfig
+
+EGRESS_DIR_PREFIX = "agentbake-egress-"
+EGRESS_LOG = "egress.jsonl"
+"""In the rollout's folder: one JSON line per refused request (time, phase, host, reason)."""
+_MODES = {"none": "no-network", "allowlist": "allowlist", "public": "public"}
+
+
+@dataclass(frozen=True)
+class PhaseNetworks:
+    """What each phase of one task's rollouts may reach under a run's settings."""
+
+    agent: NetworkPolicy
+    verifier: NetworkPolicy
+    bridge: bool = False
+    """The verifier gets the legacy unfiltered bridge (`--verifier-network bridge`, a public verifier policy)."""
+
+    @classmethod
+    def of(cls, task: Task, config: RunnerConfig) -> PhaseNetworks:
+        hosts = config.allowed_hosts
+        verifier = config.verifier_network
+        bridge = verifier == "bridge" and task.verifier_network.mode == "public"
+        if verifier == "bridge":
+            # The legacy path: the bridge for a public verifier, else no network at all.
+            verifier_policy = task.verifier_network if bridge else NetworkPolicy("no-network")
+        else:
+            verifier_policy = _override(task.verifier_network, verifier, hosts)
+        return cls(_override(task.agent_network, config.agent_network, hosts), verifier_policy, bridge)
+
+    @property
+    def needs_proxy(self) -> bool:
+        """Whether a phase reaches anything through the proxy (else the sandbox needs none)."""
+        return self.agent.mode != "no-network" or (not self.bridge and self.verifier.mode != "no-network")
+
+    def check_remote(self, task: Task, backend: str) -> None:
+        """A remote cloud's sandbox has the cloud's network (the internet) in both phases: a policy stricter
+        than public cannot be enforced there, so it is refused rather than silently widened."""
+        for phase, policy in (("agent", self.agent), ("verifier", self.verifier)):
+            if policy.mode != "public":
+                raise TaskError(
+                    f"{task.path}: the {phase} phase's network is {policy.mode!r}, which the {backend} backend "
+                    "cannot enforce (its sandboxes reach the internet in both phases); run it with --backend "
+                    f"docker, or accept the cloud's network with --{phase}-network public"
+                )
+
+
+def _override(declared: NetworkPolicy, override: str | None, hosts: tuple[str, ...]) -> NetworkPolicy:
+    if override is None:
+        return declared
+    mode = _MODES[override]
+    return NetworkPolicy(mode, hosts if mode == "allowlist" else ())  # type: ignore[arg-type]
+
+
+class RolloutEgress:
+    """One rollout's egress proxy: a socket in a private folder of its own (hard-linked into the sandbox's by
+    the backend), the agent's policy first, the verifier's after `to_verifier`."""
+
+    def __init__(self, service: EgressService, networks: PhaseNetworks, log_path: Path) -> None:
+        from agentbake.egress import Policy
+
+        self._service = service
+        self._bridge = networks.bridge
+        self._agent = Policy.build(networks.agent.mode, "agent", networks.agent.allowed_hosts)
+        # A verifier on the legacy bridge reaches the network directly: the proxy then serves it nothing.
+        verifier = NetworkPolicy("no-network") if networks.bridge else networks.verifier
+        self._verifier = Policy.build(verifier.mode, "verifier", verifier.allowed_hosts)
+        # Under the temp dir, as the gateway's: on the filesystem of DockerConfig.runtime_dir, for the hard link.
+        self.folder = Path(tempfile.mkdtemp(prefix=EGRESS_DIR_PREFIX))
+        try:
+            self.proxy: ProxyHandle = service.start_proxy(self.folder, self._agent, log_path=log_path)
+        except BaseException:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
+        self.port: int | None = None
+        """The relay's port in the sandbox (`SandboxHandle.egress_port`), once the sandbox exists."""
+
+    @property
+    def socket_path(self) -> str:
+        return str(self.proxy.socket_path)
+
+    def env(self) -> dict[str, str]:
+        """The current phase's variables for a command in the sandbox (proxy, mirrors when allowed)."""
+        from agentbake.egress import sandbox_env
+
+        if self.port is None:
+            return {}
+        return sandbox_env(self.port, self.proxy.policy, self._service.config)
+
+    def to_verifier(self) -> Mapping[str, str]:
+        """Switch to the verifier's policy (call it with the agent dead: open connections are cut); its
+        variables (none for a verifier on the legacy bridge)."""
+        self.proxy.set_policy(self._verifier)
+        return {} if self._bridge else self.env()
+
+    @property
+    def verifier_mode(self) -> str:
+        return self._verifier.mode
+
+    def refused_hosts(self, phase: str) -> list[str]:
+        """The hosts refused in `phase` so far, most refused first."""
+        refused = sorted((r for r in self.proxy.refusals() if r.phase == phase), key=lambda r: -r.count)
+        return [r.host for r in refused]
+
+    def notes(self) -> list[str]:
+        """Each refused host as a result note (`network: <host> refused N times in the <phase> phase (why)`)."""
+        return [refusal.note for refusal in self.proxy.refusals()]
+
+    def close(self) -> None:
+        try:
+            self.proxy.close()
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
