@@ -126,8 +126,10 @@ class SolutionPolicy:
             if isinstance(call, dict) and (call.get("function") or {}).get("name") == tool.name
         )
         ended = _ended(messages, task.folder)
-        if ended is not None and done < len(task.steps):
-            return Reply(text=f"Stopped: the reference solution of {task.name} ended at step {done} (exit {ended}).")
+        if ended is not None:
+            where, status = ended
+            at = f"at step {done}" if where == "in" else f"before step {done}"
+            return Reply(text=f"Stopped: the reference solution of {task.name} ended {at} (exit {status}).")
         if done >= len(task.steps):
             plural = "s" if len(task.steps) > 1 else ""
             return Reply(text=f"Done: ran the reference solution of {task.name} ({len(task.steps)} step{plural}).")
@@ -140,10 +142,10 @@ class SolutionPolicy:
         return Reply(text="", tool_calls=[(tool.name, arguments)])
 
 
-def _ended(messages: list[Any], folder: str) -> str | None:
-    """The exit status the last tool result reports when a step ended the script (`exit`, `set -e`), else None."""
+def _ended(messages: list[Any], folder: str) -> tuple[str, str] | None:
+    """What the last tool result says when the script has ended (`in` or `before` that step, the exit status)."""
     results = [m for m in messages if isinstance(m, dict) and m.get("role") == "tool"]
     if not results:
         return None
     found = [m for m in END_MARK.finditer(content_text(results[-1].get("content"))) if m[1] == folder]
-    return found[-1][2] if found else None
+    return (found[-1][2], found[-1][3]) if found else None

@@ -22,8 +22,9 @@ from agentbake.errors import TaskError
 PLAYER = Path(__file__).with_name("play_step.bash")
 """The bash script each step runs (restore the state, run the block, save the state)."""
 _FOLDER = "agentbake-solve-"
-END_MARK = re.compile(r"(agentbake-solve-[0-9a-f]{12}): solve\.sh ended (?:in|before) this step \(exit (\d+)\)")
-"""What the player prints on stderr when the script has ended: its folder and the exit status."""
+END_MARK = re.compile(r"(agentbake-solve-[0-9a-f]{12}): solve\.sh ended (in|before) this step \(exit (\d+)\)")
+"""What the player prints on stderr when the script has ended: its folder, `in` (this step ended it) or
+`before` (an earlier one did, or was killed), and the exit status."""
 
 
 def state_folder(script: str) -> str:

@@ -163,13 +163,20 @@ def test_a_step_that_ends_the_script_ends_it_for_the_rest(compare, tmp_path: Pat
     )
 
 
-def test_a_step_killed_before_it_finished_ends_the_script(tmp_path: Path):
+def test_a_step_killed_before_it_finished_ends_the_script(tmp_path: Path, make_task):
     """As a tool's timeout does: here the step kills its player (its parent) and itself; nothing is saved."""
     script = "A=1\n\nkill -9 $PPID $$\n\necho never > never.txt\n"
     (tmp_path / "tmp").mkdir()
     played = play(script, tmp_path, tmp_path / "tmp")
     assert played.statuses[0] == 0 and played.statuses[2] == 137 and not (tmp_path / "never.txt").exists()
     assert played.stderr == f"{state_folder(script)}: solve.sh ended before this step (exit 137); it does not run\n"
+    policy = SolutionPolicy([make_task("killed", "Die.", script)])
+    call = {"id": "c", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    messages = [{"role": "user", "content": "Die."}]
+    for content in ("", "", played.stderr):
+        messages += [{"role": "assistant", "tool_calls": [call]}, {"role": "tool", "content": content}]
+    reply = policy({"messages": messages, "tools": [BASH]})
+    assert reply.text == "Stopped: the reference solution of killed ended before step 3 (exit 137)."
 
 
 BASH = {
