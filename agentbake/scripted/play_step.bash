@@ -7,7 +7,7 @@
 if [ "$1" = --functions ]; then # sourced by the first line of solve.sh
   # Saves the state after the step for the next one's first line, leaving out every name that starts
   # with __agentbake_ (these) and bash's own variables. Called with stderr closed, so an xtrace the
-  # script turned on does not show it.
+  # script turned on does not show it. Builtins only: the script may have changed PATH.
   __agentbake_save() {
     __agentbake_status=$1 __agentbake_flags=$-
     set +o >| "$__agentbake_dir/options"
@@ -38,7 +38,7 @@ if [ "$1" = --functions ]; then # sourced by the first line of solve.sh
         declare -f -- "$__agentbake_name"
         case ${__agentbake_line#declare -} in *x*' '*) printf 'export -f -- %q\n' "$__agentbake_name" ;; esac
       done < "$__agentbake_dir/functions"
-      cat -- "$__agentbake_dir/traps"
+      while IFS= read -r __agentbake_line; do printf '%s\n' "$__agentbake_line"; done < "$__agentbake_dir/traps"
       while IFS= read -r __agentbake_line; do
         case $__agentbake_line in *' verbose' | *' xtrace') ;; *) printf '%s\n' "$__agentbake_line" ;; esac
       done < "$__agentbake_dir/options"
@@ -48,7 +48,7 @@ if [ "$1" = --functions ]; then # sourced by the first line of solve.sh
       case $__agentbake_flags in *x*) __agentbake_line+=" -x" ;; *) __agentbake_line+=" +x" ;; esac
       printf '%s\n' "$__agentbake_line"
     } >| "$__agentbake_dir/state"
-    rm -f -- "$__agentbake_dir/running"
+    : >| "$__agentbake_dir/finished"
     if [ "$2" != last ]; then trap - EXIT; fi
     return "$__agentbake_status"
   }
@@ -72,11 +72,12 @@ __agentbake_q=$(printf %q "$__agentbake_dir")
   cat -- "$__agentbake_dir/step"
   if [ "$1" = "$2" ]; then echo '{ __agentbake_save "$?" last; } 2> /dev/null'; else echo '{ __agentbake_save "$?"; } 2> /dev/null'; fi
 } >| "$__agentbake_dir/solve.sh" || exit
-: >| "$__agentbake_dir/running" || exit
+rm -f -- "$__agentbake_dir/finished" && : >| "$__agentbake_dir/running" || exit
 bash "$__agentbake_dir/solve.sh"
 __agentbake_status=$?
-if [ -f "$__agentbake_dir/running" ]; then
-  echo "$__agentbake_status" >| "$__agentbake_dir/ended" && rm -f -- "$__agentbake_dir/running"
+if [ ! -f "$__agentbake_dir/finished" ]; then # the step did not reach its last line
+  echo "$__agentbake_status" >| "$__agentbake_dir/ended"
   echo "$__agentbake_said in this step (exit $__agentbake_status); the steps after it do not run" >&2
 fi
+rm -f -- "$__agentbake_dir/running"
 exit "$__agentbake_status"

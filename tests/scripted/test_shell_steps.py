@@ -201,6 +201,13 @@ def test_xtrace_shows_the_script_and_nothing_of_the_player(compare):
     assert c.played.stderr == "+ A=1\n+ echo 1\n+ cd /\n+ set +x\n"
 
 
+def test_a_script_that_empties_path_still_carries_its_state(compare):
+    """Saving the state runs builtins only."""
+    c = compare("set -e\nPATH=/nowhere\ntrap 'echo trap' EXIT\n\necho \"$PATH\"\n\necho last\n")
+    assert (c.played.stdout, c.played.stderr, c.played.statuses) == ("/nowhere\nlast\ntrap\n", "", [0, 0, 0])
+    assert c.whole.stdout == c.played.stdout
+
+
 def test_blocks_are_cut_at_blank_lines_outside_heredocs_quotes_and_compound_commands():
     script = (
         "#!/bin/bash\n# a comment-only block\n\n\n"
