@@ -344,8 +344,8 @@ def test_what_a_verifier_says_when_it_needs_a_network(line: str) -> None:
     assert network_failure("FAILED test_outputs.py::test_answer - assert 3 == 4") is None
 
 
-# The agent phase has no network whatever the run says; the verifier fetches from PyPI (a package mirror)
-# and earns 1 when it got there and the agent did not.
+# The agent phase without a network (--agent-network none) and the verifier's legacy networks: the verifier
+# fetches from PyPI (a package mirror) and earns 1 when it got there and the agent did not.
 FETCH = "python3 -c \"import urllib.request; urllib.request.urlopen('https://pypi.org/simple/', timeout=20)\""
 AGENT_FETCHES = (
     f"{FETCH} 2>/dev/null && echo online > net.txt || echo offline > net.txt\n"
@@ -372,7 +372,11 @@ def test_the_verifier_gets_a_network_only_when_the_run_asks_and_the_task_allows_
             for name in names
         ]
         config = RunnerConfig(
-            image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path / "out", verifier_network=mode
+            image=built_images["claude-code"].tag,
+            oracle=True,
+            out_dir=tmp_path / "out",
+            agent_network="none",
+            verifier_network=mode,
         )
         with Runner(config, backend) as runner:
             results |= {r.task: r for r in runner.run_batch(tasks, concurrency=2)}
@@ -384,5 +388,7 @@ def test_the_verifier_gets_a_network_only_when_the_run_asks_and_the_task_allows_
     assert "fetched" in (results["bridge"].out_dir / "verifier" / "stdout.txt").read_text()
     for name in ("bridge-but-not-allowed", "none"):
         error = results[name].error
-        assert error.startswith("reward 0 not counted: the verifier ran without network (--verifier-network none)")
+        assert error.startswith(
+            "reward 0 not counted: the verifier ran without network (its network_mode is no-network"
+        )
         assert "Temporary failure in name resolution" in error or "Network is unreachable" in error, error
