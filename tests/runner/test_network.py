@@ -14,16 +14,45 @@ import docker
 import pytest
 
 from agentbake.egress import EgressConfig, EgressService
+from agentbake.errors import TaskError
 from agentbake.runner.docker.backend import DockerBackend
+from agentbake.runner.network import PhaseNetworks
 from agentbake.runner.result import RolloutResult, Status
 from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
-from agentbake.tasks import load_task
+from agentbake.tasks import Task, load_task
+from agentbake.tasks.task_network import NetworkPolicy
 from tests.egress.conftest import FakeUpstream, serve_fake
 from tests.egress.test_mirrors import METADATA, WHEEL_PATH, make_wheel, pypi_page
 from tests.runner.rollouts import reward_if, write_task
 
-pytestmark = pytest.mark.docker
+
+def networks(toml: str, tmp_path: Path, **settings: object) -> tuple[Task, PhaseNetworks]:
+    task = load_task(write_task(tmp_path, "t", solve="true\n", test="true\n", toml=toml))
+    return task, PhaseNetworks.of(task, RunnerConfig(image="x:1", oracle=True, **settings))
+
+
+def test_a_task_that_says_nothing_is_public_in_both_phases_and_an_override_replaces_it(tmp_path: Path) -> None:
+    _, tb2 = networks("", tmp_path)
+    assert (tb2.agent.mode, tb2.verifier.mode, tb2.bridge, tb2.needs_proxy) == ("public", "public", False, True)
+    _, off = networks("", tmp_path / "off", agent_network="none", verifier_network="none")
+    assert (off.agent.mode, off.verifier.mode, off.needs_proxy) == ("no-network", "no-network", False)
+    _, listed = networks("", tmp_path / "l", verifier_network="allowlist", allowed_hosts=("PyPI.org.",))
+    assert (listed.agent, listed.verifier) == (NetworkPolicy("public"), NetworkPolicy("allowlist", ("pypi.org",)))
+    # the legacy bridge: only for a public verifier, which then needs no proxy of its own
+    _, bridged = networks("", tmp_path / "b", agent_network="none", verifier_network="bridge")
+    assert (bridged.bridge, bridged.needs_proxy) == (True, False)
+    _, closed = networks('[verifier]\nnetwork_mode = "no-network"\n', tmp_path / "c", verifier_network="bridge")
+    assert (closed.bridge, closed.verifier.mode) == (False, "no-network")
+
+
+def test_a_remote_backend_refuses_a_policy_it_cannot_enforce(tmp_path: Path) -> None:
+    task, strict = networks('[agent]\nnetwork_mode = "no-network"\n', tmp_path)
+    with pytest.raises(TaskError, match="the agent phase's network is 'no-network', which the e2b backend cannot"):
+        strict.check_remote(task, "e2b")
+    _, accepted = networks('[agent]\nnetwork_mode = "no-network"\n', tmp_path / "p", agent_network="public")
+    accepted.check_remote(task, "e2b")  # the run accepts the cloud's network
+
 
 # Prints `<status> <url>` for each URL, through the proxy variables as any client reads them.
 PROBE = r"""python3 - "$@" <<'EOF'
@@ -100,6 +129,7 @@ def verifier_probed(result: RolloutResult) -> dict[str, str]:
     return {words[1]: words[0] for words in map(str.split, lines) if len(words) >= 2 and words[1].startswith("http")}
 
 
+@pytest.mark.docker
 def test_each_phase_reaches_only_what_its_policy_allows(
     image: str,
     backend: DockerBackend,
@@ -146,6 +176,7 @@ def test_each_phase_reaches_only_what_its_policy_allows(
     assert (first.out_dir / "egress.jsonl").read_text().count('"phase": "verifier"') == 4
 
 
+@pytest.mark.docker
 def test_a_batch_override_and_a_verifier_refused_its_tools(
     image: str, backend: DockerBackend, egress: EgressService, upstreams: tuple[FakeUpstream, FakeUpstream],
     tmp_path: Path,
@@ -172,6 +203,7 @@ UV = Path(sys.executable).with_name("uv")
 """The uv test.sh runs (the catalog image has python but neither pip nor uv): this venv's."""
 
 
+@pytest.mark.docker
 def test_a_verifier_installs_from_pypi_through_the_cache(
     image: str, backend: DockerBackend, tmp_path: Path, upstreams: tuple[FakeUpstream, FakeUpstream]
 ) -> None:

@@ -28,6 +28,12 @@ from tests.runner.rollouts import EXAMPLES
         ({"model": "scripted", "oracle": True}, "oracle runs the reference solution with no model"),
         ({"model": "localhost:8000/v1"}, "expected 'scripted' or an http(s):// URL ending in /v1"),
         ({"model": "scripted", "memory_mb": 8}, "greater than or equal to 16"),
+        ({"model": "scripted", "allowed_hosts": ("pypi.org",)}, "allowed_hosts is for an allowlist override"),
+        (
+            {"model": "scripted", "agent_network": "allowlist", "allowed_hosts": ("https://pypi.org/simple",)},
+            "allowed_hosts: 'https://pypi.org/simple': a URL; write the host name only, e.g. 'pypi.org'",
+        ),
+        ({"model": "scripted", "verifier_network": "internet"}, "Input should be 'none', 'allowlist', 'public'"),
     ],
 )
 def test_bad_settings_say_what_to_pass(fields: dict, message: str) -> None:

@@ -38,9 +38,11 @@ class Capabilities:
     task_images: bool = False
     """Tasks with their own image run here: `SandboxRequest.agent_bundle` is mounted (agentbake.tasks)."""
     network_phases: bool = False
-    """The sandbox has no network while the agent runs, and gets one for the verifier when asked
-    (`SandboxRequest.verifier_network`, `SandboxHandle.connect_network`). Without it the backend's own
-    network holds for both phases (the remote clouds: their sandboxes reach the internet throughout)."""
+    """The sandbox has no network of its own: each phase reaches what its policy allows through the rollout's
+    egress proxy (`SandboxRequest.egress_socket`, `SandboxHandle.egress_port`), and the legacy verifier
+    network joins once the agent is dead when asked (`SandboxRequest.verifier_network`,
+    `SandboxHandle.connect_network`). Without it the backend's own network holds for both phases (the remote
+    clouds: their sandboxes reach the internet throughout)."""
     large_exec_env: bool = False
     """A command's environment may hold large values (up to 128 KiB each, about 1 MiB in all), passed to it as
     given: the harness hands a small archive to the command that unpacks it there (`harness/upload.py`), one file
