@@ -11,7 +11,8 @@ test.sh does what TB2's do (fetch uv, then install the test tools from PyPI) and
 - `uv pip install --target` through the proxy's PyPI mirror route (cached against the index's sha256): a
   fake PyPI on loopback serving `--packages` random wheels of `--mib` MiB each, every request delayed
   `--latency-ms`; with `--real-pypi` the real PyPI (the default requirements are TB2's pytest).
-The floor: the same import with the packages already in tests/ (installed on the host), no network at all.
+The floor: the same import with the packages already in tests/ (installed on the host), no network at all;
+and a row with uv shipped in tests/ (the cache's own part: only the install goes through the proxy).
 Oracle rollouts on the Docker backend, one at a time; the verifier phase is `result.timings["verifier"]`
 (tests/ upload, test.sh, the kill and the reward read). Upstream fetches are counted at the fake.
 """
@@ -90,7 +91,7 @@ def real_site(requirements: list[str], floor_site: Path) -> None:
 
 
 def p50(values: list[float]) -> str:
-    return f"{statistics.median(values):6.2f}" if values else "     -"
+    return f"{statistics.median(values):.2f}"
 
 
 def main() -> None:
@@ -125,48 +126,47 @@ def main() -> None:
             allowed = '["127.0.0.2"]'
         fake.put("/uv/uv", UV.read_bytes())
         check = reward_if(f"python3 -c 'import {', '.join(imports)}'")
-        fetching = write_task(
-            work, "tb2-shaped",
-            solve="true\n",
-            test=f"curl -sSf {fake.url}/uv/uv -o /tmp/uv && chmod +x /tmp/uv\n"
-            "/tmp/uv pip install --no-cache --quiet --python /usr/bin/python3 --target /tmp/site "
-            f"{' '.join(requirements)}\n"
-            f"export PYTHONPATH=/tmp/site\n{check}",
-            toml=f"[verifier]\nallowed_hosts = {allowed}\n",
-        )  # fmt: skip
+        install = (
+            "pip install --no-cache --quiet --python /usr/bin/python3 --target /tmp/site "
+            f"{' '.join(requirements)}\nexport PYTHONPATH=/tmp/site\n{check}"
+        )
+        toml = f"[verifier]\nallowed_hosts = {allowed}\n"
+        fetch_uv = f"curl -sSf {fake.url}/uv/uv -o /tmp/uv && chmod +x /tmp/uv\n"
+        fetching = write_task(work, "tb2-shaped", solve="true\n", test=f"{fetch_uv}/tmp/uv {install}", toml=toml)
+        with_uv = write_task(work, "uv-in-tests", solve="true\n", test=f"/tests/uv {install}", toml=toml)
+        shutil.copy(UV, with_uv / "tests" / "uv")
         floor = write_task(work, "pre-installed", solve="true\n", test=f"export PYTHONPATH=/tests/site\n{check}")
         shutil.copytree(floor_site, floor / "tests" / "site")
 
-        rows: dict[str, list[float]] = {"floor": [], "first": [], "later": []}
-        fetched: list[int] = []
+        rows: dict[str, list[float]] = {"floor": [], "first": [], "later": [], "uv": []}
+        fetched: dict[str, list[int]] = {"first": [], "later": [], "uv": []}
         # The runner builds the backend (and closes it) and starts the egress service from its config.
         config = RunnerConfig(image=image, oracle=True, out_dir=work / "out")
         with Runner(config, DockerConfig(cpus=1), egress=egress) as runner:
             for run in range(args.runs):
-                for task, row in ((floor, "floor"), (fetching, "first" if run == 0 else "later")):
+                later = (with_uv, "uv") if run else (floor, "floor")  # the floor runs one more time instead
+                for task, row in ((floor, "floor"), (fetching, "later" if run else "first"), later):
                     before = sum(fake.hits.values())
                     result = runner.run(load_task(task))
                     if result.reward != 1.0:
                         raise SystemExit(f"{task.name}: {result.status} {result.error} {result.notes}")
                     rows[row].append(result.timings["verifier"])
                     if row != "floor":
-                        fetched.append(sum(fake.hits.values()) - before)
+                        fetched[row].append(sum(fake.hits.values()) - before)
     source = "real PyPI" if args.real_pypi else f"fake PyPI: {args.packages} x {args.mib:g} MiB, {args.latency_ms:g} ms"
-    print(f"verifier phase, seconds (p50), {args.runs} rollouts per task, {source}; uv ({UV.stat().st_size >> 20} MiB)")
-    print("fetched uncached each time from a loopback fake")
-    print(f"{'':<34}{'p50':>7}{'min':>8}{'x floor':>9}  upstream requests at the fake")
+    print(f"verifier phase (s), oracle rollouts one at a time, {source}; uv {UV.stat().st_size >> 20} MiB")
+    print(f"{'':<44}{'runs':>5}{'p50':>7}{'min':>7}{'x floor':>9}  requests reaching the upstream")
     floor_p50 = statistics.median(rows["floor"])
     for row, label in (
-        ("floor", "pre-installed (floor)"),
-        ("first", "first rollout (cold cache)"),
-        ("later", "later rollouts (cache)"),
+        ("floor", "pre-installed in tests/ (floor)"),
+        ("first", "first rollout: fetch uv, install (cold)"),
+        ("later", "later rollouts: fetch uv, install (cache)"),
+        ("uv", "later, uv in tests/, install (cache)"),
     ):
         values = rows[row]
+        counts = f"{statistics.median(fetched[row]):g}" if fetched.get(row) else "-"
         ratio = statistics.median(values) / floor_p50
-        counts = (
-            "-" if row == "floor" else (str(fetched[0]) if row == "first" else f"{statistics.median(fetched[1:]):g}")
-        )
-        print(f"{label:<34}{p50(values):>7}{min(values):>8.2f}{ratio:>8.1f}x  {counts}")
+        print(f"{label:<44}{len(values):>5}{p50(values):>7}{min(values):>7.2f}{ratio:>8.1f}x  {counts}")
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -337,6 +337,12 @@ def test_the_link_and_daemon_attacks_played_by_claude_code_earn_nothing(
         "W: Failed to fetch http://deb.debian.org/debian/dists/bookworm/InRelease  Temporary failure resolving",
         "  error: Request failed after 3 retries: dns error: failed to lookup address information",
         "ConnectionError: Failed to establish a new connection: [Errno 101] Network is unreachable",
+        # refused by the egress proxy (403): curl -f, urllib, uv, pip, apt
+        "curl: (22) The requested URL returned error: 403",
+        "urllib.error.HTTPError: HTTP Error 403: Forbidden",
+        "  cause: tunnel error: unsuccessful",
+        "ProxyError('Cannot connect to proxy.', OSError('Tunnel connection failed: 403 Forbidden'))",
+        "E: Failed to fetch http://deb.debian.org/debian/dists/bookworm/InRelease  403  Forbidden [IP: 127.0.0.1 80]",
     ],
 )
 def test_what_a_verifier_says_when_it_needs_a_network(line: str) -> None:
