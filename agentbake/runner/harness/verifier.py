@@ -182,11 +182,9 @@ NO_NETWORK = (
     "output says it needed one ({!r}): give it a network ([verifier] network_mode, --verifier-network public), "
     "or install what it fetches in the task's image (environment/Dockerfile)"
 )
-
-
 REFUSED_HOSTS = (
-    "the verifier's network ({1}) refused {0} and its output says it needed it ({2!r}): list what it fetches in "
-    "[verifier] allowed_hosts, run with --verifier-network public, or install it in the task's image"
+    "the verifier's network ({mode}) refused {hosts} and its output says it needed it ({line!r}): list what it "
+    "fetches in [verifier] allowed_hosts, run with --verifier-network public, or install it in the task's image"
 )
 
 

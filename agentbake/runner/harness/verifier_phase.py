@@ -226,7 +226,7 @@ class VerifierPhase:
         if self.egress is not None:
             hosts = self.egress.refused_hosts("verifier")
             if hosts:
-                return REFUSED_HOSTS.format(", ".join(hosts), self.egress.verifier_mode, line)
+                return REFUSED_HOSTS.format(hosts=", ".join(hosts), mode=self.egress.verifier_mode, line=line)
             if self.egress.verifier_mode != "no-network":  # the proxy refused nothing: the network was there
                 return None
         return NO_NETWORK.format(line)
