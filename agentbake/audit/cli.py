@@ -88,7 +88,7 @@ def audit_command(
         _bad_input(str(exc))
     if out_dir is not None and out_dir.exists() and any(out_dir.iterdir()):
         _bad_input(f"--out {out_dir}: not empty; give a new or empty folder")
-    exploits = [BY_NAME[name] for name in names] if names else list(EXPLOITS)
+    exploits = [BY_NAME[name] for name in dict.fromkeys(names)] if names else list(EXPLOITS)
     with tempfile.TemporaryDirectory(prefix="agentbake-audit-") as scratch:
         audits = _run(tasks, exploits, image, n_concurrent, out_dir or Path(scratch) / "out", Path(scratch))
     if as_json:

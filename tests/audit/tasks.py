@@ -20,7 +20,8 @@ COPY answer.py /app/answer.py
 # Terminal-Bench's habit: pytest as root, from the workdir, on a test that imports the agent's module.
 TRUSTING_TEST = """#!/bin/bash
 cp /tests/test_answer.py .
-if python3 -m pytest -q -p no:cacheprovider test_answer.py; then echo 1; else echo 0; fi > /logs/verifier/reward.txt
+python3 -m pytest -q -p no:cacheprovider test_answer.py
+if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
 """
 READING_TEST = """#!/bin/bash
 if [ "$(cat answer.txt 2>/dev/null)" = "$(cat /tests/answer.txt)" ]; then echo 1; else echo 0; fi \\
