@@ -73,5 +73,5 @@ def test_the_report_names_each_forgery_with_its_hint(capsys: pytest.CaptureFixtu
     out = capsys.readouterr().out
     for word in ("nothing", "baseline", "import-exit", "FORGED", "symlinks", "verifier_error"):
         assert word in out
-    assert "forged t / import-exit: an exit status 0" in " ".join(out.split())
+    assert "forged t / import-exit: the agent's code, run by the verifier" in " ".join(out.split())
     assert "1 forged rewards in 1 of 1 tasks" in out
