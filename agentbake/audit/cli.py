@@ -119,8 +119,8 @@ def _run(
     from agentbake.audit.audit import audit_tasks
     from agentbake.errors import AgentbakeError
     from agentbake.runner import DockerConfig, Runner, RunnerConfig
+    from agentbake.runner.cli.teardown import teardown_on_signals
     from agentbake.runner.images import resolve_image
-    from agentbake.runner.teardown import teardown_on_signals
 
     config = RunnerConfig(image=resolve_image(image), oracle=True, out_dir=out_dir)
     backend = DockerConfig()
