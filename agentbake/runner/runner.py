@@ -37,7 +37,8 @@ from agentbake.runner.harness.steps import Harness, HarnessOutcome, describe_err
 from agentbake.runner.images import image_labels
 from agentbake.runner.live import LiveRollout, release
 from agentbake.runner.model.gateways import RolloutGateways
-from agentbake.runner.network import EGRESS_LOG, PhaseNetworks, RolloutEgress
+from agentbake.runner.model.host_gateway import remove_stale_gateways
+from agentbake.runner.network import EGRESS_DIR_PREFIX, EGRESS_LOG, PhaseNetworks, RolloutEgress
 from agentbake.runner.result import RolloutResult, Status, Timings
 from agentbake.runner.runner_config import SCRIPTED, SCRIPTED_MODEL_NAME, RunnerConfig
 from agentbake.runner.sandbox import SandboxBackend, SandboxHandle, SandboxRequest
@@ -143,9 +144,11 @@ class Runner:
     def _egress_service(self) -> EgressService:
         """The service every rollout's egress proxy runs in (one cache), started when first needed."""
         from agentbake.egress import EgressService
+        from agentbake.egress.service import SOCKET_NAME
 
         with self._lock:
             if self._egress is None:
+                remove_stale_gateways(EGRESS_DIR_PREFIX, SOCKET_NAME)  # the folders of killed runners' proxies
                 given = self._egress_given
                 self._egress = given if isinstance(given, EgressService) else EgressService(given)
             return self._egress

@@ -84,3 +84,26 @@ def test_gateway_folders_left_by_a_killed_runner_are_removed_live_ones_kept(tmp_
             os.utime(folder, (old, old))
         assert remove_stale_gateways() == [dead]
     assert not dead.exists() and live.exists() and young.exists()
+
+
+def test_egress_folders_left_by_a_killed_runner_are_removed_live_ones_kept(tmp_path, monkeypatch) -> None:
+    from agentbake.egress import EgressConfig, EgressService, Policy
+    from agentbake.egress.service import SOCKET_NAME
+    from agentbake.runner.network import EGRESS_DIR_PREFIX
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead, live = (tmp_path / f"{EGRESS_DIR_PREFIX}{name}" for name in ("dead", "live"))
+    for folder in (dead, live):
+        folder.mkdir(mode=0o700)
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(dead / SOCKET_NAME))
+    service = EgressService(EgressConfig(cache_dir=tmp_path / "cache", ca_file=None))
+    try:
+        service.start_proxy(live, Policy.build("no-network", "agent"))
+        old = time.time() - 3600
+        for folder in (dead, live):
+            os.utime(folder, (old, old))
+        assert remove_stale_gateways(EGRESS_DIR_PREFIX, SOCKET_NAME) == [dead]
+    finally:
+        service.close()
+    assert live.exists()

@@ -55,11 +55,12 @@ def start_host_gateway(shared: GatewayConfig, *, rollout_id: str, token: str, tr
         raise
 
 
-def remove_stale_gateways() -> list[Path]:
+def remove_stale_gateways(prefix: str = GATEWAY_DIR_PREFIX, socket_name: str = GATEWAY_SOCKET) -> list[Path]:
     """Remove gateway folders a killed runner left (kill -9 skips every cleanup): those whose socket no
-    server answers on any more. Returns what was removed."""
+    server answers on any more; the egress proxies' folders likewise, by their `prefix` and `socket_name`.
+    Returns what was removed."""
     removed = []
-    for folder in Path(tempfile.gettempdir()).glob(f"{GATEWAY_DIR_PREFIX}*"):
+    for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
         try:
             info = folder.stat()
         except OSError:
@@ -68,8 +69,8 @@ def remove_stale_gateways() -> list[Path]:
             continue
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
             try:
-                probe.connect(str(folder / GATEWAY_SOCKET))
-                continue  # a live gateway
+                probe.connect(str(folder / socket_name))
+                continue  # a live server
             except OSError:
                 pass
         shutil.rmtree(folder, ignore_errors=True)
