@@ -87,9 +87,9 @@ class SandboxRequest:
     `Capabilities.network_phases` the backend makes it reachable inside the sandbox on
     `127.0.0.1:<SandboxHandle.egress_port>`, the sandbox's only way out."""
     verifier_network: bool = False
-    """The verifier phase may reach the network (`--verifier-network bridge` and the task's `allow_internet`):
-    with `Capabilities.network_phases` the sandbox is made so that `connect_network()` can give it one once
-    the agent is dead. The agent phase never has a network either way."""
+    """The legacy unfiltered verifier network (`--verifier-network bridge` and a public verifier policy): with
+    `Capabilities.network_phases` the sandbox is made so that `connect_network()` can give it one once the
+    agent is dead. The agent phase never has an interface either way."""
     agent_bundle: str | None = None
     """For a task's own image (`Capabilities.task_images`): the agent bundle volume (agentbake.tasks.bundle)
     to mount read-only at /opt/agentbake, holding the agent and the python and git the harness runs."""
