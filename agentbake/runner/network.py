@@ -37,6 +37,7 @@ class PhaseNetworks:
 
     @classmethod
     def of(cls, task: Task, config: RunnerConfig) -> PhaseNetworks:
+        """The task's policies, each replaced by the run's override of its phase when there is one."""
         hosts = config.allowed_hosts
         verifier = config.verifier_network
         bridge = verifier == "bridge" and task.verifier_network.mode == "public"
