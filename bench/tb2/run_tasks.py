@@ -2,11 +2,13 @@
 
     .venv/bin/python bench/tb2/run_tasks.py TB2/ --tasks cancel-async-tasks,fix-git --mode oracle
     .venv/bin/python bench/tb2/run_tasks.py TB2/ --mode scripted --json > scripted.jsonl
+    .venv/bin/python bench/tb2/run_tasks.py --show OUT/runs.jsonl     # the table again, from a run's record
 
 Each task is one `agentbake run IMAGE --task T (--oracle | --model scripted) --verifier-network N --json`
 (nothing else of agentbake is imported, so the table measures what a user gets). Per task: the status, the
 reward, the seconds of each phase (result.json's `timings`; `image` includes the task image's build on its
-first run), the command's wall time and the first line of the error or of the first note. The bases the
+first run), the command's wall time and the first line of the error or of the first note; each task's line
+is also appended to OUT/runs.jsonl (with its whole result.json) as it finishes. The bases the
 tasks start FROM must exist locally first (bench/tb2/standins.py). `--verifier-network` defaults to bridge
 here (TB2's test.sh fetches pytest through uv), the CLI's own default being none.
 """
@@ -44,7 +46,7 @@ class TaskRun:
     """The first line of the error, else of the first note, else of the CLI's stderr when it gave no result."""
     out_dir: str = ""
     result: dict[str, Any] | None = None
-    """result.json as the CLI printed it (--json only)."""
+    """result.json as the CLI printed it."""
 
 
 def first_line(text: str | None) -> str:
@@ -113,15 +115,12 @@ def run_one(cli: list[str], task: Path, args: argparse.Namespace, out: Path) -> 
         timings,
         note,
         str(result.get("out_dir", "")),
-        result if args.json else None,
+        result,
     )
 
 
-def print_header(args: argparse.Namespace, out: Path) -> None:
-    print(
-        f"mode {args.mode}, image {args.image}, verifier network {args.verifier_network}, out {out}",
-        flush=True,
-    )
+def print_header(title: str) -> None:
+    print(title, flush=True)
     phases = " ".join(f"{phase:>8}" for phase in SHOWN_PHASES)
     print(f"{'task':<26} {'status':<16} {'reward':>6} {phases} {'wall':>7}  note")
 
@@ -132,9 +131,33 @@ def print_row(run: TaskRun) -> None:
     print(f"{run.task:<26} {run.status:<16} {reward:>6} {phases} {run.wall:>7.1f}  {run.note[:120]}", flush=True)
 
 
+def print_summary(runs: list[TaskRun]) -> None:
+    solved = sum(1 for run in runs if run.reward == 1)
+    ok = sum(1 for run in runs if run.status == "ok")
+    print(f"{solved} of {len(runs)} reward 1; {ok} of {len(runs)} status ok")
+
+
+def show(record: Path) -> None:
+    """The table of a finished run, from its runs.jsonl."""
+    try:
+        lines = record.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise SystemExit(f"--show {record}: cannot read it ({exc.strerror})") from None
+    runs = []
+    for number, line in enumerate(lines, 1):
+        try:
+            runs.append(TaskRun(**json.loads(line)))
+        except (json.JSONDecodeError, TypeError) as exc:
+            raise SystemExit(f"--show {record}:{number}: not a line run_tasks.py wrote ({exc})") from None
+    print_header(f"from {record}")
+    for run in runs:
+        print_row(run)
+    print_summary(runs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("tasks_dir", type=Path, metavar="TASKS_DIR", help="a folder of Harbor task folders")
+    parser.add_argument("tasks_dir", type=Path, nargs="?", metavar="TASKS_DIR", help="a folder of task folders")
     parser.add_argument("--tasks", help="comma-separated task folder names (default: every one)")
     parser.add_argument("--mode", choices=("oracle", "scripted"), default="oracle")
     parser.add_argument("--verifier-network", choices=("none", "bridge"), default="bridge")
@@ -143,7 +166,13 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per task command")
     parser.add_argument("--cli", help="the agentbake command (default: the one beside this python)")
     parser.add_argument("--json", action="store_true", help="one JSON object per task (with result.json)")
+    parser.add_argument("--show", type=Path, metavar="RUNS_JSONL", help="print the table of a finished run")
     args = parser.parse_args()
+    if args.show:
+        show(args.show)
+        return
+    if args.tasks_dir is None:
+        parser.error("TASKS_DIR is required (a folder of Harbor task folders), unless --show")
     if not args.tasks_dir.is_dir():
         parser.error(f"TASKS_DIR {args.tasks_dir}: not a folder")
     names = [name.strip() for name in args.tasks.split(",") if name.strip()] if args.tasks else None
@@ -152,19 +181,20 @@ def main() -> None:
     out = args.out or Path(tempfile.mkdtemp(prefix=f"tb2-{args.mode}-"))
     out.mkdir(parents=True, exist_ok=True)
     if not args.json:
-        print_header(args, out)
+        print_header(f"mode {args.mode}, image {args.image}, verifier network {args.verifier_network}, out {out}")
     runs = []
     for task in tasks:
         run = run_one(cli, task, args, out)
         runs.append(run)
+        line = json.dumps(asdict(run))
+        with (out / "runs.jsonl").open("a", encoding="utf-8") as record:
+            record.write(line + "\n")
         if args.json:
-            print(json.dumps(asdict(run)), flush=True)
+            print(line, flush=True)
         else:
             print_row(run)
     if not args.json:
-        solved = sum(1 for run in runs if run.reward == 1)
-        ok = sum(1 for run in runs if run.status == "ok")
-        print(f"{solved} of {len(runs)} reward 1; {ok} of {len(runs)} status ok")
+        print_summary(runs)
 
 
 if __name__ == "__main__":
