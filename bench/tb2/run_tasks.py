@@ -6,11 +6,12 @@
 
 Each task is one `agentbake run IMAGE --task T (--oracle | --model scripted) --verifier-network N --json`
 (nothing else of agentbake is imported, so the table measures what a user gets). Per task: the status, the
-reward, the seconds of each phase (result.json's `timings`; `image` includes the task image's build on its
-first run), the command's wall time and the first line of the error or of the first note; each task's line
-is also appended to OUT/runs.jsonl (with its whole result.json) as it finishes. The bases the
-tasks start FROM must exist locally first (bench/tb2/standins.py). `--verifier-network` defaults to bridge
-here (TB2's test.sh fetches pytest through uv), the CLI's own default being none.
+reward, the seconds of each phase (result.json's `timings`), the command's wall time, `pre` = wall - total
+(the CLI's start and what ran before the rollout's clock: the task image's build on its first run shows
+here), and the first line of the error or of the first note. Each task's line is also appended to
+OUT/runs.jsonl (with its whole result.json) as it finishes. The bases the tasks start FROM must exist
+locally first (bench/tb2/standins.py). `--verifier-network` defaults to bridge here (TB2's test.sh fetches
+pytest through uv), the CLI's own default being none.
 """
 
 from __future__ import annotations
@@ -122,13 +123,14 @@ def run_one(cli: list[str], task: Path, args: argparse.Namespace, out: Path) -> 
 def print_header(title: str) -> None:
     print(title, flush=True)
     phases = " ".join(f"{phase:>8}" for phase in SHOWN_PHASES)
-    print(f"{'task':<26} {'status':<16} {'reward':>6} {phases} {'wall':>7}  note")
+    print(f"{'task':<26} {'status':<16} {'reward':>6} {phases} {'wall':>7} {'pre':>6}  note")
 
 
 def print_row(run: TaskRun) -> None:
     reward = "-" if run.reward is None else f"{run.reward:g}"
     phases = " ".join(f"{run.timings[p]:>8.1f}" if p in run.timings else f"{'-':>8}" for p in SHOWN_PHASES)
-    print(f"{run.task:<26} {run.status:<16} {reward:>6} {phases} {run.wall:>7.1f}  {run.note[:120]}", flush=True)
+    pre = f"{run.wall - run.timings['total']:>6.1f}" if "total" in run.timings else f"{'-':>6}"
+    print(f"{run.task:<26} {run.status:<16} {reward:>6} {phases} {run.wall:>7.1f} {pre}  {run.note[:120]}", flush=True)
 
 
 def print_summary(runs: list[TaskRun]) -> None:
