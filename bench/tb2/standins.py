@@ -55,6 +55,7 @@ CA_ENV = (
     "NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt",
     "UV_NATIVE_TLS=1",
 )
+PY311_PIP = ("setuptools==79.0.1", "wheel==0.45.1")
 PYTHON_PACKAGES = ("python3", "python3-dev", "python3-pip", "python3-venv", "python-is-python3")
 
 
@@ -70,14 +71,18 @@ class StandIn:
     """`python` (the official python images), `ubuntu` or `debian`."""
     differs: str
     """How it differs from the real image in ways a task can notice."""
+    pip_packages: tuple[str, ...] = ()
+    """Installed by pip beside pip and uv, as the real image has them (the python:3.11 images: setuptools, wheel)."""
 
 
 STANDINS = (
     StandIn("python:3.13-slim-bookworm", "debian:trixie-slim", "python", "trixie userland (gcc 14, OpenSSL 3.5)"),
     StandIn("python:3.13-slim", "debian:trixie-slim", "python", "Debian's CPython in /usr/bin"),
     StandIn("python:3.13-slim-trixie", "debian:trixie-slim", "python", "Debian's CPython in /usr/bin"),
-    StandIn("python:3.11-slim", "debian:bookworm-slim", "python", "bookworm userland; no python3.13 for uvx"),
-    StandIn("python:3.11-slim-bookworm", "debian:bookworm-slim", "python", "no python3.13 for test.sh's uvx"),
+    StandIn(
+        "python:3.11-slim", "debian:bookworm-slim", "python", "bookworm userland; no python3.13 for uvx", PY311_PIP
+    ),
+    StandIn("python:3.11-slim-bookworm", "debian:bookworm-slim", "python", "no python3.13 for uvx", PY311_PIP),
     StandIn("ubuntu:24.04", "debian:trixie-slim", "ubuntu", "Debian trixie packages; python3 + uv added"),
     StandIn("debian:13.0-slim", "debian:trixie-slim", "debian", "python3 + uv added"),
 )
@@ -121,9 +126,13 @@ def dockerfile(standin: StandIn, *, with_ca: bool) -> str:
         + " && update-ca-certificates && rm -rf /var/lib/apt/lists/*"
     )
     if standin.kind == "python":
+        # Debian's pip, wheel and setuptools have no RECORD, so a Dockerfile's `pip install --upgrade wheel`
+        # could not replace them: pip installs its own into /usr/local, then Debian's go.
+        wanted = " ".join((f"pip=={PIP_VERSION}", f"uv=={UV_VERSION}", *standin.pip_packages))
         lines.append(
             "RUN rm -f /usr/lib/python3*/EXTERNALLY-MANAGED && python3 -m pip install --no-cache-dir "
-            f"--ignore-installed pip=={PIP_VERSION} uv=={UV_VERSION} && pip --version && uvx --version"
+            f"--ignore-installed {wanted} && apt-get purge -y python3-pip && apt-get autoremove -y "
+            "&& pip --version && uvx --version"
         )
         lines.append('CMD ["python3"]')
     else:
