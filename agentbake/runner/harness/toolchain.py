@@ -17,6 +17,8 @@ watched dirs) and judges each:
   a `.pth` with an `import` line, a new file of the loader's or PAM's environment: `hook`) or it takes the name of
   one that was there (a new `/usr/local/bin/python3` before `/usr/bin/python3`, a `libc.so.6` in another lib dir,
   a top-level Python module of another site dir or the standard library: `shadows`);
+- a new `__pycache__/*.pyc` of a module that was there (Python runs a .pyc whose header matches its source's mtime
+  and size without reading the source: `bytecode`); a changed one is fine only when its source was upgraded too;
 - a watched interpreter or loader that is gone (`gone`), a name holding a newline, tab or backslash (`oddname`).
 
 A `.pth` pip writes that holds an `import` line (setuptools' `distutils-precedence.pth`, editable installs) is
@@ -99,15 +101,27 @@ S == "links" { i = index($0, "\t"); tgt[substr($0, 1, i - 1)] = substr($0, i + 1
 S == "imports" { imports[$0] = 1; next }
 S == "newer" {
   if ($0 == "oddname") { print "oddname -"; next }
-  y = substr($0, 1, 1); p = substr($0, 4)
-  if (y == "f" && sum[p] != "" && index(known[p], " " sum[p] " ")) next
-  if (y == "l" && (p in fresh) && (p in tgt) && sum[tgt[p]] != "" && index(known[tgt[p]], " " sum[tgt[p]] " ")) next
-  if (p in had) { print "changed " p; next }
-  b = base(p)
-  if (b ~ /^(sitecustomize|usercustomize)\./ || (p in imports)) { print "hook " p; next }
-  for (i = 1; i <= nhook; i++) if (index(p, hooks[i]) == 1) { print "hook " p; next }
-  if ((pathdir(p) && (b in cmd)) || (libfile(p) && (b in lib))) { print "shadows " p; next }
-  t = top(p); if (t != "" && (t in py)) { print "shadows " p; next }
+  y = substr($0, 1, 1); p = substr($0, 4); n++; path[n] = p; newer[p] = 1
+  ok[p] = (y == "f" && sum[p] != "" && index(known[p], " " sum[p] " ")) || \
+    (y == "l" && (p in fresh) && (p in tgt) && sum[tgt[p]] != "" && index(known[tgt[p]], " " sum[tgt[p]] " "))
+}
+END {
+  for (i = 1; i <= n; i++) {
+    p = path[i]; if (ok[p]) continue
+    src = ""
+    if (p ~ /\/__pycache__\/[^\/]+\.pyc$/) {  # its source: the module's name (up to the first dot) and .py
+      src = p; sub(/\/__pycache__\/.*/, "", src); src = src "/" base(p); sub(/\.[^\/]*$/, ".py", src)
+    }
+    if (src != "" && (src in newer) && ok[src]) continue  # recompiled after its package's upgrade
+    if (p in had) { print "changed " p; continue }
+    if (src != "" && (src in had)) { print "bytecode " p; continue }
+    b = base(p)
+    if (b ~ /^(sitecustomize|usercustomize)\./ || (p in imports)) { print "hook " p; continue }
+    hooked = 0; for (j = 1; j <= nhook; j++) if (index(p, hooks[j]) == 1) hooked = 1
+    if (hooked) { print "hook " p; continue }
+    if ((pathdir(p) && (b in cmd)) || (libfile(p) && (b in lib))) { print "shadows " p; continue }
+    t = top(p); if (t != "" && (t in py)) print "shadows " p
+  }
 }
 """
 
@@ -126,7 +140,8 @@ class Finding:
     """One watched entry the agent changed and nothing explains."""
 
     kind: str
-    """`changed`, `hook`, `shadows`, `gone`, `oddname`, `tampered` or `unchecked` (the check could not run)."""
+    """`changed`, `hook`, `shadows`, `bytecode`, `gone`, `oddname`, `tampered`, or `unchecked` (the check could not
+    run)."""
     path: str
 
 
@@ -134,6 +149,7 @@ _WHAT = {
     "changed": "changed",
     "hook": "a startup hook",
     "shadows": "a new file taking a name the image had",
+    "bytecode": "new compiled code of a module the image had",
     "gone": "removed",
     "oddname": "a name holding a newline, tab or backslash",
 }
