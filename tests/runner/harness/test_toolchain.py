@@ -73,6 +73,9 @@ def task_image(
         yield runner.images.resolve(load_task(root))
     for image in engine.images.list(filters={"label": "dev.agentbake.task.name=toolchain-debian"}):
         engine.images.remove(image.id, force=True)
+    for image in engine.images.list(name="agentbake-task/toolchain-debian"):
+        for tag in image.tags:
+            engine.images.remove(tag, force=True)
 
 
 @pytest.fixture
