@@ -27,7 +27,6 @@ flagged too: its dist-info RECORD is written by the same agent, so a matching ha
 
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import dataclass
 
@@ -58,11 +57,10 @@ OTHER_PATHS = ("/usr/share/perl5", "/usr/share/perl", '"$HOME"/.local/lib')
 ROOTS = (*PATH_DIRS, *LIB_DIRS, *OTHER_PATHS, *ETC_PATHS)
 _HOOK_DIRS = ("/etc/ld.so.", "/etc/python3", "/etc/environment", "/etc/default/locale", "/etc/security/", "/etc/pam.d/")
 
-_INTERPRETERS = r"(python3?(\.[0-9]+)?|bash|sh|dash|perl|node|nodejs|pytest|py\.test|uv|uvx|curl|git|env)"
-_LOADER = r"(libc\.so\.6|ld-linux[^/]*\.so\.[0-9]+|libpython3[^/]*\.so[^/]*)"
-_GONE = "^(({})/{}|({})/([^/]+/)*{})$".format(
-    "|".join(re.escape(d) for d in PATH_DIRS), _INTERPRETERS, "|".join(re.escape(d) for d in LIB_DIRS), _LOADER
-)
+# Regexes handed to awk with -v, which would read a backslash as an escape: `[.]`, no `\.`.
+_INTERPRETERS = "(python3?([.][0-9]+)?|bash|sh|dash|perl|node|nodejs|pytest|py[.]test|uv|uvx|curl|git|env)"
+_LOADER = "(libc[.]so[.]6|ld-linux[^/]*[.]so[.][0-9]+|libpython3[^/]*[.]so[^/]*)"
+_GONE = f"^(({'|'.join(PATH_DIRS)})/{_INTERPRETERS}|({'|'.join(LIB_DIRS)})/([^/]+/)*{_LOADER})$"
 """Watched files whose removal is flagged (other removals are an upgrade's or a package's removal)."""
 
 _ROOTS_AS_ARGS = (
@@ -86,26 +84,45 @@ function add(path, md5,   q) {
   known[path] = known[path] " " md5 " "
   if (path ~ /^\/(s?bin|lib|lib32|lib64|libx32)\//) known["/usr" path] = known["/usr" path] " " md5 " "
 }
+function fresh_lists(   f, line) {  # the files of packages (re)installed since the marker
+  while ((getline f < FRESH) > 0) {
+    while ((getline line < f) > 0) {
+      fresh[line] = 1; if (line ~ /^\/(s?bin|lib|lib32|lib64|libx32)\//) fresh["/usr" line] = 1
+    }
+    close(f)
+  }
+}
+function imports(p,   line, found) {  # a .pth line Python's site runs
+  while ((getline line < p) > 0) if (line ~ /^import[ \t]/) found = 1
+  close(p); return found
+}
 S == "sums" { add("/" substr($0, 35), substr($0, 1, 32)); next }
 S == "status" && /^ \// { split($0, a, " "); add(a[1], a[2]); next }
-S == "fresh" { fresh[$0] = 1; if ($0 ~ /^\/(s?bin|lib|lib32|lib64|libx32)\//) fresh["/usr" $0] = 1; next }
 S == "base" {
   had[$0] = 1
+  if ($0 ~ GONERE) print "maybe-gone " $0
   if (pathdir($0)) cmd[base($0)] = 1
   if (libfile($0)) lib[base($0)] = 1
   t = top($0); if (t != "") py[t] = 1
   next
 }
-S == "md5" { sum[substr($0, 35)] = substr($0, 1, 32); next }
 S == "links" { i = index($0, "\t"); tgt[substr($0, 1, i - 1)] = substr($0, i + 1); next }
-S == "imports" { imports[$0] = 1; next }
-S == "newer" {
-  if ($0 == "oddname") { print "oddname -"; next }
-  y = substr($0, 1, 1); p = substr($0, 4); n++; path[n] = p; newer[p] = 1
-  ok[p] = (y == "f" && sum[p] != "" && index(known[p], " " sum[p] " ")) || \
-    (y == "l" && (p in fresh) && (p in tgt) && sum[tgt[p]] != "" && index(known[tgt[p]], " " sum[tgt[p]] " "))
+S == "newer" && $0 == "oddname" { print "oddname -"; next }
+S == "newer" && substr($0, 3, 1) != " " {  # md5sum's line: "<md5>  <path>" (an escaped name starts with "\")
+  if (substr($0, 33, 2) == "  ") sum[substr($0, 35)] = substr($0, 1, 32)
+  next
+}
+S == "newer" {  # find's line: "<type><target's type> <path>"
+  n++; kind[n] = substr($0, 1, 2); path[n] = substr($0, 4); newer[path[n]] = 1
 }
 END {
+  fresh_lists()
+  for (i = 1; i <= n; i++) {
+    p = path[i]; y = substr(kind[i], 1, 1)
+    ok[p] = (y == "f" && sum[p] != "" && index(known[p], " " sum[p] " ")) || \
+      (y == "l" && (p in fresh) && (p in tgt) && sum[p] != "" && index(known[tgt[p]], " " sum[p] " ")) || \
+      (p == "/etc/ld.so.cache" && CACHE == "same")
+  }
   for (i = 1; i <= n; i++) {
     p = path[i]; if (ok[p]) continue
     src = ""
@@ -116,7 +133,9 @@ END {
     if (p in had) { print "changed " p; continue }
     if (src != "" && (src in had)) { print "bytecode " p; continue }
     b = base(p)
-    if (b ~ /^(sitecustomize|usercustomize)\./ || (p in imports)) { print "hook " p; continue }
+    if (b ~ /^(sitecustomize|usercustomize)\./ || (kind[i] == "ff" && p ~ /\.pth$/ && imports(p))) {
+      print "hook " p; continue
+    }
     hooked = 0; for (j = 1; j <= nhook; j++) if (index(p, hooks[j]) == 1) hooked = 1
     if (hooked) { print "hook " p; continue }
     if ((pathdir(p) && (b in cmd)) || (libfile(p) && (b in lib))) { print "shadows " p; continue }
@@ -186,40 +205,41 @@ def check_part(private: str, baseline: Baseline) -> str:
     return f"""(
 {_ROOTS_AS_ARGS}w={work} && mkdir -p "$w" && cd / || {{ echo 'unchecked no scratch dir'; exit 0; }}
 sum=$(md5sum < {listed} 2>/dev/null) && [ "${{sum%% *}}" = {md5} ] || {{ echo 'tampered -'; exit 0; }}
-grep -E {shlex.quote(_GONE)} {listed} | while IFS= read -r p; do [ -e "$p" ] || [ -L "$p" ] || echo "gone $p"; done
 nl=$(printf '\\nx'); nl=${{nl%x}}; tab=$(printf '\\t')
-find "$@" -xdev ! -type d -newerct "@"{since} \\( \\( -path "*$nl*" -o -path "*$tab*" -o -path '*\\\\*' \\) \
-  -printf 'oddname\\n' -o -printf '%y%Y %p\\n' \\) \
-  > "$w/newer" || {{ echo 'unchecked find failed'; exit 0; }}
-[ -s "$w/newer" ] || exit 0
-if grep -qx '.. /etc/ld.so.cache' "$w/newer" && ldconfig -X -C "$w/ld.so.cache" 2>/dev/null \
-  && cmp -s "$w/ld.so.cache" /etc/ld.so.cache; then
-  grep -vx '.. /etc/ld.so.cache' "$w/newer" > "$w/n2"; mv "$w/n2" "$w/newer"
-fi
-: > "$w/links"; : > "$w/files"
+find "$@" -xdev ! -type d -newerct "@"{since} \\( \\( -path "*$nl*" -o -path "*$tab*" -o -path '*\\\\*' \\) \\
+  -printf 'oddname\\n' -o -printf '%y%Y %p\\n' \\) -xtype f -exec md5sum -- {{}} + > "$w/newer" 2>/dev/null \\
+  || [ -s "$w/newer" ] || {{ echo 'unchecked find failed'; exit 0; }}
+cache=; links=
 while IFS= read -r line; do
-  p=${{line#* }}
   case $line in
-  f*) printf '%s\\n' "$p" >> "$w/files" ;;
-  lf*) t=$(readlink -f -- "$p") && case $t in *[[:cntrl:]\\\\]*) ;; *) printf '%s\\t%s\\n' "$p" "$t" >> "$w/links"
-       printf '%s\\n' "$t" >> "$w/files" ;; esac ;;
+  f?" /etc/ld.so.cache") ldconfig -X -C "$w/ld.so.cache" 2>/dev/null && a=$(md5sum < "$w/ld.so.cache") \\
+    && b=$(md5sum < /etc/ld.so.cache) && [ "$a" = "$b" ] && cache=same ;;
+  l?" "*) p=${{line#* }}; t=$(readlink -f -- "$p") && case $t in
+    *[[:cntrl:]\\\\]*) ;; *) links="$links$p$tab$t$nl" ;; esac ;;
   esac
 done < "$w/newer"
-tr '\\n' '\\0' < "$w/files" | xargs -0 -r md5sum -- > "$w/md5" 2>/dev/null
-grep '\\.pth$' "$w/files" | tr '\\n' '\\0' | xargs -0 -r grep -l '^import[[:space:]]' -- > "$w/imports" 2>/dev/null
-find /var/lib/dpkg/info -name '*.list' -newerct "@"{since} -exec cat -- {{}} + > "$w/fresh" 2>/dev/null
+printf %s "$links" > "$w/links"
 set -- /var/lib/dpkg/info/*.md5sums; [ -e "$1" ] || set --
 [ -f /var/lib/dpkg/status ] && set -- "$@" S=status /var/lib/dpkg/status
-awk -v PATHRE={shlex.quote(_dirs_re(PATH_DIRS))} -v LIBRE={shlex.quote(_dirs_re(LIB_DIRS, nested=True))} \
-  -v HOOKS={shlex.quote(" ".join(_HOOK_DIRS))} 'BEGIN {{ nhook = split(HOOKS, hooks, " ") }}'{shlex.quote(_JUDGE)} \
-  S=sums "$@" S=fresh "$w/fresh" S=base {listed} S=md5 "$w/md5" S=links "$w/links" S=imports "$w/imports" \
-  S=newer "$w/newer" || echo 'unchecked the check failed'
+[ -s "$w/newer" ] || set --  # nothing to explain: dpkg's records unread
+find /var/lib/dpkg/info -name '*.list' -newerct "@"{since} > "$w/fresh" 2>/dev/null
+awk -v PATHRE={shlex.quote(_dirs_re(PATH_DIRS))} -v LIBRE={shlex.quote(_dirs_re(LIB_DIRS, nested=True))} \\
+  -v GONERE={shlex.quote(_GONE)} -v CACHE="$cache" -v FRESH="$w/fresh" -v HOOKS={shlex.quote(" ".join(_HOOK_DIRS))} \\
+  'BEGIN {{ nhook = split(HOOKS, hooks, " ") }}'{shlex.quote(_JUDGE)} \\
+  S=sums "$@" S=base {listed} S=links "$w/links" S=newer "$w/newer" > "$w/found" \\
+  || {{ echo 'unchecked the check failed'; exit 0; }}
+while IFS= read -r line; do
+  case $line in
+  "maybe-gone "*) p=${{line#* }}; [ -e "$p" ] || [ -L "$p" ] || echo "gone $p" ;;
+  *) printf '%s\\n' "$line" ;;
+  esac
+done < "$w/found"
 )"""
 
 
 def _dirs_re(dirs: tuple[str, ...], *, nested: bool = False) -> str:
     """An extended regex of a path directly in one of `dirs` (`nested`: at any depth below one)."""
-    alternatives = "|".join(re.escape(d) for d in dirs)
+    alternatives = "|".join(dirs)  # no regex metacharacters in them
     return f"^({alternatives})/{'' if not nested else '([^/]+/)*'}[^/]+$"
 
 

@@ -135,6 +135,10 @@ ATTACKS = {
         "printf x >> /usr/lib/python3.11/__pycache__/shlex.cpython-311.pyc",
         {("changed", "/usr/lib/python3.11/__pycache__/shlex.cpython-311.pyc")},
     ),
+    "grep replaced by exit 0": (
+        "printf '#!/bin/sh\\nexit 0\\n' > /usr/bin/grep",
+        {("changed", "/usr/bin/grep")},
+    ),
     "perl removed": ("rm /usr/bin/perl", {("gone", "/usr/bin/perl")}),
 }
 
