@@ -55,9 +55,10 @@ watched: `bash /tests/test.sh` reads neither (not a login shell, not interactive
 OTHER_PATHS = ("/usr/share/perl5", "/usr/share/perl", '"$HOME"/.local/lib')
 """Perl's modules outside /usr/lib, root's Python user site (its `.pth` files and `usercustomize` run for root)."""
 ROOTS = (*PATH_DIRS, *LIB_DIRS, *OTHER_PATHS, *ETC_PATHS)
+_TAB = "\t"
 _HOOK_DIRS = ("/etc/ld.so.", "/etc/python3", "/etc/environment", "/etc/default/locale", "/etc/security/", "/etc/pam.d/")
 
-# Regexes handed to awk with -v, which would read a backslash as an escape: `[.]`, no `\.`.
+# Extended regexes without a backslash (`[.]`), like those awk gets with -v (which reads one as an escape).
 _INTERPRETERS = "(python3?([.][0-9]+)?|bash|sh|dash|perl|node|nodejs|pytest|py[.]test|uv|uvx|curl|git|env)"
 _LOADER = "(libc[.]so[.]6|ld-linux[^/]*[.]so[.][0-9]+|libpython3[^/]*[.]so[^/]*)"
 _GONE = f"^(({'|'.join(PATH_DIRS)})/{_INTERPRETERS}|({'|'.join(LIB_DIRS)})/([^/]+/)*{_LOADER})$"
@@ -100,10 +101,6 @@ S == "sums" { add("/" substr($0, 35), substr($0, 1, 32)); next }
 S == "status" && /^ \// { split($0, a, " "); add(a[1], a[2]); next }
 S == "base" {
   had[$0] = 1
-  if ($0 ~ GONERE) print "maybe-gone " $0
-  if (pathdir($0)) cmd[base($0)] = 1
-  if (libfile($0)) lib[base($0)] = 1
-  t = top($0); if (t != "") py[t] = 1
   next
 }
 S == "links" { i = index($0, "\t"); tgt[substr($0, 1, i - 1)] = substr($0, i + 1); next }
@@ -116,6 +113,12 @@ S == "newer" {  # find's line: "<type><target's type> <path>"
   n++; kind[n] = substr($0, 1, 2); path[n] = substr($0, 4); newer[path[n]] = 1
 }
 END {
+  if (!n) exit
+  for (q in had) {  # the names the image had: commands, libraries, top-level Python modules
+    if (pathdir(q)) cmd[base(q)] = 1
+    if (libfile(q)) lib[base(q)] = 1
+    t = top(q); if (t != "") py[t] = 1
+  }
   fresh_lists()
   for (i = 1; i <= n; i++) {
     p = path[i]; y = substr(kind[i], 1, 1)
@@ -178,13 +181,14 @@ def baseline_part(private: str) -> str:
     """Shell (as root, last before the agent starts): the marker touched, its ctime and the md5 of the watched
     entries' list printed (`since <ctime>`, `md5 <md5>`), or `unchecked <why>` when this sandbox cannot tell
     (no GNU find or stat). Never fails the command it is part of."""
-    marker, listed = f"{private}/toolchain-since", f"{private}/toolchain-baseline"
+    marker, listed, named = (f"{private}/toolchain-{name}" for name in ("since", "baseline", "named"))
     return (
         f"(\n{_ROOTS_AS_ARGS}"
         f": > {marker} && since=$(stat -c %.9Z {marker}) && case $since in *.*) ;; *) false ;; esac &&\n"
         f'find "$@" -xdev ! -type d -print > {listed} &&\n'
-        f'md5=$(md5sum < {listed}) && echo "since $since" && echo "md5 ${{md5%% *}}"\n'
-        ") || echo 'unchecked no GNU find, stat and md5sum in the sandbox'"
+        f"{{ grep -E {shlex.quote(_GONE)} {listed} > {named}; [ $? -lt 2 ]; }} &&\n"
+        f'md5=$(cat {listed} {named} | md5sum) && echo "since $since" && echo "md5 ${{md5%% *}}"\n'
+        ") || echo 'unchecked no GNU find, grep, stat and md5sum in the sandbox'"
     )
 
 
@@ -200,15 +204,18 @@ def check_part(private: str, baseline: Baseline) -> str:
     """Shell (as root, once nothing of the agent is alive): one line `<kind> <path>` per watched entry the agent
     changed and nothing explains (`Finding`); `tampered -` when the baseline was rewritten, `unchecked <why>`
     when the check could not run. Never fails the command it is part of (later parts still run)."""
-    work, listed = f"{private}/toolchain", f"{private}/toolchain-baseline"
+    work, listed, named = (f"{private}/toolchain{name}" for name in ("", "-baseline", "-named"))
     since, md5 = shlex.quote(baseline.since), shlex.quote(baseline.md5)
     return f"""(
 {_ROOTS_AS_ARGS}w={work} && mkdir -p "$w" && cd / || {{ echo 'unchecked no scratch dir'; exit 0; }}
-sum=$(md5sum < {listed} 2>/dev/null) && [ "${{sum%% *}}" = {md5} ] || {{ echo 'tampered -'; exit 0; }}
-nl=$(printf '\\nx'); nl=${{nl%x}}; tab=$(printf '\\t')
+sum=$(cat {listed} {named} 2>/dev/null | md5sum) && [ "${{sum%% *}}" = {md5} ] || {{ echo 'tampered -'; exit 0; }}
+while IFS= read -r p; do [ -e "$p" ] || [ -L "$p" ] || echo "gone $p"; done < {named}
+nl='
+' tab='{_TAB}'
 find "$@" -xdev ! -type d -newerct "@"{since} \\( \\( -path "*$nl*" -o -path "*$tab*" -o -path '*\\\\*' \\) \\
   -printf 'oddname\\n' -o -printf '%y%Y %p\\n' \\) -xtype f -exec md5sum -- {{}} + > "$w/newer" 2>/dev/null \\
   || [ -s "$w/newer" ] || {{ echo 'unchecked find failed'; exit 0; }}
+[ -s "$w/newer" ] || exit 0
 cache=; links=
 while IFS= read -r line; do
   case $line in
@@ -221,19 +228,11 @@ done < "$w/newer"
 printf %s "$links" > "$w/links"
 set -- /var/lib/dpkg/info/*.md5sums; [ -e "$1" ] || set --
 [ -f /var/lib/dpkg/status ] && set -- "$@" S=status /var/lib/dpkg/status
-[ -s "$w/newer" ] || set --  # nothing to explain: dpkg's records unread
 find /var/lib/dpkg/info -name '*.list' -newerct "@"{since} > "$w/fresh" 2>/dev/null
 awk -v PATHRE={shlex.quote(_dirs_re(PATH_DIRS))} -v LIBRE={shlex.quote(_dirs_re(LIB_DIRS, nested=True))} \\
-  -v GONERE={shlex.quote(_GONE)} -v CACHE="$cache" -v FRESH="$w/fresh" -v HOOKS={shlex.quote(" ".join(_HOOK_DIRS))} \\
+  -v CACHE="$cache" -v FRESH="$w/fresh" -v HOOKS={shlex.quote(" ".join(_HOOK_DIRS))} \\
   'BEGIN {{ nhook = split(HOOKS, hooks, " ") }}'{shlex.quote(_JUDGE)} \\
-  S=sums "$@" S=base {listed} S=links "$w/links" S=newer "$w/newer" > "$w/found" \\
-  || {{ echo 'unchecked the check failed'; exit 0; }}
-while IFS= read -r line; do
-  case $line in
-  "maybe-gone "*) p=${{line#* }}; [ -e "$p" ] || [ -L "$p" ] || echo "gone $p" ;;
-  *) printf '%s\\n' "$line" ;;
-  esac
-done < "$w/found"
+  S=sums "$@" S=base {listed} S=links "$w/links" S=newer "$w/newer" || echo 'unchecked the check failed'
 )"""
 
 
