@@ -15,5 +15,8 @@ VerifierNetwork = Literal["none", "bridge"]
 VERIFIER_NETWORKS: tuple[str, ...] = get_args(VerifierNetwork)
 DEFAULT_VERIFIER_NETWORK: VerifierNetwork = "none"
 
+VerifierMode = Literal["shared", "separate"]
+VERIFIER_MODES: tuple[str, ...] = get_args(VerifierMode)
+
 DEFAULT_EXPECT_LOGPROBS: LogprobsMode = "raw"
 """The logprobs a trainer computes its ratios with, unless told otherwise (`RunnerConfig.expect_logprobs`)."""

@@ -14,6 +14,7 @@ from agentbake.runner.choices import (
     DEFAULT_GATEWAY,
     DEFAULT_VERIFIER_NETWORK,
     GatewayPlace,
+    VerifierMode,
     VerifierNetwork,
 )
 
@@ -70,6 +71,12 @@ class RunnerConfig(BaseModel):
     for its verifier, as Terminal-Bench's test.sh files need to fetch uv and pytest; the Docker backend
     connects it once the agent is dead (its containers cannot reach each other; this host's ports and the
     internet they can). Remote sandboxes reach the internet in both phases whatever this says."""
+
+    verifier_mode: VerifierMode | None = None
+    """Where `tests/test.sh` runs, forced for every task: `separate`, a fresh sandbox of the task's image (or
+    `[verifier.environment] docker_image`) that receives only the task's `artifacts` (the workdir by default),
+    copied as data; `shared`, the agent's sandbox. None: each task's `[verifier] environment_mode`. Separate mode
+    needs a backend with `Capabilities.verifier_sandbox` (Docker)."""
 
     gateway: GatewayPlace = DEFAULT_GATEWAY
     """`host`: each rollout's gateway runs in this process and the sandbox holds only a per-rollout token.

@@ -13,7 +13,12 @@ import click
 
 from agentbake.clikit import field_options, json_option
 from agentbake.gateway.settings import LOGPROBS_MODES, MODEL_SETTINGS, UPSTREAM_API_KEY_ENV
-from agentbake.runner.choices import DEFAULT_EXPECT_LOGPROBS, DEFAULT_VERIFIER_NETWORK, VERIFIER_NETWORKS
+from agentbake.runner.choices import (
+    DEFAULT_EXPECT_LOGPROBS,
+    DEFAULT_VERIFIER_NETWORK,
+    VERIFIER_MODES,
+    VERIFIER_NETWORKS,
+)
 
 # The options' choices, defaults and help come from plain modules; pydantic and the config models are imported
 # only when the command runs (make_config): `run --help` does without them.
@@ -46,6 +51,7 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             logprobs_mode: str | None,
             expect_logprobs: str,
             verifier_network: str,
+            verifier_mode: str | None,
             **kwargs: Any,
         ) -> Any:
             settings = {name: kwargs.pop(name) for name in MODEL_SETTINGS}
@@ -79,6 +85,7 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                         logprobs_mode=logprobs_mode,
                         expect_logprobs=expect_logprobs,
                         verifier_network=verifier_network,
+                        verifier_mode=verifier_mode,
                         model_settings=ModelSettings(**settings),
                         **extra,
                     )
@@ -144,6 +151,13 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                     help="The verifier's network (the agent never has one). bridge: tasks whose allow_internet is "
                     "true (Harbor's default) get one once the agent is dead, as Terminal-Bench's test.sh files need "
                     "to fetch uv and pytest; it reaches this host's ports and the internet.",
+                ),
+                click.option(
+                    "--verifier-mode",
+                    type=click.Choice(VERIFIER_MODES),
+                    help="Where tests/test.sh runs, for every task (default: each task's [verifier] "
+                    "environment_mode). separate: a fresh sandbox of the task's image that receives only the "
+                    "artifacts (the workdir by default); shared: the agent's sandbox.",
                 ),
                 json_option,
             ]
