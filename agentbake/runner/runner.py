@@ -34,7 +34,8 @@ from agentbake.runner.backend_registry import BACKENDS, make_backend
 from agentbake.runner.batch import BatchProgress, Rollout, repeated, run_rollouts
 from agentbake.runner.choices import VerifierMode
 from agentbake.runner.docker.config import DockerConfig
-from agentbake.runner.harness.steps import Harness, HarnessOutcome, describe_error, oracle_launch
+from agentbake.runner.harness.outcome import HarnessOutcome, describe_error
+from agentbake.runner.harness.steps import Harness, oracle_launch
 from agentbake.runner.images import image_labels
 from agentbake.runner.live import LiveRollout, release
 from agentbake.runner.model.gateways import RolloutGateways

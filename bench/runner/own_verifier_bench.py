@@ -8,7 +8,9 @@ listening, a workdir of a few files) in the three places the verifier can run, i
 - snapshot: the server kept for the tests (shared mode with a listener): `docker commit`, a container sharing the
   agent's network namespace, its first root step;
 - separate: `--verifier-mode separate`: a fresh container, the workdir handed over, its first root step.
-Printed: the rollout's `verifier_sandbox` phase (making B), `verifier` and `total` seconds, p50 over the runs.
+Printed: p50 seconds over the runs of the rollout's phases that differ: `stop` (a kept service costs a kill round
+as the agent's user), `verifier_sandbox` (making B), `verifier`, `teardown` (B and a snapshot's image removed with
+the rollout's sandbox) and `total`.
 """
 
 from __future__ import annotations

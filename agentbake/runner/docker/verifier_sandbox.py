@@ -155,7 +155,10 @@ def copy_into(
         try:
             _repack(io.BufferedReader(ChunkReader(chunks, budget), buffer_size=_CHUNK), spool, path, exclude, budget)
         except ArchiveTooLarge:
-            raise SandboxError(f"{path} is larger than the verifier's sandbox may receive") from None
+            raise SandboxError(
+                f"{path} holds more than the verifier's sandbox may receive (the hand-over's caps: "
+                f"{budget.files} files and {budget.bytes} bytes left)"
+            ) from None
         except (tarfile.TarError, *_ENGINE_ERRORS) as exc:
             raise SandboxError(f"cannot read {path} from sandbox {source.name}: {exc}") from None
         finally:

@@ -22,18 +22,25 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agentbake.errors import SandboxError
+from agentbake.runner.choices import VerifierMode
 from agentbake.runner.harness import commands
 from agentbake.runner.harness.agent_phase import STEP_TIMEOUT_SEC
-from agentbake.runner.harness.listeners import Service
+from agentbake.runner.harness.listeners import Service, services_note
 from agentbake.runner.harness.verifier import remove_escaping_links_under
 from agentbake.runner.harness.verifier_phase import clear_the_way, note_removed_links, tail
 from agentbake.runner.sandbox import SandboxBackend, SandboxHandle, SandboxRequest
-from agentbake.runner.sandbox.copyout import CopyBudget
+from agentbake.runner.sandbox.copyout import CopyBudget, MiB
 from agentbake.runner.sandbox.packed import PackedLogs
 from agentbake.tasks import Task
 
 if TYPE_CHECKING:
-    from agentbake.runner.harness.steps import HarnessOutcome
+    from agentbake.runner.harness.outcome import HarnessOutcome
+
+
+HANDOVER_FILES = 100_000
+HANDOVER_BYTES = 1024 * MiB
+"""What separate mode's artifacts may hold in all (files and directories; bytes of file contents): past either the
+verifier would judge part of them, so the rollout fails instead (they pass through a temporary file on this host)."""
 
 
 @dataclass
@@ -53,6 +60,31 @@ class VerifierPlace:
     """B, the harness's to remove once its logs are collected."""
 
 
+def place(
+    mode: VerifierMode,
+    services: list[Service],
+    backend: SandboxBackend | None,
+    request: SandboxRequest | None,
+    agents: VerifierPlace,
+    task: Task,
+    outcome: HarnessOutcome,
+    save: Callable[[str, str], None],
+) -> VerifierPlace:
+    """Where the verifier runs: separate mode's fresh sandbox (`request`); a snapshot of the agent's sandbox when
+    services of the agent were kept (none of them can reach its reward there, and a note lists them); else the
+    agent's sandbox itself (`agents`, no extra cost). `backend`: one with `Capabilities.verifier_sandbox`."""
+    workdir = agents.handle.paths["workdir"]
+    if mode == "separate":
+        if backend is None or request is None:
+            raise SandboxError("separate verifier mode needs a backend that can make the verifier's own sandbox")
+        return separate(backend, agents.handle, request, task, workdir, agents.root_env, outcome, save)
+    if services:
+        assert backend is not None, "services are kept only with a backend that can snapshot"
+        outcome.notes.append(services_note(services))
+        return snapshot(backend, agents.handle, services, agents.root_env)
+    return agents
+
+
 def separate(
     backend: SandboxBackend,
     agent: SandboxHandle,
@@ -68,7 +100,7 @@ def separate(
     run_collect_hooks(agent, task, workdir, root_env, outcome)
     verifier = backend.fresh_verifier(agent, request)
     try:
-        budget = CopyBudget()
+        budget = CopyBudget(bytes=HANDOVER_BYTES, files=HANDOVER_FILES, archive_bytes=2 * HANDOVER_BYTES)
         copied = []
         for source, exclude in artifact_paths(task, workdir):
             if backend.hand_over(agent, verifier, source, exclude, budget):
@@ -135,7 +167,12 @@ def artifact_paths(task: Task, workdir: str) -> list[tuple[str, tuple[str, ...]]
     workdir."""
     if not task.artifacts:
         return [(workdir, ())]
-    return [(posixpath.normpath(posixpath.join(workdir, a.source)), a.exclude) for a in task.artifacts]
+    paths = [(posixpath.normpath(posixpath.join(workdir, a.source)), a.exclude) for a in task.artifacts]
+    if any(path == "/" for path, _ in paths):
+        raise SandboxError(
+            f"{task.path}: artifacts: / cannot be handed to a separate verifier; name the paths it reads"
+        )
+    return paths
 
 
 def _prepare(handle: SandboxHandle, private: str, clear: str) -> tuple[VerifierPlace, dict[str, str]]:

@@ -18,16 +18,16 @@ import logging
 import posixpath
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentbake.errors import AgentbakeError, SandboxError
+from agentbake.errors import SandboxError
 from agentbake.runner.agents import AgentImage, AgentLaunch, headless_launch
 from agentbake.runner.choices import VerifierMode
 from agentbake.runner.harness import commands, own_verifier
 from agentbake.runner.harness.agent_phase import STEP_TIMEOUT_SEC, run_agent, stop_user
 from agentbake.runner.harness.commands import RootCommand
-from agentbake.runner.harness.listeners import Service, parse_services, services_note
+from agentbake.runner.harness.listeners import Service, parse_services
+from agentbake.runner.harness.outcome import HarnessOutcome, describe_error
 from agentbake.runner.harness.own_verifier import VerifierPlace
 from agentbake.runner.harness.upload import (
     USER_UMASK_MODES,
@@ -63,29 +63,6 @@ logger = logging.getLogger("agentbake.runner")
 SETUP_TIMEOUT_SEC = 600.0
 """Seconds `environment/setup.sh` may run (Harbor's default build/setup budget)."""
 _MADE = "upload-made"  # in the scratch dir: what the upload makes in the user's dirs (`upload.made_in_user_dirs`)
-
-
-@dataclass
-class HarnessOutcome:
-    """What the steps produced; the rollout turns it into a `RolloutResult`."""
-
-    status: Status = Status.OK
-    reward: float = 0.0
-    exit_code: int | None = None
-    verifier_exit_code: int | None = None
-    error: str | None = None
-    notes: list[str] = field(default_factory=list)
-    """What was cut or left out with the status unchanged (copy-out caps, links not followed)."""
-
-    def fail(self, status: Status, error: str, *, decisive: bool = False) -> None:
-        """Record a failure; the first one is the status, later ones are appended to the message. A
-        `decisive` one (the rollout can no longer be judged) is the status whatever came before."""
-        if self.status is Status.OK:
-            self.status, self.error = status, error
-        elif decisive:
-            self.status, self.error = status, f"{error}; before that, {self.error}"
-        else:
-            self.error = f"{self.error}; then {error}"
 
 
 def oracle_launch(task: Task, image: AgentImage, task_dir: str) -> AgentLaunch:
@@ -358,27 +335,18 @@ class Harness:
         return diff_command(self.private, self.workdir, self._diff_file, self.handle.git)
 
     def _place_verifier(self) -> None:
-        """Where the verifier runs (`own_verifier.py`): separate mode's fresh sandbox; a snapshot of the agent's when
-        services of the agent were kept (none of them can reach its reward there); else the agent's sandbox."""
-        if self.verifier_mode == "separate":
-            if self.backend is None or self.verifier_request is None:
-                raise SandboxError("separate verifier mode needs a backend that can make the verifier's own sandbox")
-            self.place = own_verifier.separate(
-                self.backend,
-                self.handle,
-                self.verifier_request,
-                self.task,
-                self.workdir,
-                self.root_env,
-                self.outcome,
-                self._save,
-            )
-        elif self.services:
-            assert self.backend is not None, "services are kept only with a backend that can snapshot"
-            self.outcome.notes.append(services_note(self.services))
-            self.place = own_verifier.snapshot(self.backend, self.handle, self.services, self.root_env)
-        else:
-            self.place = VerifierPlace(self.handle, self.private, self.root_env, self.own_processes, self.packed)
+        """Where the verifier runs (`own_verifier.place`)."""
+        in_agents = VerifierPlace(self.handle, self.private, self.root_env, self.own_processes, self.packed)
+        self.place = own_verifier.place(
+            self.verifier_mode,
+            self.services,
+            self.backend,
+            self.verifier_request,
+            in_agents,
+            self.task,
+            self.outcome,
+            self._save,
+        )
 
     def _verify(self) -> None:
         place = self.place
@@ -464,8 +432,3 @@ class Harness:
 def _count(printed: str) -> int:
     """The sum of the counts a command printed (the OOM kills of cgroup v2 and v1, whichever exist)."""
     return sum(int(n) for n in printed.split() if n.isdigit())
-
-
-def describe_error(exc: BaseException) -> str:
-    """An exception as a result's message: agentbake's own errors say what went wrong, others name their type."""
-    return str(exc) if isinstance(exc, AgentbakeError) else f"{type(exc).__name__}: {exc}"

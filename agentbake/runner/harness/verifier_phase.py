@@ -42,7 +42,7 @@ from agentbake.runner.sandbox.packed import PackedLogs
 from agentbake.tasks import Task
 
 if TYPE_CHECKING:
-    from agentbake.runner.harness.steps import HarnessOutcome
+    from agentbake.runner.harness.outcome import HarnessOutcome
 
 _LOGS_PARENT = posixpath.dirname(HARBOR_VERIFIER_LOGS)
 VerifierNetwork = Literal["none", "bridge", "backend"]
