@@ -44,6 +44,7 @@ RUNTIME_SETTINGS = frozenset(
     {
         "n_concurrent",
         "runner.out_dir",
+        "backend.config.runtime_dir",
         "backend.config.warm",
         "backend.config.relay.listen_host",
         "backend.config.relay.listen_port",

@@ -95,7 +95,7 @@ def test_a_resume_with_other_settings_is_refused_naming_each(tmp_path: Path) -> 
     job = Job.start(tmp_path / "job", _config(tmp_path / "job", tasks_root))
     # How fast and from where it runs may change.
     runtime = job.config.runner.model_copy(update={"out_dir": tmp_path / "moved"})
-    warm = JobBackend(config=DockerConfig(warm=3))
+    warm = JobBackend(config=DockerConfig(warm=3, runtime_dir=tmp_path / "elsewhere"))  # another machine's temp dir
     job.check(_config(tmp_path / "job", tasks_root, n_concurrent=8, runner=runtime, backend=warm))
 
     (tasks_root / "beta" / "instruction.md").write_text("Another prompt.\n")
