@@ -66,12 +66,11 @@ def main() -> None:
     finally:
         backend.close()
     print(f"image {args.image}, {args.runs} oracle rollouts each, p50 seconds")
-    print(f"{'verifier runs in':<22}{'verifier_sandbox':>18}{'verifier':>10}{'total':>8}")
+    keys = ("agent", "stop", "verifier_sandbox", "verifier", "teardown", "total")
+    print(f"{'verifier runs in':<18}" + "".join(f"{key:>18}" for key in keys))
     for name, runs in seconds.items():
-        p50 = {
-            key: statistics.median(r.get(key, 0.0) for r in runs) for key in ("verifier_sandbox", "verifier", "total")
-        }
-        print(f"{name:<22}{p50['verifier_sandbox']:>18.3f}{p50['verifier']:>10.3f}{p50['total']:>8.3f}")
+        p50 = [statistics.median(r.get(key, 0.0) for r in runs) for key in keys]
+        print(f"{name:<18}" + "".join(f"{value:>18.3f}" for value in p50))
 
 
 if __name__ == "__main__":

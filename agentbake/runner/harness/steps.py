@@ -286,7 +286,7 @@ class Harness:
         )
         oom_kills = self.oom_before  # unknown when the agent cannot be stopped: judged as none
         try:
-            # An agent that ended on its own ran the launch's `kill -KILL -1` on its way out: the first round looks.
+            # An agent that ended on its own killed its leftovers (not its services) as it exited: the first look.
             stopped = stop_user(
                 self.handle,
                 self.agent_uid,
