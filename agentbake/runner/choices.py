@@ -18,5 +18,8 @@ VerifierNetwork = Literal["none", "allowlist", "public", "bridge"]
 """`bridge` (the verifier only): the unfiltered legacy path, a Docker bridge network once the agent is dead."""
 VERIFIER_NETWORKS: tuple[str, ...] = get_args(VerifierNetwork)
 
+VerifierMode = Literal["shared", "separate"]
+VERIFIER_MODES: tuple[str, ...] = get_args(VerifierMode)
+
 DEFAULT_EXPECT_LOGPROBS: LogprobsMode = "raw"
 """The logprobs a trainer computes its ratios with, unless told otherwise (`RunnerConfig.expect_logprobs`)."""

@@ -32,8 +32,10 @@ from agentbake.gateway.trace import load_trace
 from agentbake.runner.agents import AgentImage, AgentLaunch, ModelAccess, agent_for_labels
 from agentbake.runner.backend_registry import BACKENDS, make_backend
 from agentbake.runner.batch import BatchProgress, Rollout, repeated, run_rollouts
+from agentbake.runner.choices import VerifierMode
 from agentbake.runner.docker.config import DockerConfig
-from agentbake.runner.harness.steps import Harness, HarnessOutcome, describe_error, oracle_launch
+from agentbake.runner.harness.outcome import HarnessOutcome, describe_error
+from agentbake.runner.harness.steps import Harness, oracle_launch
 from agentbake.runner.images import image_labels
 from agentbake.runner.live import LiveRollout, release
 from agentbake.runner.model.gateways import RolloutGateways
@@ -209,12 +211,44 @@ class Runner:
             raise TaskError(f"{task.path}: no solution/solve.sh; --oracle runs the task's reference solution")
         if not self.backend.capabilities.network_phases:
             PhaseNetworks.of(task, self.config).check_remote(task, self.backend.name)
+        if self._verifier_mode(task) == "separate" and not self.backend.capabilities.verifier_sandbox:
+            able = ", ".join(name for name, kind in BACKENDS.items() if kind.backend.capabilities.verifier_sandbox)
+            why = (
+                "--verifier-mode separate" if self.config.verifier_mode else '[verifier] environment_mode = "separate"'
+            )
+            raise TaskError(
+                f"{task.path}: {why} runs the verifier in a sandbox of its own, which the {self.backend.name} backend "
+                f"cannot make; run it with --backend {able}, or with --verifier-mode shared"
+            )
         if task.has_own_image and not self.backend.capabilities.task_images:
             able = ", ".join(name for name, kind in BACKENDS.items() if kind.backend.capabilities.task_images)
             raise TaskError(
                 f"{task.path}: the task brings its own image (environment/Dockerfile or docker_image), which the "
                 f"{self.backend.name} backend cannot run yet; run it with --backend {able}"
             )
+
+    def _verifier_mode(self, task: Task) -> VerifierMode:
+        """The run's `--verifier-mode`, else the task's `[verifier] environment_mode`."""
+        return self.config.verifier_mode or task.verifier_mode
+
+    def _verifier_request(self, task: Task, image: ResolvedImage, rollout_id: str) -> SandboxRequest:
+        """Separate mode's fresh sandbox: `[verifier.environment]`'s image (resolved as a task's own image is) and
+        resources when given, else the agent's sandbox's image; its `env` in every process there."""
+        own = task.verifier_environment
+        if own is not None and own.docker_image is not None:
+            image = self.images.resolve(
+                dataclasses.replace(
+                    task, docker_image=own.docker_image, dockerfile=None, path=task.path / "[verifier.environment]"
+                )
+            )
+        return SandboxRequest(
+            image=image.ref,
+            rollout_id=rollout_id,
+            cpus=(own.cpus if own else None) or self.config.cpus or task.cpus,
+            memory_mb=(own.memory_mb if own else None) or self.config.memory_mb or task.memory_mb,
+            envs=dict(own.env) if own else {},
+            agent_bundle=image.bundle,
+        )
 
     def _run(
         self, task: Task, rollout_id: str, out_dir: Path, timings: Timings, live: LiveRollout, result: RolloutResult
@@ -257,6 +291,8 @@ class Runner:
                 raise SandboxError("the batch was aborted")
             if in_sandbox:
                 self._start_sandbox_gateway(live.handle, rollout_id, out_dir / TRACE_FILE)
+            mode = self._verifier_mode(task)
+            able = self.backend.capabilities.verifier_sandbox
             harness = Harness(
                 live.handle,
                 task,
@@ -267,6 +303,9 @@ class Runner:
                 verifier_network=network,
                 archives_in_env=self.backend.capabilities.large_exec_env,
                 egress=live.egress,
+                verifier_mode=mode,
+                backend=self.backend if able else None,
+                verifier_request=self._verifier_request(task, image, rollout_id) if mode == "separate" else None,
             )
             outcome = harness.run()
             if live.egress is not None:

@@ -14,6 +14,7 @@ from agentbake.runner.choices import (
     DEFAULT_GATEWAY,
     GatewayPlace,
     PhaseNetwork,
+    VerifierMode,
     VerifierNetwork,
 )
 
@@ -79,6 +80,12 @@ class RunnerConfig(BaseModel):
     allowed_hosts: tuple[str, ...] = ()
     """The hosts of an `allowlist` override (either phase), in `allowed_hosts`' forms: names, `*.` wildcards,
     IP addresses, CIDRs. Given without an `allowlist` override it is refused."""
+
+    verifier_mode: VerifierMode | None = None
+    """Where `tests/test.sh` runs, forced for every task: `separate`, a fresh sandbox of the task's image (or
+    `[verifier.environment] docker_image`) that receives only the task's `artifacts` (the workdir by default),
+    copied as data; `shared`, the agent's sandbox. None: each task's `[verifier] environment_mode`. Separate mode
+    needs a backend with `Capabilities.verifier_sandbox` (Docker)."""
 
     gateway: GatewayPlace = DEFAULT_GATEWAY
     """`host`: each rollout's gateway runs in this process and the sandbox holds only a per-rollout token.

@@ -17,6 +17,7 @@ from typing import ClassVar
 
 from agentbake.buildkit.labels import ImageLabels
 from agentbake.errors import AgentError
+from agentbake.runner.harness.listeners import KILL_BUT_SERVICES
 
 
 @dataclass(frozen=True)
@@ -168,12 +169,12 @@ def headless_launch(
             "status=$?",
             # Let the stderr tee (a process substitution, not part of the pipeline) flush before exiting.
             "wait $!",
-            # What the command left behind dies with it (kill(-1) as this user spares only the caller): the
-            # harness's stop step then mostly finds none at its first look, one command fewer (issue 17). That
-            # look, not this line, is what the harness trusts. Only when this shell is the sandbox command's own
-            # process (its parent outside the sandbox's pid namespace: Docker's exec), so that no wrapper of the
-            # same user (a remote backend's) dies with the rest.
-            '[ "$PPID" != 0 ] || kill -KILL -1 2>/dev/null',
+            # What the command left behind dies with it, but its services (processes holding a listening
+            # socket, which shared-mode tests may query): the harness's stop step then mostly finds none at its
+            # first look, one command fewer. That look, not this line, is what the harness trusts. Only when
+            # this shell is the sandbox command's own process (its parent outside the sandbox's pid namespace:
+            # Docker's exec), so that no wrapper of the same user (a remote backend's) dies with the rest.
+            f'[ "$PPID" != 0 ] || {{ set -- "$(id -u)"\n{KILL_BUT_SERVICES}}}',
             "exit $status",
         ]
     )

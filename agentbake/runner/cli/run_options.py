@@ -13,7 +13,7 @@ import click
 
 from agentbake.clikit import field_options, json_option
 from agentbake.gateway.settings import LOGPROBS_MODES, MODEL_SETTINGS, UPSTREAM_API_KEY_ENV
-from agentbake.runner.choices import AGENT_NETWORKS, DEFAULT_EXPECT_LOGPROBS, VERIFIER_NETWORKS
+from agentbake.runner.choices import AGENT_NETWORKS, DEFAULT_EXPECT_LOGPROBS, VERIFIER_MODES, VERIFIER_NETWORKS
 
 # The options' choices, defaults and help come from plain modules; pydantic and the config models are imported
 # only when the command runs (make_config): `run --help` does without them.
@@ -48,6 +48,7 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             agent_network: str | None,
             verifier_network: str | None,
             allowed_hosts: tuple[str, ...],
+            verifier_mode: str | None,
             **kwargs: Any,
         ) -> Any:
             settings = {name: kwargs.pop(name) for name in MODEL_SETTINGS}
@@ -83,6 +84,7 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                         agent_network=agent_network,
                         verifier_network=verifier_network,
                         allowed_hosts=tuple(h for given in allowed_hosts for h in given.split(",") if h.strip()),
+                        verifier_mode=verifier_mode,
                         model_settings=ModelSettings(**settings),
                         **extra,
                     )
@@ -159,6 +161,13 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                     multiple=True,
                     metavar="HOST[,HOST...]",
                     help="The hosts of an allowlist override (names, *.wildcards, IPs, CIDRs); repeatable.",
+                ),
+                click.option(
+                    "--verifier-mode",
+                    type=click.Choice(VERIFIER_MODES),
+                    help="Where tests/test.sh runs, for every task (default: each task's [verifier] "
+                    "environment_mode). separate: a fresh sandbox of the task's image that receives only the "
+                    "artifacts (the workdir by default); shared: the agent's sandbox.",
                 ),
                 json_option,
             ]

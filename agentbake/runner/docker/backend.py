@@ -18,11 +18,13 @@ from pathlib import Path
 import docker.errors
 
 from agentbake.errors import SandboxError
+from agentbake.runner.docker import verifier_sandbox
 from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.docker.engine import EGRESS_SOCKET, GATEWAY_SOCKET, DockerEngine
 from agentbake.runner.docker.sandbox import DockerSandbox
 from agentbake.runner.docker.warm_pool import WarmPool
-from agentbake.runner.sandbox import Capabilities, SandboxBackend, SandboxRequest
+from agentbake.runner.sandbox import Capabilities, SandboxBackend, SandboxHandle, SandboxRequest
+from agentbake.runner.sandbox.copyout import CopyBudget
 from agentbake.runner.sandbox.protocol import kill_all
 
 
@@ -30,7 +32,9 @@ class DockerBackend(SandboxBackend):
     """Creates sandboxes on the local engine (DOCKER_HOST); `close()` removes every one still alive."""
 
     name = "docker"
-    capabilities = Capabilities(warm_pool=True, task_images=True, network_phases=True, large_exec_env=True)
+    capabilities = Capabilities(
+        warm_pool=True, task_images=True, network_phases=True, large_exec_env=True, verifier_sandbox=True
+    )
 
     def __init__(self, config: DockerConfig | None = None, *, base_url: str | None = None):
         self.config = config or DockerConfig()
@@ -102,6 +106,37 @@ class DockerBackend(SandboxBackend):
                 f"cannot link the socket {socket_path} into {link.parent} ({exc.strerror}); it must be on "
                 f"the same filesystem as DockerConfig.runtime_dir ({self.config.runtime_dir})"
             ) from None
+
+    # -- the verifier's own sandbox (verifier_sandbox.py) ----------------------------------------------
+
+    def snapshot(self, agent: SandboxHandle) -> DockerSandbox:
+        return verifier_sandbox.snapshot(self, self._ours(agent))
+
+    def fresh_verifier(self, agent: SandboxHandle, request: SandboxRequest) -> DockerSandbox:
+        image = self.engine.image(request.image, request.agent_bundle)
+        limits = self.engine.limits(request) if request.cpus or request.memory_mb else None
+        return verifier_sandbox.fresh(self, self._ours(agent), image, limits)
+
+    def hand_over(
+        self, source: SandboxHandle, target: SandboxHandle, path: str, exclude: tuple[str, ...], budget: CopyBudget
+    ) -> bool:
+        return verifier_sandbox.copy_into(self._ours(source), self._ours(target), path, exclude, budget)
+
+    def adopt(self, sandbox: DockerSandbox) -> None:
+        """Count a sandbox made outside `create` (a verifier's) among the live ones: `close` removes it too."""
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._live[sandbox.sandbox_id] = sandbox
+        if closed:
+            sandbox.kill()
+            raise SandboxError(f"the Docker backend was closed while sandbox {sandbox.name} started; it was removed")
+
+    @staticmethod
+    def _ours(handle: SandboxHandle) -> DockerSandbox:
+        if not isinstance(handle, DockerSandbox):
+            raise SandboxError(f"sandbox {handle.sandbox_id} is not a Docker sandbox")
+        return handle
 
     # -- removal -----------------------------------------------------------------------------------
 

@@ -71,7 +71,7 @@ def transient(exc: BaseException) -> bool:
     return isinstance(exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout | ConnectionError)
 
 
-def _slug(rollout_id: str) -> str:
+def slug(rollout_id: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_.-]", "-", rollout_id)[:40] or "sandbox"
 
 
@@ -203,7 +203,7 @@ class DockerEngine:
         connected later, which Docker refuses for `network_mode="none"`): it starts with loopback only."""
         attempts = self.config.create_attempts
         for attempt in range(1, attempts + 1):
-            name = f"agentbake-{_slug(rollout_id)}-{secrets.token_hex(4)}"
+            name = f"agentbake-{slug(rollout_id)}-{secrets.token_hex(4)}"
             try:
                 return self._start_once(image, limits, rollout_id, name, network), name
             except BaseException as exc:

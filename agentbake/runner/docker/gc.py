@@ -1,4 +1,5 @@
-"""`agentbake gc`: removing what Docker sandboxes leave behind when their runner could not.
+"""`agentbake gc`: removing what Docker sandboxes leave behind when their runner could not (containers, the
+verifiers' snapshot images, networks, host folders).
 
 A runner that is told to stop closes its backend (`agentbake.runner.cli.teardown`). A runner killed with SIGKILL
 cannot clean up, so everything it creates carries labels (labels.py) and `collect` removes, on the next run, each
@@ -29,7 +30,7 @@ class Leftover:
     """Something a sandbox left behind, and why it goes."""
 
     kind: str
-    """`container`, `network` or `folder`."""
+    """`container`, `network`, `image` (a verifier's snapshot of an agent's sandbox) or `folder`."""
     name: str
     rollout: str
     reason: str
@@ -90,6 +91,14 @@ def collect(
         if (reason := _reason(item_labels, now)) is not None:
             remove = functools.partial(api.remove_network, network["Id"])
             doomed.append(("network", network["Name"], item_labels.get(labels.ROLLOUT, ""), reason, remove))
+    for image in api.images(
+        filters={"label": labels.ROLLOUT}
+    ):  # snapshots (verifier_sandbox.py): after their containers
+        item_labels = image.get("Labels") or {}
+        if (reason := _reason(item_labels, now)) is not None:
+            remove = functools.partial(api.remove_image, image["Id"], force=True)
+            name = next(iter(image.get("RepoTags") or []), image["Id"][:19])
+            doomed.append(("image", name, item_labels.get(labels.ROLLOUT, ""), reason, remove))
     if runtime_dir.is_dir():
         for folder in sorted(runtime_dir.iterdir()):
             if folder.is_dir() and folder.name not in names and now - folder.stat().st_mtime >= _ORPHAN_AGE_S:

@@ -75,6 +75,9 @@ class DockerSandbox(SandboxHandle):
         self.killed = False
         self.network: str | None = None
         """The network `connect_network` joins (set by the backend for a rollout whose verifier has one)."""
+        self.network_of: DockerSandbox | None = None
+        """The sandbox whose network namespace this one shares (a verifier's snapshot: `verifier_sandbox.py`):
+        `connect_network` connects that one."""
 
     def __repr__(self) -> str:
         return f"DockerSandbox({self.name!r}, rollout={self.rollout_id!r})"
@@ -224,6 +227,9 @@ class DockerSandbox(SandboxHandle):
             raise self._error("restart", exc) from None
 
     def connect_network(self) -> None:
+        if self.network_of is not None:
+            self.network_of.connect_network()
+            return
         if self.network is None:
             raise SandboxError(f"sandbox {self.name} was not made for a network (SandboxRequest.verifier_network)")
         try:

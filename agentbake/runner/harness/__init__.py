@@ -5,8 +5,8 @@ from agentbake.lazy import lazy_exports
 # name -> the module defining it, imported on first use (agentbake/lazy.py)
 _EXPORTS = {
     "Harness": "agentbake.runner.harness.steps",
-    "HarnessOutcome": "agentbake.runner.harness.steps",
-    "describe_error": "agentbake.runner.harness.steps",
+    "HarnessOutcome": "agentbake.runner.harness.outcome",
+    "describe_error": "agentbake.runner.harness.outcome",
     "oracle_launch": "agentbake.runner.harness.steps",
 }
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from agentbake.errors import SandboxError
 from agentbake.runner.agents import AgentLaunch
 from agentbake.runner.harness.commands import RootCommand, agent_gone
+from agentbake.runner.harness.listeners import KEEP_SERVICES
 from agentbake.runner.result import Status
 from agentbake.runner.sandbox import BgJob, ExecResult, SandboxHandle
 from agentbake.runner.sandbox.copyout import MiB
@@ -123,16 +124,25 @@ class Stopped:
 
 
 def stop_user(
-    handle: SandboxHandle, uid: str, root_env: Mapping[str, str], then: RootCommand, *, killed: bool = False
+    handle: SandboxHandle,
+    uid: str,
+    root_env: Mapping[str, str],
+    then: RootCommand,
+    *,
+    killed: bool = False,
+    keep_services: bool = False,
 ) -> Stopped:
     """Kill every process of `uid` (what the agent left in the background too) and check none is left; when
     that cannot be done from inside, restart the sandbox. `then` (as root, cwd /) runs in the same exec
     as the check that found none left: the steps that need the agent gone, without a round trip of their own.
     `killed`: the agent's launch ended on its own, having run `kill -KILL -1` as the user itself where it could
     (`headless_launch`), so the first round only checks (a kill round follows when that finds any).
+    `keep_services`: the agent's processes holding a listening socket are spared and stopped (`services` in what
+    is printed lists the stopped ones, `ports` their ports: `listeners.parse_services`); a restart of the sandbox
+    kills them too.
     SandboxError when the processes cannot be stopped (the verifier must not run beside them) or `then` fails."""
     try:
-        alive, printed = _kill_rounds(handle, uid, root_env, then, killed)
+        alive, printed = _kill_rounds(handle, uid, root_env, then, killed, keep_services)
         if not alive:
             return Stopped(None, printed)
         why = f"processes of {handle.user} kept running after {STOP_ROUNDS} rounds of kill -KILL -1 (pids {alive})"
@@ -142,34 +152,42 @@ def stop_user(
         handle.restart()
     except SandboxError as exc:
         raise SandboxError(f"{why}; the verifier cannot run untouched ({exc})") from None
-    alive, printed = _live_pids(handle, uid, root_env, then)
+    alive, printed = _live_pids(handle, uid, root_env, then, keep_services)
     if alive:
         raise SandboxError(f"processes of {handle.user} survived a restart of the sandbox (pids {alive})")
     return Stopped(f"{why}: the sandbox was restarted (every process killed, its files kept)", printed)
 
 
 def _kill_rounds(
-    handle: SandboxHandle, uid: str, root_env: Mapping[str, str], then: RootCommand, killed: bool
+    handle: SandboxHandle, uid: str, root_env: Mapping[str, str], then: RootCommand, killed: bool, keep_services: bool
 ) -> tuple[str, dict[str, str]]:
     """`kill -KILL -1` as the agent's user until none of its processes is left (`killed`: a first look without
-    it); the pids alive after STOP_ROUNDS kill rounds ("" when none) and what `then` printed once none was."""
-    alive = ""
+    it; `keep_services`: as root, every process of the uid but its listeners); the pids alive after STOP_ROUNDS
+    kill rounds ("" when none) and what `then` printed once none was."""
+    alive, ports = "", ""
     for round_ in range(STOP_ROUNDS + killed):
         if round_ or not killed:
-            # kill(-1) as that user reaches exactly its processes (and spares the calling shell).
-            handle.exec(["sh", "-c", "kill -KILL -1"], user=handle.user, timeout=STEP_TIMEOUT_SEC)
-        alive, printed = _live_pids(handle, uid, root_env, then)
+            if keep_services:  # as the user: root cannot see its processes' sockets (listeners.py)
+                killed_round = handle.exec(
+                    ["sh", "-c", KEEP_SERVICES, "sh", uid], user=handle.user, cwd="/", timeout=STEP_TIMEOUT_SEC
+                )
+                ports = killed_round.stdout
+            else:  # kill(-1) as that user reaches exactly its processes (and spares the calling shell).
+                handle.exec(["sh", "-c", "kill -KILL -1"], user=handle.user, timeout=STEP_TIMEOUT_SEC)
+        alive, printed = _live_pids(handle, uid, root_env, then, keep_services)
         if not alive:
+            if keep_services:
+                printed["ports"] = ports
             return "", printed
     return alive, {}
 
 
 def _live_pids(
-    handle: SandboxHandle, uid: str, root_env: Mapping[str, str], then: RootCommand
+    handle: SandboxHandle, uid: str, root_env: Mapping[str, str], then: RootCommand, keep_services: bool = False
 ) -> tuple[str, dict[str, str]]:
     """The first pids of `uid` still alive, space-separated ("" when none), and when none, what `then`'s parts
     printed (run in the same exec: `commands.agent_gone`); SandboxError when the listing or `then` fails."""
-    command = agent_gone(then).render()
+    command = agent_gone(then, keep_services=keep_services).render()
     listed = handle.exec(
         ["sh", "-c", command.script, "sh", uid], envs=root_env, cwd="/", timeout=STEP_TIMEOUT_SEC, user="root"
     )

@@ -34,6 +34,17 @@ _LIVE_PIDS_OF_UID = (
     'grep -q "^State:[[:space:]]*Z" "$d/status" 2>/dev/null || echo "${d#/proc/}"; done'
 )
 _ALIVE = f'pids=$({_LIVE_PIDS_OF_UID}) || exit 1; [ -z "$pids" ] || {{ echo "$pids"; exit; }}'
+# With the agent's services kept: its live processes that are not stopped (`listeners.KEEP_SERVICES` stopped its
+# services), and the stopped ones as `pid comm`.
+_EACH_LIVE_OF_UID = (
+    'for d in /proc/[0-9]*; do [ "$(stat -c %u "$d" 2>/dev/null)" = "$1" ] || continue; s=; '
+    'while read -r k s _; do [ "$k" = State: ] && break; done < "$d/status" 2>/dev/null; p=${{d#/proc/}}; {body}; done'
+)
+_UNSTOPPED = _EACH_LIVE_OF_UID.format(body='case $s in Z|T|t|"") ;; *) echo "$p" ;; esac')
+_ALIVE_BUT_STOPPED = f'pids=$({_UNSTOPPED}) || exit 1; [ -z "$pids" ] || {{ echo "$pids"; exit; }}'
+_STOPPED = _EACH_LIVE_OF_UID.format(
+    body='case $s in T|t) read -r c 2>/dev/null < "$d/comm" && printf "%s %s\\n" "$p" "$c" ;; esac'
+)
 OOM_KILLS = (
     "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null | sed -n 's/^oom_kill //p'"
 )
@@ -91,6 +102,22 @@ def _marker(name: str, token: str) -> str:
     return f"agentbake-{name}-{token}"
 
 
+ROOT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+"""The environment of every root step, before root's HOME is learned: no user or system git config, so nothing
+the agent writes can configure the root-run git."""
+
+
+def scratch_name() -> str:
+    """A fresh name for a sandbox's root-only scratch dir, chosen before anything of the task has run there (the
+    first root step's mkdir fails if something stands in its way)."""
+    return f"/tmp/agentbake-{secrets.token_hex(8)}"
+
+
+def _scratch_and_home(private: str) -> str:
+    """The root-only scratch dir made (it fails when anything is in its way), root's HOME exported and printed."""
+    return f'mkdir -m 700 -- {private} && HOME=~root && export HOME && echo "$HOME"'
+
+
 # -- the commands -----------------------------------------------------------------------------------
 
 
@@ -99,11 +126,17 @@ def prepare(private: str, unpack: str, then: RootCommand) -> RootCommand:
     processes listed before any task code ran (`processes`: init, the relay, a backend's daemon), the agent's
     files unpacked (the shell `unpack`, in this shell: its variables are unset before `then` runs)."""
     return (
-        RootCommand()
-        .then("home", f'mkdir -m 700 -- {private} && HOME=~root && export HOME && echo "$HOME"')
-        .then("processes", PROCESSES)
-        .then("unpack", unpack)
+        RootCommand().then("home", _scratch_and_home(private)).then("processes", PROCESSES).then("unpack", unpack)
         + then
+    )
+
+
+def own_verifier(private: str, clear_the_way: str) -> RootCommand:
+    """The first root step in a verifier's own sandbox (none of the agent's processes there): its scratch dir,
+    root's HOME (`home`) and its own processes (`processes`), as `prepare` learns them in the agent's; then the
+    verifier's way cleared (`links`: the shell `clear_the_way`, what it removed)."""
+    return (
+        RootCommand().then("home", _scratch_and_home(private)).then("processes", PROCESSES).then("links", clear_the_way)
     )
 
 
@@ -119,10 +152,19 @@ def snapshot(snapshot_shell: str, user: str, private: str) -> RootCommand:
     )
 
 
-def agent_gone(then: RootCommand) -> RootCommand:
+def agent_gone(then: RootCommand, *, keep_services: bool = False) -> RootCommand:
     """$1: the agent's uid. `alive` lists its live pids and ends the command when there are any; else `then`
-    runs, in the same exec as the check that found none."""
-    return RootCommand().then("alive", _ALIVE) + then
+    runs, in the same exec as the check that found none. `keep_services`: a stopped process does not count (the
+    kill round, `listeners.KEEP_SERVICES`, stopped the agent's services: frozen while `then` clears the
+    verifier's way), and `services` lists the stopped ones (`pid comm`)."""
+    if not keep_services:
+        return RootCommand().then("alive", _ALIVE) + then
+    return RootCommand().then("alive", _ALIVE_BUT_STOPPED).then("services", _STOPPED) + then
+
+
+def continue_services(pids: str) -> str:
+    """The agent's services stopped by `agent_gone(keep_services=True)` continued (pids space-separated)."""
+    return f"kill -CONT {pids} 2>/dev/null; :"
 
 
 def after_agent(

@@ -13,20 +13,23 @@ in its home (a `.gitconfig`, Python's user site) runs as root.
 
 from __future__ import annotations
 
+import functools
 import logging
 import posixpath
-import secrets
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentbake.errors import AgentbakeError, SandboxError
+from agentbake.errors import SandboxError
 from agentbake.runner.agents import AgentImage, AgentLaunch, headless_launch
-from agentbake.runner.harness import commands, toolchain
+from agentbake.runner.choices import VerifierMode
+from agentbake.runner.harness import commands, own_verifier, toolchain
 from agentbake.runner.harness.agent_phase import STEP_TIMEOUT_SEC, run_agent, stop_user
 from agentbake.runner.harness.commands import RootCommand
+from agentbake.runner.harness.listeners import Service, parse_services
+from agentbake.runner.harness.outcome import HarnessOutcome, describe_error
+from agentbake.runner.harness.own_verifier import VerifierPlace
 from agentbake.runner.harness.upload import (
     USER_UMASK_MODES,
     HandedArchive,
@@ -50,7 +53,7 @@ from agentbake.runner.harness.workdir import (
     snapshot_command,
 )
 from agentbake.runner.result import Status, Timings
-from agentbake.runner.sandbox import ExecResult, SandboxHandle
+from agentbake.runner.sandbox import ExecResult, SandboxBackend, SandboxHandle, SandboxRequest
 from agentbake.runner.sandbox.copyout import CopyBudget
 from agentbake.runner.sandbox.packed import PackedLogs
 from agentbake.tasks import Task
@@ -64,29 +67,6 @@ logger = logging.getLogger("agentbake.runner")
 SETUP_TIMEOUT_SEC = 600.0
 """Seconds `environment/setup.sh` may run (Harbor's default build/setup budget)."""
 _MADE = "upload-made"  # in the scratch dir: what the upload makes in the user's dirs (`upload.made_in_user_dirs`)
-
-
-@dataclass
-class HarnessOutcome:
-    """What the steps produced; the rollout turns it into a `RolloutResult`."""
-
-    status: Status = Status.OK
-    reward: float = 0.0
-    exit_code: int | None = None
-    verifier_exit_code: int | None = None
-    error: str | None = None
-    notes: list[str] = field(default_factory=list)
-    """What was cut or left out with the status unchanged (copy-out caps, links not followed)."""
-
-    def fail(self, status: Status, error: str, *, decisive: bool = False) -> None:
-        """Record a failure; the first one is the status, later ones are appended to the message. A
-        `decisive` one (the rollout can no longer be judged) is the status whatever came before."""
-        if self.status is Status.OK:
-            self.status, self.error = status, error
-        elif decisive:
-            self.status, self.error = status, f"{error}; before that, {self.error}"
-        else:
-            self.error = f"{self.error}; then {error}"
 
 
 def oracle_launch(task: Task, image: AgentImage, task_dir: str) -> AgentLaunch:
@@ -111,20 +91,27 @@ class Harness:
         verifier_network: VerifierNetwork = "none",
         archives_in_env: bool = False,
         egress: RolloutEgress | None = None,
+        verifier_mode: VerifierMode = "shared",
+        backend: SandboxBackend | None = None,
+        verifier_request: SandboxRequest | None = None,
     ) -> None:
         self.handle, self.task, self.launch, self.out_dir, self.timings = handle, task, launch, out_dir, timings
         self.oracle = oracle
         self.verifier_network = verifier_network
         self.egress = egress  # the rollout's egress proxy: the verifier step switches it to its phase
         self.archives_in_env = archives_in_env  # `Capabilities.large_exec_env`: see `upload.hand_over`
+        # The verifier's own sandbox (`own_verifier.py`): `backend` makes it (one with `Capabilities.verifier_sandbox`,
+        # else None: then no service is kept and separate mode is refused by the runner), `verifier_request` is the
+        # fresh one's of separate mode.
+        self.verifier_mode, self.backend, self.verifier_request = verifier_mode, backend, verifier_request
+        self.services: list[Service] = []  # the agent's, kept alive (frozen) by the stop step in shared mode
+        self.place: VerifierPlace | None = None  # where the verifier ran, once it did
         self.workdir = handle.paths["workdir"]
         self.outcome = HarnessOutcome()
         # The root-only scratch dir (setup script, snapshot, test files), made by the first root step. Its name is
         # chosen here: nothing of the agent has run yet, so nothing can stand in its way (mkdir fails if it does).
-        self.private = f"/tmp/agentbake-{secrets.token_hex(8)}"
-        # No user or system git config: nothing the agent writes can configure the root-run git. HOME (root's
-        # own) is added by the first root step.
-        self.root_env: dict[str, str] = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+        self.private = commands.scratch_name()
+        self.root_env = dict(commands.ROOT_ENV)  # HOME (root's own) is added by the first root step
         self.agent_uid = ""  # read by _snapshot, with the OOM-kill count before the agent starts
         self.oom_before = 0
         self.upload: HandedArchive | None = None  # the agent's files, unpacked by the first root step
@@ -154,10 +141,18 @@ class Harness:
             with self.timings.phase("collect"):
                 self._step(self._save_diff, "the workdir diff")  # made by the stop step's exec
             if stopped and not self.toolchain_changed:
-                with self.timings.phase("verifier"):
-                    self._step(self._verify, "the verifier")
-        with self.timings.phase("collect"):
-            self._collect()
+                with self.timings.phase("verifier_sandbox"):
+                    placed = self._step(self._place_verifier, "making the verifier's own sandbox")
+                if placed:
+                    with self.timings.phase("verifier"):
+                        self._step(self._verify, "the verifier")
+        try:
+            with self.timings.phase("collect"):
+                self._collect()
+        finally:
+            if self.place is not None and self.place.own:
+                with self.timings.phase("teardown"):
+                    self._step(self.place.handle.kill, "removing the verifier's sandbox")
         return self.outcome
 
     def _step(self, step: Callable[[], None], what: str, *, decisive: bool = False) -> bool:
@@ -303,13 +298,21 @@ class Harness:
         )
         oom_kills = self.oom_before  # unknown when the agent cannot be stopped: judged as none
         try:
-            # An agent that ended on its own ran the launch's `kill -KILL -1` on its way out: the first round looks.
-            stopped = stop_user(self.handle, self.agent_uid, self.root_env, then, killed=self.agent_exit is not None)
+            # An agent that ended on its own killed its leftovers (not its services) as it exited: the first look.
+            stopped = stop_user(
+                self.handle,
+                self.agent_uid,
+                self.root_env,
+                then,
+                killed=self.agent_exit is not None,
+                keep_services=self.verifier_mode == "shared" and self.backend is not None,
+            )
             printed = stopped.printed
             oom_kills = _count(printed["oom"])
         finally:
             self._judge_agent_exit(oom_kills)
         self.packed.take(printed.get("pack"), agent_logs)
+        self.services = parse_services(printed.get("services", ""), printed.get("ports", ""))
         note_removed_links(printed.get("links", ""), self.outcome, self._save)
         self._judge_toolchain(printed.get("toolchain"))
         if stopped.restarted:
@@ -358,19 +361,35 @@ class Harness:
         """The workdir's diff against the snapshot into the scratch dir (run in the workdir)."""
         return diff_command(self.private, self.workdir, self._diff_file, self.handle.git)
 
+    def _place_verifier(self) -> None:
+        """Where the verifier runs (`own_verifier.place`)."""
+        in_agents = VerifierPlace(self.handle, self.private, self.root_env, self.own_processes, self.packed)
+        self.place = own_verifier.place(
+            self.verifier_mode,
+            self.services,
+            self.backend,
+            self.verifier_request,
+            in_agents,
+            self.task,
+            self.outcome,
+            self._save,
+        )
+
     def _verify(self) -> None:
+        place = self.place
+        assert place is not None, "_place_verifier comes first"
         VerifierPhase(
-            self.handle,
+            place.handle,
             self.task,
             self.outcome,
             workdir=self.workdir,
-            private=self.private,
-            root_env=self.root_env,
-            own_processes=self.own_processes,
+            private=place.private,
+            root_env=place.root_env,
+            own_processes=place.own_processes,
             network=self.verifier_network,
             archives_in_env=self.archives_in_env,
-            packed=self.packed,
-            root=self._root,
+            packed=place.packed,
+            root=functools.partial(self._root, on=place.handle, root_env=place.root_env),
             save=self._save,
             egress=self.egress,
         ).run()
@@ -384,10 +403,14 @@ class Harness:
         first, *more = self.launch.log_paths
         sources = [(first, self.out_dir / "agent")]
         sources += [(path, self.out_dir / "agent" / posixpath.basename(path)) for path in more]
-        sources.append((HARBOR_VERIFIER_LOGS, self.out_dir / "verifier" / "logs"))
+        verifier = [(HARBOR_VERIFIER_LOGS, self.out_dir / "verifier" / "logs")]
         budget = CopyBudget()
-        # A path that fails is a note; the others are still tried.
-        self.handle.copy_out_all(sources, budget, self.packed.archives)
+        # A path that fails is a note; the others are still tried. The verifier's logs are where it ran.
+        if self.place is None or not self.place.own:
+            self.handle.copy_out_all(sources + verifier, budget, self.packed.archives)
+        else:
+            self.handle.copy_out_all(sources, budget, self.packed.archives)
+            self.place.handle.copy_out_all(verifier, budget, self.place.packed.archives)
         self.outcome.notes += budget.finish()
 
     # -- helpers ----------------------------------------------------------------------------------
@@ -398,16 +421,29 @@ class Harness:
         return rendered.split(self._root(["sh", "-c", rendered.script], what=what, envs=envs).stdout)
 
     def _root(
-        self, cmd: str | list[str], *, what: str, cwd: str | None = None, envs: Mapping[str, str] | None = None
+        self,
+        cmd: str | list[str],
+        *,
+        what: str,
+        cwd: str | None = None,
+        envs: Mapping[str, str] | None = None,
+        on: SandboxHandle | None = None,
+        root_env: Mapping[str, str] | None = None,
     ) -> ExecResult:
         """A harness step as root (cwd: the workdir unless given; `envs` beside `root_env` for this command only)
-        that must succeed; SandboxError otherwise."""
-        result = self.handle.exec(
-            cmd, envs={**self.root_env, **(envs or {})}, cwd=cwd or self.workdir, timeout=STEP_TIMEOUT_SEC, user="root"
+        that must succeed; SandboxError otherwise. `on`: another sandbox than the agent's (the verifier's own),
+        with its `root_env`."""
+        handle = on or self.handle
+        result = handle.exec(
+            cmd,
+            envs={**(root_env or self.root_env), **(envs or {})},
+            cwd=cwd or self.workdir,
+            timeout=STEP_TIMEOUT_SEC,
+            user="root",
         )
         if result.exit_code != 0:
             raise SandboxError(
-                f"could not {what} in sandbox {self.handle.sandbox_id}: "
+                f"could not {what} in sandbox {handle.sandbox_id}: "
                 f"exit {result.exit_code}: {tail(result.stderr or result.stdout)}"
             )
         return result
@@ -424,8 +460,3 @@ class Harness:
 def _count(printed: str) -> int:
     """The sum of the counts a command printed (the OOM kills of cgroup v2 and v1, whichever exist)."""
     return sum(int(n) for n in printed.split() if n.isdigit())
-
-
-def describe_error(exc: BaseException) -> str:
-    """An exception as a result's message: agentbake's own errors say what went wrong, others name their type."""
-    return str(exc) if isinstance(exc, AgentbakeError) else f"{type(exc).__name__}: {exc}"

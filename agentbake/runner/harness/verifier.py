@@ -21,6 +21,8 @@ import json
 import math
 import posixpath
 import re
+import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 # Harbor's contract with a task's verifier: its files under /tests, its reward under /logs/verifier.
@@ -114,7 +116,7 @@ PROTECTED_ROOTS = (HARBOR_TESTS_DIR, _LOGS_PARENT)
 # loops; once every link is judged, the listed ones are removed (so the verdict does not depend on the
 # order find meets them: a link through a listed link is listed too). The agent is dead: nothing changes
 # under the walk.
-REMOVE_ESCAPING_LINKS = r"""find / \( -path /proc -o -path /sys \) -prune -o -type l -uid "$1" -exec sh -c '
+_JUDGE_THEN_REMOVE = r""" -exec sh -c '
 walk() {  # $1: the link, $2: its target; sets R (where it leads) and P=1 (through /proc, or a loop)
   case $2 in /*) R=/ ;; *) R=${1%/*}; R=${R:-/} ;; esac
   P=0 n=1 rest=${2#/}
@@ -156,8 +158,17 @@ done' sh "$2" {} + > "$3"
 xargs -0 -n 2 sh -c 'rm -f -- "$1"' sh < "$3"
 cat "$3"
 """
+REMOVE_ESCAPING_LINKS = r'find / \( -path /proc -o -path /sys \) -prune -o -type l -uid "$1"' + _JUDGE_THEN_REMOVE
 """Run as root after the agent has stopped, before /tests exists: removes the agent's symlinks that could
 lead the verifier into /tests or /logs, and lists them."""
+
+
+def remove_escaping_links_under(paths: Sequence[str]) -> str:
+    """`REMOVE_ESCAPING_LINKS` for the links under `paths` (existing paths), whatever their owner: a separate
+    verifier's artifacts, where every link was copied from the agent's sandbox. ($1 is not read.)"""
+    if not paths:
+        return ': > "$3"\n'
+    return f"find -P {shlex.join(paths)} -type l" + _JUDGE_THEN_REMOVE
 
 
 def removed_links(stdout: str) -> list[tuple[str, str]]:

@@ -43,7 +43,7 @@ from agentbake.runner.sandbox.packed import PackedLogs
 from agentbake.tasks import Task
 
 if TYPE_CHECKING:
-    from agentbake.runner.harness.steps import HarnessOutcome
+    from agentbake.runner.harness.outcome import HarnessOutcome
     from agentbake.runner.network import RolloutEgress
 
 _LOGS_PARENT = posixpath.dirname(HARBOR_VERIFIER_LOGS)
@@ -232,15 +232,16 @@ class VerifierPhase:
         return NO_NETWORK.format(line)
 
 
-def clear_the_way(private: str) -> str:
+def clear_the_way(private: str, links: str = REMOVE_ESCAPING_LINKS) -> str:
     """Shell for the root command that finds none of the agent's processes left (`agent_phase.stop_user`'s
     `then`; $1: the agent's uid), last in it: the agent's symlinks into /tests or /logs go (printed, NUL-separated,
     for `note_removed_links`); then both are made fresh and root-owned: nothing in them predates this run. /tests
-    is root's alone: code of the agent that test.sh runs as another user cannot read the answers."""
+    is root's alone: code of the agent that test.sh runs as another user cannot read the answers. `links`: which
+    links are judged (`verifier.remove_escaping_links_under` in a verifier's own sandbox; "" none)."""
     roots = shlex.quote(" ".join(PROTECTED_ROOTS))
     return (
         f'(\nset -e\nset -- "$1" {roots} {private}/removed-links\n'
-        f"{REMOVE_ESCAPING_LINKS}rm -rf {HARBOR_TESTS_DIR} {HARBOR_VERIFIER_LOGS}\n"
+        f"{links}rm -rf {HARBOR_TESTS_DIR} {HARBOR_VERIFIER_LOGS}\n"
         f"[ ! -L {_LOGS_PARENT} ] || rm -f {_LOGS_PARENT}\nmkdir -m 700 {HARBOR_TESTS_DIR}\n"
         f"mkdir -p {HARBOR_VERIFIER_LOGS}\nchown root:root {_LOGS_PARENT} {HARBOR_VERIFIER_LOGS}\n"
         f"chmod 755 {_LOGS_PARENT} {HARBOR_VERIFIER_LOGS}\n)"

@@ -62,7 +62,7 @@ class ArchiveTooLarge(Exception):
     """The archive read from the sandbox passed `CopyBudget.archive_bytes`."""
 
 
-class _ChunkReader(io.RawIOBase):
+class ChunkReader(io.RawIOBase):
     """A readable file over an iterator of byte chunks, counting what it hands out against the budget."""
 
     def __init__(self, chunks: Iterable[bytes], budget: CopyBudget) -> None:
@@ -95,7 +95,7 @@ def extract(chunks: Iterable[bytes], dest: Path, budget: CopyBudget, *, source: 
     it): a directory's contents land in `dest`, a file lands inside `dest`, a link is left out (never
     followed). A hard link to a file copied before is a copy of it (a link must not hide a log)."""
     dest.mkdir(parents=True, exist_ok=True)
-    stream = io.BufferedReader(_ChunkReader(chunks, budget), buffer_size=_BLOCK)
+    stream = io.BufferedReader(ChunkReader(chunks, budget), buffer_size=_BLOCK)
     root: str | None = None
     written: dict[str, Path] = {}  # archive name -> the host file made from it
     try:

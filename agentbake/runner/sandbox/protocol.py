@@ -48,6 +48,11 @@ class Capabilities:
     given: the harness hands a small archive to the command that unpacks it there (`harness/upload.py`), one file
     write fewer (issue 17). Without it (the clouds' command APIs, whose limits on it are not known) archives are
     written as files first."""
+    verifier_sandbox: bool = False
+    """The verifier can run in a sandbox of its own made from the agent's once the agent is stopped
+    (`SandboxBackend.snapshot`, `fresh_verifier`, `hand_over`): Harbor's separate verifier mode, and the shared
+    mode's verifier when services of the agent are kept alive for the tests. Without it separate mode is
+    refused, and no service of the agent outlives the stop step."""
 
 
 @dataclass(frozen=True)
@@ -271,3 +276,21 @@ class SandboxBackend(abc.ABC):
         """Start sandboxes for this request ahead of need and return once started; only with
         `Capabilities.warm_pool`."""
         raise SandboxError(f"the {self.name} backend keeps no warm pool")
+
+    def snapshot(self, agent: SandboxHandle) -> SandboxHandle:
+        """A sandbox started from the files of `agent` as they are now, sharing only its network (services left
+        in `agent` answer on loopback), with processes and files of its own; removed by its `kill` (with what it
+        was made from) and by `close`. Only with `Capabilities.verifier_sandbox`."""
+        raise SandboxError(f"the {self.name} backend cannot snapshot a sandbox")
+
+    def fresh_verifier(self, agent: SandboxHandle, request: SandboxRequest) -> SandboxHandle:
+        """A new sandbox of `request.image` for `agent`'s verifier, with `agent`'s hardening, no link to it and no
+        relay (`request`'s resources over `agent`'s). Only with `Capabilities.verifier_sandbox`."""
+        raise SandboxError(f"the {self.name} backend cannot make a verifier's sandbox")
+
+    def hand_over(
+        self, source: SandboxHandle, target: SandboxHandle, path: str, exclude: tuple[str, ...], budget: CopyBudget
+    ) -> bool:
+        """`path` of `source` copied as data over `path` in `target` (`exclude`: patterns left out), within
+        `budget`; False when `source` has nothing there. Only with `Capabilities.verifier_sandbox`."""
+        raise SandboxError(f"the {self.name} backend cannot copy between sandboxes")

@@ -10,6 +10,7 @@ from agentbake.buildkit.catalog import Catalog
 from agentbake.buildkit.labels import ImageLabels
 from agentbake.errors import AgentError
 from agentbake.runner.agents import AgentImage, ModelAccess, agent_for_labels, agents, get_agent, headless_launch
+from agentbake.runner.harness.listeners import KILL_BUT_SERVICES
 
 HOME = "/sandbox/u"
 LABELS = ImageLabels(
@@ -98,4 +99,5 @@ def test_headless_launch_runs_any_command_the_same_way() -> None:
     launch = headless_launch(AgentImage.from_labels(LABELS), "oracle", ["bash", solve], "x", env={"TASK": "1"})
     assert f"bash '{solve}' < {HOME}/out/agent/instruction.md" in launch.script
     assert launch.log_file == f"{HOME}/out/agent/oracle.log" and launch.env == {"HOME": HOME, "TASK": "1"}
-    assert launch.script.endswith('[ "$PPID" != 0 ] || kill -KILL -1 2>/dev/null\nexit $status')
+    # What it left dies with it, but its services (processes holding a listening socket: listeners.py).
+    assert launch.script.endswith(f'[ "$PPID" != 0 ] || {{ set -- "$(id -u)"\n{KILL_BUT_SERVICES}}}\nexit $status')

@@ -15,7 +15,7 @@ import pytest
 
 from agentbake.runner.docker.backend import DockerBackend
 from agentbake.runner.docker.config import DockerConfig
-from agentbake.runner.harness.steps import HarnessOutcome
+from agentbake.runner.harness.outcome import HarnessOutcome
 from agentbake.runner.harness.upload import ENV_PREFIX
 from agentbake.runner.harness.verifier import PROCESSES
 from agentbake.runner.harness.verifier_phase import VerifierPhase, clear_the_way
