@@ -11,8 +11,8 @@ A task may bring its own image (agentbake.tasks.image): `environment/Dockerfile`
 as its context, or `[environment] docker_image`. With a Dockerfile, environment/ is only the build
 context: nothing of it is copied into the workdir and its setup.sh is not run by agentbake (the
 Dockerfile runs what it needs at build time, as Terminal-Bench's do). A `docker-compose.yaml` task
-(several services) is refused. Keys of Harbor's task.toml that agentbake does not use are accepted and
-reported in `Task.warnings`.
+(several services) is refused. task.toml is read by agentbake.tasks.task_toml: each of Harbor's keys is
+honoured or refused by name, never ignored.
 
 A task's files are read on this host (the instruction, setup.sh as root in the sandbox), so a symlink
 that leads out of the task directory, or a file that is no regular file (a FIFO, a device), is refused
@@ -23,60 +23,21 @@ agent.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
-import re
 import stat
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 from agentbake.errors import TaskError
+from agentbake.tasks.task_network import PUBLIC, NetworkPolicy
+from agentbake.tasks.task_parts import DEFAULT_BUILD_TIMEOUT_SEC, Artifact, CollectHook, Environment
+from agentbake.tasks.task_toml import DEFAULT_TIMEOUT_SEC, read_task_toml
 
-DEFAULT_TIMEOUT_SEC = 600.0
-"""Harbor's default for both the agent and the verifier."""
-DEFAULT_BUILD_TIMEOUT_SEC = 600.0
-"""Harbor's default for building a task's environment/Dockerfile."""
 COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
 
 SETUP_SCRIPT = "setup.sh"
-
-# section -> keys agentbake reads; KNOWN_UNUSED lists Harbor keys accepted with a warning.
-USED_KEYS: dict[str, set[str]] = {
-    "agent": {"timeout_sec"},
-    "verifier": {"timeout_sec", "env", "user"},
-    "environment": {
-        "cpus",
-        "memory_mb",
-        "memory",
-        "storage_mb",
-        "storage",
-        "env",
-        "allow_internet",
-        "docker_image",
-        "build_timeout_sec",
-    },
-    "solution": {"env"},
-}
-KNOWN_UNUSED: dict[str, set[str]] = {
-    "": {"version", "schema_version", "metadata", "task", "source", "split"},
-    "agent": {"setup_timeout_sec", "user"},
-    "verifier": {"environment"},
-    "environment": {"gpus", "gpu_types", "tpu", "os", "mcp_servers"},
-    "solution": set(),
-}
-MAX_TIMEOUT_SEC = 7 * 24 * 3600.0
-"""Largest `timeout_sec` accepted (a week): past it a value is a mistake, and `inf` would overflow a wait."""
-MAX_CPUS = 1024.0
-MAX_SIZE_MB = 16 * 1024 * 1024
-"""Largest memory or storage size accepted (16 TiB)."""
-MAX_UID = 2**32 - 2
-"""Largest uid accepted (2**32 - 1 is the kernel's "no uid")."""
-_USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?|[0-9]{1,10}")
-_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|)\s*$", re.IGNORECASE)
-_MEMORY_UNITS = {"": 1 / (1024 * 1024), "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 
 
 @dataclass(frozen=True)
@@ -117,20 +78,60 @@ class Task:
     """Seconds building the Dockerfile may take (`[environment] build_timeout_sec`)."""
     solution_script: Path | None = None
     """`solution/solve.sh`, the reference solution."""
-    environment_env: Mapping[str, str] = field(default_factory=dict)
-    """`[environment] env`: variables for setup and the agent."""
-    verifier_env: Mapping[str, str] = field(default_factory=dict)
-    """`[verifier] env`: variables for the verifier."""
-    allow_internet: bool = True
-    """`[environment] allow_internet` (Harbor's default: true). agentbake's agent phase never has network;
-    the verifier phase has it when the run asks (`--verifier-network bridge`) and this is true."""
+    workdir: str | None = None
+    """`[environment] workdir`: the directory the agent, the oracle and the verifier run in, over the
+    image's WORKDIR (absolute, normalized, never `/`, /proc, /sys, /dev, /tests, /logs, /solution); None
+    keeps the image's (`/app` when it names none)."""
+    environment_env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """`[environment] env`, `${VAR}` / `${VAR:-default}` filled from the host when the task loads (Harbor's
+    rule): variables for setup and the agent. May hold secrets: never log them (hidden from `repr`)."""
+    verifier_env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """`[verifier] env`, filled the same way: variables for `tests/test.sh`. May hold secrets."""
+    solution_env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """`[solution] env`, filled the same way: variables for the oracle's `solve.sh`. May hold secrets."""
+    agent_user: str | None = None
+    """`[agent] user`: the user (a name, or a uid as text; uid 0 is "root") the agent and the oracle run
+    as. None: the task says nothing, so Harbor's rule applies (the image's own user, root when its Dockerfile
+    sets none)."""
     verifier_user: str | None = None
     """`[verifier] user`: the user (a name, or a uid as text) `tests/test.sh` runs as; None runs it as root
-    (the default user of most Harbor images)."""
-    solution_env: Mapping[str, str] = field(default_factory=dict)
-    """`[solution] env`: variables for the reference solution."""
+    (the default user of most Harbor images; `user = "root"` or `0` is None too)."""
+    agent_network: NetworkPolicy = PUBLIC
+    """What the agent phase (and the oracle) may reach: `[agent] network_mode` / `allowed_hosts` when set
+    (they replace the environment's, as in Harbor), else `[environment]`'s, else Harbor's default public."""
+    verifier_network: NetworkPolicy = PUBLIC
+    """What the verifier phase may reach: `[verifier] network_mode` / `allowed_hosts` when set, else the
+    environment the verifier runs in (`[verifier.environment]` in separate mode when given, whose own
+    default is public, else `[environment]`), else public."""
+    verifier_mode: Literal["shared", "separate"] = "shared"
+    """`[verifier] environment_mode`: "shared" runs test.sh in the agent's container; "separate" in a fresh
+    container that gets only the declared `artifacts` (Harbor: the default is "separate" when
+    `[verifier.environment]` exists, else "shared")."""
+    verifier_environment: Environment | None = None
+    """`[verifier.environment]` (same keys as `[environment]`): the separate verifier's own image
+    (`docker_image`; without one, the task's image), resources, workdir, env and network baseline. None
+    when the table is absent: a separate verifier then runs in a fresh copy of `[environment]`."""
+    verifier_collect: tuple[CollectHook, ...] = ()
+    """`[[verifier.collect]]`: commands run in the agent's container after the agent phase, before the
+    artifacts are taken (so runtime state can be written into files a separate verifier receives)."""
+    artifacts: tuple[Artifact, ...] = ()
+    """Top-level `artifacts`: paths taken out of the agent's container after it finishes; in separate mode
+    what the verifier's container receives."""
+    schema_version: str | None = None
+    """`schema_version` (or TB2's top-level `version`): always 1.x; None when the file says none."""
+    package_name: str | None = None
+    """`[task] name`, Harbor's registry name `org/name`; None when there is no `[task]` table."""
+    package_version: str | None = None
+    """`[task] version`, as written."""
     warnings: tuple[str, ...] = ()
-    """Keys of task.toml that were accepted but are not used by agentbake."""
+    """Keys the task sets that are valid but do nothing in agentbake (the runner prints them); today only
+    `[agent] setup_timeout_sec`."""
+
+    @property
+    def allow_internet(self) -> bool:
+        """True when the verifier phase may reach the whole internet (its policy is public): what the
+        runner's `--verifier-network bridge` grants. An allowlist is not the whole internet, so it is False."""
+        return self.verifier_network.mode == "public"
 
     @property
     def has_own_image(self) -> bool:
@@ -178,8 +179,9 @@ def load_task(path: str | Path) -> Task:
             '/logs/verifier/reward.txt, a number, or /logs/verifier/reward.json, {"reward": <number>})'
         )
 
-    config = _Config.read(root / "task.toml")
-    dockerfile, docker_image = _own_image(root, config)
+    config = read_task_toml(root / "task.toml")
+    environment = config.environment
+    dockerfile = _own_image(root)
     environment_dir, setup_script = (None, None) if dockerfile else _environment(root)
     solution = root / "solution" / "solve.sh"
     return Task(
@@ -187,23 +189,33 @@ def load_task(path: str | Path) -> Task:
         name=root.name,
         instruction=instruction,
         tests_dir=tests_dir,
-        agent_timeout_sec=config.seconds("agent"),
-        verifier_timeout_sec=config.seconds("verifier"),
-        cpus=config.cpus(),
-        memory_mb=config.size_mb("memory"),
-        storage_mb=config.size_mb("storage"),
+        agent_timeout_sec=config.agent_timeout_sec,
+        verifier_timeout_sec=config.verifier_timeout_sec,
+        cpus=environment.cpus,
+        memory_mb=environment.memory_mb,
+        storage_mb=environment.storage_mb,
         environment_dir=environment_dir,
         setup_script=setup_script,
         dockerfile=dockerfile,
-        docker_image=docker_image,
-        build_timeout_sec=config.seconds("environment", "build_timeout_sec", DEFAULT_BUILD_TIMEOUT_SEC),
+        docker_image=environment.docker_image,
+        build_timeout_sec=environment.build_timeout_sec,
         solution_script=solution if solution.is_file() else None,
-        environment_env=config.env("environment"),
-        verifier_env=config.env("verifier"),
-        verifier_user=config.user("verifier"),
-        allow_internet=config.allow_internet(),
-        solution_env=config.env("solution"),
-        warnings=tuple(config.warnings),
+        workdir=environment.workdir,
+        environment_env=environment.env,
+        verifier_env=config.verifier_env,
+        solution_env=config.solution_env,
+        agent_user=config.agent_user,
+        verifier_user=None if config.verifier_user == "root" else config.verifier_user,
+        agent_network=config.agent_network,
+        verifier_network=config.verifier_network,
+        verifier_mode=config.verifier_mode,
+        verifier_environment=config.verifier_environment,
+        verifier_collect=config.verifier_collect,
+        artifacts=config.artifacts,
+        schema_version=config.schema_version,
+        package_name=config.package_name,
+        package_version=config.package_version,
+        warnings=config.warnings,
     )
 
 
@@ -234,118 +246,6 @@ def load_tasks(tasks: Iterable[Task | str | Path]) -> list[Task]:
     return loaded + (discover_tasks(paths) if paths else [])
 
 
-@dataclass
-class _Config:
-    """task.toml's tables, with the file named in every error."""
-
-    file: Path
-    data: dict[str, Any]
-    warnings: list[str]
-
-    @classmethod
-    def read(cls, file: Path) -> _Config:
-        if not file.exists():
-            return cls(file, {}, [])
-        try:
-            data = tomllib.loads(file.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise TaskError(f"{file}: not valid TOML: {exc}") from exc
-        warnings: list[str] = []
-        for key, value in data.items():
-            if key in USED_KEYS:
-                if not isinstance(value, dict):
-                    raise TaskError(f"{file}: [{key}] must be a table, got {type(value).__name__}")
-                for sub in value:
-                    if sub not in USED_KEYS[key]:
-                        known = "a Harbor key agentbake does not use" if sub in KNOWN_UNUSED[key] else "unknown key"
-                        warnings.append(f"{file}: [{key}] {sub}: {known}, ignored")
-            elif key not in KNOWN_UNUSED[""]:
-                warnings.append(f"{file}: {key}: unknown key, ignored")
-        if data.get("environment", {}).get("allow_internet") is True:
-            warnings.append(
-                f"{file}: [environment] allow_internet: the agent never has network in agentbake; the verifier "
-                "has it with --verifier-network bridge"
-            )
-        return cls(file, data, warnings)
-
-    def section(self, name: str) -> dict[str, Any]:
-        return self.data.get(name, {})
-
-    def seconds(self, section: str, key: str = "timeout_sec", default: float = DEFAULT_TIMEOUT_SEC) -> float:
-        value = self.section(section).get(key, default)
-        if not _is_number_within(value, MAX_TIMEOUT_SEC):
-            raise TaskError(
-                f"{self.file}: [{section}] {key}: expected a positive number of seconds up to "
-                f"{MAX_TIMEOUT_SEC:.0f} (a week), got {value!r}"
-            )
-        return float(value)
-
-    def cpus(self) -> float | None:
-        value = self.section("environment").get("cpus")
-        if value is None:
-            return None
-        if not _is_number_within(value, MAX_CPUS):
-            raise TaskError(
-                f"{self.file}: [environment] cpus: expected a positive number of cores up to {MAX_CPUS:.0f}, "
-                f"got {value!r}"
-            )
-        return float(value)
-
-    def size_mb(self, kind: str) -> int | None:
-        """`[environment] <kind>_mb` (an integer of MiB) or Harbor's `<kind> = "4G"`, for memory and storage."""
-        environment = self.section("environment")
-        key = f"{kind}_mb"
-        if key in environment:
-            value = environment[key]
-            if isinstance(value, bool) or not isinstance(value, int) or not 16 <= value <= MAX_SIZE_MB:
-                raise TaskError(
-                    f"{self.file}: [environment] {key}: expected an integer number of MiB "
-                    f"(16 to {MAX_SIZE_MB}), got {value!r}"
-                )
-            return value
-        if kind in environment:
-            text = environment[kind]
-            match = _MEMORY.match(text) if isinstance(text, str) else None
-            size = float(match.group(1)) * _MEMORY_UNITS[match.group(2)[:1].upper()] if match else math.inf
-            if size > MAX_SIZE_MB:
-                raise TaskError(
-                    f'{self.file}: [environment] {kind}: expected a size like "2G" or "512M" up to 16T, '
-                    f"got {text!r}; or write {key} = 2048"
-                )
-            return max(16, int(size))
-        return None
-
-    def allow_internet(self) -> bool:
-        value = self.section("environment").get("allow_internet", True)
-        if not isinstance(value, bool):
-            raise TaskError(f"{self.file}: [environment] allow_internet: expected true or false, got {value!r}")
-        return value
-
-    def user(self, section: str) -> str | None:
-        """`[<section>] user`: a user name or a uid (Harbor's `str | int`); root (by name or uid 0) is None."""
-        value = self.section(section).get("user")
-        if value is None:
-            return None
-        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_UID:
-            value = str(value)
-        elif not (isinstance(value, str) and _USER_NAME.fullmatch(value)):
-            raise TaskError(
-                f'{self.file}: [{section}] user: expected a user name like "tester" or a uid like 1000, got {value!r}'
-            )
-        return None if value in ("root", "0") else value
-
-    def env(self, section: str) -> dict[str, str]:
-        value = self.section(section).get("env", {})
-        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-            raise TaskError(f'{self.file}: [{section}] env: expected a table of strings, e.g. env = {{ A = "1" }}')
-        return dict(value)
-
-
-def _is_number_within(value: object, most: float) -> bool:
-    """A number in (0, most]: never a bool, nan or inf."""
-    return not isinstance(value, bool) and isinstance(value, int | float) and 0 < value <= most
-
-
 def _check_files(root: Path) -> None:
     """Refuse a symlink that leads out of the task directory (or nowhere) and anything that is neither a
     regular file nor a directory: the loader, the digest and the uploads read these files on this host."""
@@ -367,8 +267,8 @@ def _check_files(root: Path) -> None:
                 raise TaskError(f"{entry}: neither a file nor a directory (a FIFO, socket or device); remove it")
 
 
-def _own_image(root: Path, config: _Config) -> tuple[Path | None, str | None]:
-    """environment/Dockerfile and `[environment] docker_image`; a compose file is refused."""
+def _own_image(root: Path) -> Path | None:
+    """environment/Dockerfile, if any; a compose file is refused."""
     env_dir = root / "environment"
     for name in COMPOSE_FILES:
         if (env_dir / name).exists():
@@ -376,13 +276,8 @@ def _own_image(root: Path, config: _Config) -> tuple[Path | None, str | None]:
                 f"{env_dir / name}: tasks made of several services (docker compose) are not supported; agentbake "
                 "runs a task in one container: give it an environment/Dockerfile or a docker_image instead"
             )
-    image = config.section("environment").get("docker_image")
-    if image is not None and (not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image)):
-        raise TaskError(
-            f'{config.file}: [environment] docker_image: expected an image reference like "ubuntu:24.04", got {image!r}'
-        )
     dockerfile = env_dir / "Dockerfile"
-    return (dockerfile if dockerfile.is_file() else None), image
+    return dockerfile if dockerfile.is_file() else None
 
 
 def _environment(root: Path) -> tuple[Path | None, Path | None]:
