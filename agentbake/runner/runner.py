@@ -82,7 +82,9 @@ class Runner:
         self.config = config
         self._labels = image_labels(config.image)
         self._agent = None if config.oracle else agent_for_labels(self._labels)
-        self.images = ImageResolver(config.image, self._labels, client=connect, progress=build_progress)
+        self.images = ImageResolver(
+            config.image, self._labels, client=connect, progress=build_progress, agent_user=config.agent_user
+        )
         """Which image each task's rollouts start from (resolve a batch's tasks ahead to build up front)."""
         # Before the backend: a server that fails the preflight leaves nothing started.
         self._gateways = RolloutGateways(config)
@@ -184,7 +186,9 @@ class Runner:
     def _check(self, task: Task) -> None:
         if self.config.oracle and task.solution_script is None:
             raise TaskError(f"{task.path}: no solution/solve.sh; --oracle runs the task's reference solution")
-        if task.has_own_image and not self.backend.capabilities.task_images:
+        if not task.has_own_image:
+            self.images.check_catalog_user(task)
+        elif not self.backend.capabilities.task_images:
             able = ", ".join(name for name, kind in BACKENDS.items() if kind.backend.capabilities.task_images)
             raise TaskError(
                 f"{task.path}: the task brings its own image (environment/Dockerfile or docker_image), which the "
@@ -249,7 +253,7 @@ class Runner:
     def _launch(self, task: Task, resolved: ResolvedImage, handle: SandboxHandle, token: str) -> AgentLaunch:
         image = AgentImage.from_labels(resolved.labels, home=handle.home)
         if self._agent is None:
-            return oracle_launch(task, image, handle.paths["task"])
+            return oracle_launch(task, image)
         if handle.model_url is None:
             raise SandboxError(f"sandbox {handle.sandbox_id} has no model_url: the backend did not expose the gateway")
         access = ModelAccess(

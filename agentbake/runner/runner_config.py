@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentbake.gateway.model_settings import ModelSettings
 from agentbake.gateway.settings import UPSTREAM_API_KEY_ENV, LogprobsMode
@@ -20,6 +21,7 @@ from agentbake.runner.choices import (
 SCRIPTED = "scripted"
 """`model` value that serves agentbake's scripted model in-process (plays each task's solve.sh)."""
 SCRIPTED_MODEL_NAME = "scripted"
+_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 
 
 class RunnerConfig(BaseModel):
@@ -63,6 +65,12 @@ class RunnerConfig(BaseModel):
     honoured when the Runner is given no backend (it builds `DockerConfig(warm=warm)`); a backend given with
     another warm pool is a ConfigError. Left out of dumps (a job's config.json holds `backend.warm`)."""
 
+    agent_user: str | None = None
+    """The user the agent and the oracle run as in a task's own image (a name or uid of its /etc/passwd), over
+    every task's `[agent] user`. None: the task's key, else the image's own USER, root when it names none (as
+    Harbor runs a task). A task in the agent's catalog image runs as that image's user (uid 1000): another one
+    is refused for it. CLI: `--agent-user`."""
+
     verifier_network: VerifierNetwork = DEFAULT_VERIFIER_NETWORK
     """The verifier's network. The agent never has one. `none`: neither has the verifier (the default:
     nothing the verifier runs, the agent's code included, reaches this host's ports or the internet).
@@ -97,6 +105,16 @@ class RunnerConfig(BaseModel):
     (`inner_system_as_user` for Qwen3 under Claude Code, `disable_thinking`) and sampling set on every call
     (`temperature`, `top_p`, `top_k`, `min_p`, `repetition_penalty`: a trainer's, e.g. `agentbake.trl`'s).
     CLI: `--inner-system-as-user`, `--disable-thinking`, `--temperature`, ..."""
+
+    @field_validator("agent_user")
+    @classmethod
+    def _user_name_or_uid(cls, user: str | None) -> str | None:
+        if user is not None and not _USER.fullmatch(user):
+            raise ValueError(
+                f"{user!r}: expected a user name or a uid of the task image's /etc/passwd (letters, digits, _ . -; "
+                "e.g. root, 1000, www-data)"
+            )
+        return user
 
     @model_validator(mode="after")
     def _model_or_oracle(self) -> RunnerConfig:

@@ -28,11 +28,19 @@ from tests.runner.rollouts import EXAMPLES
         ({"model": "scripted", "oracle": True}, "oracle runs the reference solution with no model"),
         ({"model": "localhost:8000/v1"}, "expected 'scripted' or an http(s):// URL ending in /v1"),
         ({"model": "scripted", "memory_mb": 8}, "greater than or equal to 16"),
+        ({"oracle": True, "agent_user": "bad name"}, "'bad name': expected a user name or a uid of the task image's"),
+        ({"oracle": True, "agent_user": "-x"}, "'-x': expected a user name or a uid"),
     ],
 )
 def test_bad_settings_say_what_to_pass(fields: dict, message: str) -> None:
     with pytest.raises(ValidationError, match=re.escape(message)):
         RunnerConfig(image="agentbake/claude-code:0", **fields)
+
+
+def test_agent_user_takes_a_name_or_a_uid() -> None:
+    assert RunnerConfig(image="x:1", oracle=True, agent_user="www-data").agent_user == "www-data"
+    assert RunnerConfig(image="x:1", oracle=True, agent_user="0").agent_user == "0"
+    assert RunnerConfig(image="x:1", oracle=True).agent_user is None
 
 
 def test_the_upstream_url_drops_its_trailing_slash() -> None:

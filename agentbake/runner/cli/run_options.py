@@ -1,7 +1,7 @@
-"""The options `agentbake run` and `agentbake rollout` share: IMAGE or `--agent`, the model, its key, the
-preflight and logprobs modes, the verifier's network, the gateway's model settings and `--json`; and the
-`RunnerConfig` they make (the image resolved, built when missing; a setting RunnerConfig refuses is a usage
-error). The backend's options are `backend_options.py`."""
+"""The options `agentbake run` and `agentbake rollout` share: IMAGE or `--agent`, the model, its key, the preflight
+and logprobs modes, the verifier's network, the agent's user, the gateway's model settings and `--json`; and the
+`RunnerConfig` they make (the image resolved, built when missing; a setting RunnerConfig refuses is a usage error).
+The backend's options are `backend_options.py`."""
 
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             logprobs_mode: str | None,
             expect_logprobs: str,
             verifier_network: str,
+            agent_user: str | None,
             **kwargs: Any,
         ) -> Any:
             settings = {name: kwargs.pop(name) for name in MODEL_SETTINGS}
@@ -79,6 +80,7 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                         logprobs_mode=logprobs_mode,
                         expect_logprobs=expect_logprobs,
                         verifier_network=verifier_network,
+                        agent_user=agent_user,
                         model_settings=ModelSettings(**settings),
                         **extra,
                     )
@@ -144,6 +146,13 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                     help="The verifier's network (the agent never has one). bridge: tasks whose allow_internet is "
                     "true (Harbor's default) get one once the agent is dead, as Terminal-Bench's test.sh files need "
                     "to fetch uv and pytest; it reaches this host's ports and the internet.",
+                ),
+                click.option(
+                    "--agent-user",
+                    metavar="NAME|UID",
+                    help="The user the agent (or the oracle) runs as in a task's own image, over its [agent] user; "
+                    "default: the image's USER, root when it names none (as Harbor runs it). Tasks in the agent's "
+                    "catalog image run as its uid 1000.",
                 ),
                 json_option,
             ]

@@ -18,6 +18,8 @@ import secrets
 from dataclasses import dataclass
 
 from agentbake.runner.harness.verifier import (
+    KEEP_OWN,
+    KILL_THE_REST,
     KILL_THEN_READ_REWARDS,
     PROCESSES,
     READ_REWARDS,
@@ -33,6 +35,16 @@ _LIVE_PIDS_OF_UID = (
     'grep -q "^State:[[:space:]]*Z" "$d/status" 2>/dev/null || echo "${d#/proc/}"; done'
 )
 _ALIVE = f'pids=$({_LIVE_PIDS_OF_UID}) || exit 1; [ -z "$pids" ] || {{ echo "$pids"; exit; }}'
+# A root agent's processes are root's like the sandbox's own: every process but those ($2) and this command's
+# chain is stopped at once (one system call: a fork loop freezes), killed, the kept ones continued; what kept
+# coming back is listed and ends the command. $1 (the agent's uid) is kept for the parts after it.
+_ROOT_ALIVE = f"""agent=$1; set -- "$2"
+{KEEP_OWN}kill -STOP -1 2>/dev/null
+{KILL_THE_REST}for p in $keep; do kill -CONT "${{p%:*}}" 2>/dev/null; done
+set -- "$agent"; [ -z "$stuck" ] || {{ echo $stuck; exit; }}"""
+AGENT_STARTED = "agent-started"
+"""In the scratch dir: touched by the last root step before the agent starts. What changed after it (a link's
+ctime, which no process can set back) is the agent's whoever owns it: a root agent's files are root's too."""
 OOM_KILLS = (
     "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null | sed -n 's/^oom_kill //p'"
 )
@@ -106,15 +118,23 @@ def prepare(private: str, unpack: str, then: RootCommand) -> RootCommand:
     )
 
 
-def snapshot(snapshot_shell: str, user: str) -> RootCommand:
-    """The workdir committed (`snapshot_shell`), then the agent's uid (`uid`) and the OOM-kill count (`oom`)."""
-    return RootCommand().then("snapshot", snapshot_shell).then("uid", f"id -u {user}").then("oom", OOM_KILLS)
+def snapshot(snapshot_shell: str, user: str, private: str) -> RootCommand:
+    """The workdir committed (`snapshot_shell`), then the agent's uid (`uid`) and the OOM-kill count (`oom`),
+    last the scratch dir's `AGENT_STARTED` touched (`started`)."""
+    return (
+        RootCommand()
+        .then("snapshot", snapshot_shell)
+        .then("uid", f"id -u {user}")
+        .then("oom", OOM_KILLS)
+        .then("started", f"touch {private}/{AGENT_STARTED}")
+    )
 
 
-def agent_gone(then: RootCommand) -> RootCommand:
+def agent_gone(then: RootCommand, *, root: bool = False) -> RootCommand:
     """$1: the agent's uid. `alive` lists its live pids and ends the command when there are any; else `then`
-    runs, in the same exec as the check that found none."""
-    return RootCommand().then("alive", _ALIVE) + then
+    runs, in the same exec as the check that found none. `root` (a root agent; $2: the sandbox's own processes,
+    `PROCESSES`): `alive` kills every other process first and lists those it could not."""
+    return RootCommand().then("alive", _ROOT_ALIVE if root else _ALIVE) + then
 
 
 def after_agent(workdir: str, uid: str, diff: str, diff_file: str, clear_the_way: str, pack: str) -> RootCommand:

@@ -45,16 +45,15 @@ _EACH_PROCESS = (
 PROCESSES = _EACH_PROCESS.format(body='echo "$p"')
 """Prints the sandbox's live processes, one `pid:starttime` per line."""
 
-# $1: the processes to keep (`pid:starttime`, space-separated); this shell and its ancestors (the
-# backend's exec chain, e.g. `timeout`) are kept too. A non-root user kills only its own processes.
-_KEEP = r"""keep=" $1 " a=$$ all=$( [ "$(id -u)" = 0 ] && echo 1 )
+KEEP_OWN = r"""keep=" $1 " a=$$ all=$( [ "$(id -u)" = 0 ] && echo 1 )
 while [ "$a" -gt 0 ] && read -r s 2>/dev/null < /proc/$a/stat; do
   s=${s##*) }; set -- $s; keep="$keep$a:${20} "; a=$2
 done
 """
+"""Sets `$keep`: $1, the processes to keep (`pid:starttime`, space-separated), with this shell and its ancestors
+(the backend's exec chain, e.g. `timeout`). A non-root user kills only its own processes. Changes `$@`."""
 _NOT_KEPT = 'case $keep in *" $p "*) ;; *) [ -n "$all" ] || [ -O "$d" ] && left="$left ${p%:*}" ;; esac'
-# Kills every process not kept; $stuck: the pids that kept coming back, if any.
-_KILL_THE_REST = f"""round=0 stuck=
+KILL_THE_REST = f"""round=0 stuck=
 while :; do
   left=
   {_EACH_PROCESS.format(body=_NOT_KEPT)}
@@ -64,14 +63,15 @@ while :; do
   kill -KILL $left 2>/dev/null
 done
 """
+"""After `KEEP_OWN`: kills every process not kept; `$stuck`: the pids that kept coming back, if any."""
 
 # kill(-1) stops, in one system call, every process this user may signal (but init and this shell) the
 # moment test.sh has been reaped: a process that waits for that to rewrite the reward is frozen first
 # (measured: one polling every 10 ms won 4 races of 10 against a /proc scan alone, none against the stop).
 # test.sh is this shell's own child: it is reaped and everything else is stopped with nothing in between.
-TEST_SH_THEN_KILL = f"""{_KEEP}bash {HARBOR_TESTS_DIR}/test.sh; rc=$?
+TEST_SH_THEN_KILL = f"""{KEEP_OWN}bash {HARBOR_TESTS_DIR}/test.sh; rc=$?
 kill -STOP -1 2>/dev/null
-{_KILL_THE_REST}for p in $keep; do kill -CONT "${{p%:*}}" 2>/dev/null; done
+{KILL_THE_REST}for p in $keep; do kill -CONT "${{p%:*}}" 2>/dev/null; done
 """
 RUN_TEST_SH = f"{TEST_SH_THEN_KILL}exit $rc\n"
 """`tests/test.sh`, then in the same command every process it, or code it ran, left behind: stopped at
@@ -94,7 +94,7 @@ for f in {REWARD_JSON} {REWARD_TXT}; do
   fi
 done
 """
-KILL_THEN_READ_REWARDS = f"{_KEEP}{_KILL_THE_REST}{STUCK}{READ_REWARDS}"
+KILL_THEN_READ_REWARDS = f"{KEEP_OWN}{KILL_THE_REST}{STUCK}{READ_REWARDS}"
 """As root after `RUN_TEST_SH`: kills what is left (processes of other users too; exit 3 when they keep
 coming back), then describes each reward file without following a symlink. $1: as for `RUN_TEST_SH`."""
 
@@ -106,15 +106,18 @@ rode in are unset before test.sh starts); exit 4 when it cannot be."""
 # Harbor's two paths as the agent's symlinks must not reach them: /tests and everything under /logs.
 PROTECTED_ROOTS = (HARBOR_TESTS_DIR, _LOGS_PARENT)
 
-# $1: the agent's uid, $2: the protected roots (space-separated), $3: a root-only scratch file. Every
-# symlink that uid owns, anywhere but /proc and /sys, is resolved the way the kernel will when the verifier
+# $1: the agent's uid, $2: the protected roots (space-separated), $3: a root-only scratch file, $4: a file
+# touched right before the agent started. Every symlink that changed since $4 (ctime: no process can set it back;
+# a root agent's links are root's, told apart from the image's only so) or that a non-root agent's uid owns,
+# anywhere but /proc and /sys, is resolved the way the kernel will when the verifier
 # opens it (each component, root's symlinks included, `..` on the physical path). It is listed
 # (`path\0target\0`) when the walk ends in or above a protected root (a link to / reaches /tests too),
 # passes through /proc (magic links there resolve per process: /proc/self/cwd, /proc/self/fd/N), or
 # loops; once every link is judged, the listed ones are removed (so the verdict does not depend on the
 # order find meets them: a link through a listed link is listed too). The agent is dead: nothing changes
 # under the walk.
-REMOVE_ESCAPING_LINKS = r"""find / \( -path /proc -o -path /sys \) -prune -o -type l -uid "$1" -exec sh -c '
+REMOVE_ESCAPING_LINKS = r"""find / \( -path /proc -o -path /sys \) -prune -o \
+  -type l \( -cnewer "$4" -o ! -uid 0 -uid "$1" \) -exec sh -c '
 walk() {  # $1: the link, $2: its target; sets R (where it leads) and P=1 (through /proc, or a loop)
   case $2 in /*) R=/ ;; *) R=${1%/*}; R=${R:-/} ;; esac
   P=0 n=1 rest=${2#/}

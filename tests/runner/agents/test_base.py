@@ -98,4 +98,4 @@ def test_headless_launch_runs_any_command_the_same_way() -> None:
     launch = headless_launch(AgentImage.from_labels(LABELS), "oracle", ["bash", solve], "x", env={"TASK": "1"})
     assert f"bash '{solve}' < {HOME}/out/agent/instruction.md" in launch.script
     assert launch.log_file == f"{HOME}/out/agent/oracle.log" and launch.env == {"HOME": HOME, "TASK": "1"}
-    assert launch.script.endswith('[ "$PPID" != 0 ] || kill -KILL -1 2>/dev/null\nexit $status')
+    assert launch.script.endswith('[ "$PPID" != 0 ] || [ "$EUID" = 0 ] || kill -KILL -1 2>/dev/null\nexit $status')

@@ -15,6 +15,7 @@ import pytest
 
 from agentbake.runner.docker.backend import DockerBackend
 from agentbake.runner.docker.config import DockerConfig
+from agentbake.runner.harness.commands import AGENT_STARTED
 from agentbake.runner.harness.steps import HarnessOutcome
 from agentbake.runner.harness.upload import ENV_PREFIX
 from agentbake.runner.harness.verifier import PROCESSES
@@ -333,7 +334,9 @@ def test_the_tests_ride_to_the_verifier_unseen_by_a_process_of_the_agent_left_al
     sandbox = backend.create(SandboxRequest(image=image, rollout_id=f"spied-on-{secrets.token_hex(4)}"))
     try:
         private = f"/tmp/agentbake-{secrets.token_hex(8)}"
-        own = sandbox.exec(f"mkdir -m 700 {private} && {PROCESSES}", user="root", timeout=60)
+        own = sandbox.exec(
+            f"mkdir -m 700 {private} && touch {private}/{AGENT_STARTED} && {PROCESSES}", user="root", timeout=60
+        )
         sandbox.write_text("/tmp/spy/needles", "".join(f"{n}\n" for n in needles.values()))
         spy = sandbox.start_bg(SPY, envs={"CANARY": needles["canary"]})
         uid = sandbox.exec("id -u", timeout=60).stdout.strip()
