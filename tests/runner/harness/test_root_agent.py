@@ -27,7 +27,7 @@ from tests.runner.rollouts import reward_if, write_task
 pytestmark = pytest.mark.docker
 
 TB2_DOCKERFILE = "FROM debian:bookworm-slim\nWORKDIR /app\nRUN echo data > /app/input.txt{extra}\n"
-THROWAWAY = ("root-solution", "leftovers", "kills-relay", "root-links", "named-user", "ghost-user")
+THROWAWAY = ("root-solution", "leftovers", "kills-relay", "root-timeout", "root-links", "named-user", "ghost-user")
 
 
 @pytest.fixture(scope="module")
@@ -123,14 +123,19 @@ def test_a_terminal_bench_shaped_root_solution_gets_reward_1(
 def test_a_root_agents_leftovers_and_links_are_gone_before_test_sh(
     built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
 ) -> None:
-    """A detached loop writing the reward, a `setsid` daemon, a double fork, a killed relay: none is alive when
-    test.sh runs, which still runs and writes the reward. A link the root agent made to /tests is removed before
-    /tests exists (listed), the image's own root links stay; its log dir turned into a link is not collected."""
+    """A detached loop writing the reward, a `setsid` daemon, a double fork, a killed relay, an agent past its
+    deadline: none of what it left is alive when test.sh runs, which still runs and writes the reward. A link the
+    root agent made to /tests is removed before /tests exists (listed), the image's own root links stay; its log
+    dir turned into a link is not collected."""
     leftovers = tb2_task(tmp_path, "leftovers", solve=LEFTOVERS_SOLVE, test=LEFTOVERS_TEST)
     relay = tb2_task(tmp_path, "kills-relay", solve=KILL_RELAY, test=LEFTOVERS_TEST)
+    late = LEFTOVERS_SOLVE + "sleep 100\n"
+    timed_out = tb2_task(tmp_path, "root-timeout", solve=late, test=LEFTOVERS_TEST, toml="[agent]\ntimeout_sec = 2\n")
     image_links = " && ln -s /tests/expected /app/image-link && ln -s python3 /usr/bin/py-link"
     links = tb2_task(tmp_path, "root-links", solve=LINKS_SOLVE, test=LINKS_TEST, extra=image_links)
-    results = run(built_images, backend, tmp_path, leftovers, relay, links)
+    results = run(built_images, backend, tmp_path, leftovers, relay, timed_out, links)
+    late_result = results["root-timeout"]  # stopped at its deadline: the same kill, the verifier still runs
+    assert (late_result.status, late_result.reward) == (Status.AGENT_TIMEOUT, 1.0), late_result.error
     killed = results["kills-relay"]  # its sandbox stopped under it: restarted, the verifier still ran
     assert (killed.status, killed.reward, killed.exit_code) == (Status.AGENT_ERROR, 1.0, 137), killed.error
     assert any("the sandbox was restarted" in note for note in killed.notes)
