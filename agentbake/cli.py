@@ -22,6 +22,7 @@ atexit.register(gc.freeze)
 
 # name -> "module:attribute" of its click command
 COMMANDS = {
+    "audit": "agentbake.audit.cli:audit_command",
     "base": "agentbake.buildkit.cli:base_group",
     "build": "agentbake.buildkit.cli:build_command",
     "ci-matrix": "agentbake.publish.cli:ci_matrix_command",

@@ -60,9 +60,10 @@ RUNTIME_ONLY = (
 )
 
 
-def test_run_and_rollout_help_import_only_their_options() -> None:
+def test_run_rollout_and_audit_help_import_only_their_options() -> None:
     assert _imported(["run", "--help"], RUNTIME_ONLY) == []
     assert _imported(["rollout", "--help"], RUNTIME_ONLY) == []
+    assert _imported(["audit", "--help"], RUNTIME_ONLY) == []
 
 
 def test_unknown_command() -> None:

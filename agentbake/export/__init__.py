@@ -1,9 +1,18 @@
 """Training export: each rollout's recorded calls as a token-prefix graph, exported as train-ready sequences.
 
-from agentbake.export import export, export_rollout, write_sequences
+from agentbake.export import export, export_rollout, export_trace, write_sequences
 """
 
-from agentbake.export.api import dumps, export, export_rollout, summary, write_rollout_sequences, write_sequences
+from agentbake.export.api import (
+    dumps,
+    export,
+    export_rollout,
+    export_trace,
+    summary,
+    write_document,
+    write_rollout_sequences,
+    write_sequences,
+)
 from agentbake.export.findings import Finding
 from agentbake.export.reader import ALL_ROLLOUTS
 from agentbake.export.trl import to_trl
@@ -14,8 +23,10 @@ __all__ = [
     "dumps",
     "export",
     "export_rollout",
+    "export_trace",
     "summary",
     "to_trl",
+    "write_document",
     "write_rollout_sequences",
     "write_sequences",
 ]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -11,10 +12,11 @@ import orjson
 
 from agentbake.errors import TraceError
 from agentbake.export.findings import Finding
-from agentbake.export.reader import ALL_ROLLOUTS, index_trace, iter_rollouts
+from agentbake.export.reader import ALL_ROLLOUTS, calls_of, index_trace, iter_rollouts, skipped_findings
 from agentbake.export.sequences import build_document
 from agentbake.export.trl import to_trl
 from agentbake.gateway.config import LogprobsMode
+from agentbake.gateway.trace import Trace
 
 Format = Literal["json", "trl"]
 
@@ -30,18 +32,31 @@ def export(
     index = index_trace(trace)
     chosen = ALL_ROLLOUTS if rollout_ids is None else list(rollout_ids)
     for rollout_id, calls, extra in iter_rollouts(index, chosen):
-        others = [r for r in index.lines if r != rollout_id] if rollout_ids is not None else []
-        if others:
-            count = sum(len(index.lines[r]) for r in others)
-            extra.append(
-                Finding(
-                    "foreign_records",
-                    f"{index.path} also holds {count} record(s) of {len(others)} other rollout(s)"
-                    f" ({', '.join(map(repr, others[:5]))}); they are not part of this export",
-                    severity="warning",
-                )
-            )
+        if rollout_ids is not None:
+            extra += _foreign(index.path, {r: len(lines) for r, lines in index.lines.items() if r != rollout_id})
         yield build_document(rollout_id, calls, logprobs=logprobs, trace_findings=extra)
+
+
+def export_trace(trace: Trace, rollout_id: str | None, *, logprobs: LogprobsMode = "raw") -> dict:
+    """The document of one rollout of a trace already read (`agentbake.gateway.trace.load_trace`), the same as
+    `export_rollout` makes from its file (the runner reads each rollout's trace once, for its result and this)."""
+    others = Counter(raw.get("rollout_id") for raw in trace.fields if raw.get("rollout_id") != rollout_id)
+    findings = skipped_findings(trace.skipped) + _foreign(trace.path, others)
+    return build_document(rollout_id, calls_of(trace, rollout_id), logprobs=logprobs, trace_findings=findings)
+
+
+def _foreign(path: Path, others: Mapping[str | None, int]) -> list[Finding]:
+    """The finding of a one-rollout export whose trace also holds records of `others` (rollout -> records)."""
+    if not others:
+        return []
+    return [
+        Finding(
+            "foreign_records",
+            f"{path} also holds {sum(others.values())} record(s) of {len(others)} other rollout(s)"
+            f" ({', '.join(map(repr, list(others)[:5]))}); they are not part of this export",
+            severity="warning",
+        )
+    ]
 
 
 def export_rollout(trace: str | os.PathLike[str], rollout_id: str | None, *, logprobs: LogprobsMode = "raw") -> dict:
@@ -54,6 +69,12 @@ def dumps(document: dict, *, format: Format = "json") -> bytes:
     """A document as one deterministic JSON line: sorted keys, no timestamps, same trace -> same bytes."""
     payload = to_trl(document) if format == "trl" else document
     return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
+
+
+def write_document(document: dict, out_file: str | os.PathLike[str]) -> dict:
+    """Write one rollout's document (`export_trace`) to `out_file` as `write_sequences` does; returns its summary."""
+    _write_whole(Path(out_file), dumps(document))
+    return summary(document)
 
 
 def write_sequences(
@@ -90,13 +111,17 @@ def write_rollout_sequences(
         name = document["rollout_id"] or "_"
         if name in (".", "..") or "/" in name:
             raise TraceError(f"{trace}: rollout id {name!r} cannot name a folder under {out_dir}")
-        folder = Path(out_dir) / name
-        folder.mkdir(parents=True, exist_ok=True)
-        partial = folder / "sequences.json.partial"
-        partial.write_bytes(dumps(document))
-        partial.replace(folder / "sequences.json")
+        _write_whole(Path(out_dir) / name / "sequences.json", dumps(document))
         summaries.append(summary(document))
     return summaries
+
+
+def _write_whole(path: Path, data: bytes) -> None:
+    """Through a temporary file renamed into place, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_bytes(data)
+    partial.replace(path)
 
 
 def summary(document: dict) -> dict:

@@ -9,6 +9,9 @@ int's 28): one list of ids is a prefix of another exactly when its text is, so t
 never the file: records of many rollouts may interleave in any order (one gateway serving
 concurrent rollouts). Lines are kept in file order, which is causal: the gateway writes a call's record
 before its client gets the answer, so a call's parent is always written before the call.
+
+Which lines hold no record is the gateway's rule (`agentbake.gateway.trace.skip_reason`), the same as for a
+trace read whole (`load_trace`, whose records `calls_of` turns into calls without reading the file again).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import orjson
 
 from agentbake.errors import TraceError
 from agentbake.export.findings import Finding
-from agentbake.gateway.trace import SCHEMA_VERSION
+from agentbake.gateway.trace import SkippedLine, Trace, is_int, parse_line, skip_reason
 
 ALL_ROLLOUTS = object()
 """`rollout_ids` value meaning every rollout of the trace."""
@@ -91,13 +94,13 @@ class TraceIndex:
     path: Path
     lines: dict[str | None, list[tuple[int, int, int]]] = field(default_factory=dict)
     """rollout id -> (line number, byte offset, byte length) of its records, in file order."""
-    findings: list[Finding] = field(default_factory=list)
-    """Torn or malformed lines: their rollout is unknown, so every exported rollout reports them."""
+    skipped: list[SkippedLine] = field(default_factory=list)
+    """Lines that hold no record: their rollout is unknown, so every exported rollout reports them."""
 
 
 def index_trace(path: str | os.PathLike[str]) -> TraceIndex:
     """Pass 1: the offsets of every rollout's records. Raises TraceError for an unreadable file or a record of
-    a schema version this agentbake does not know; a torn or malformed line is a finding, not an error."""
+    a schema version this agentbake does not know; a line that holds no record is skipped with a note."""
     index = TraceIndex(Path(path))
     offset = 0
     with _open(index.path) as file:
@@ -105,70 +108,46 @@ def index_trace(path: str | os.PathLike[str]) -> TraceIndex:
             start, offset = offset, offset + len(line)
             if not line.strip():
                 continue
-            where = f"{index.path}:{number}"
-            if not line.endswith(b"\n"):  # every record is written with its newline in one write
-                index.findings.append(
-                    Finding(
-                        "torn_line",
-                        f"{where}: the last line is cut (a crash mid-write); one record is lost",
-                        severity="warning",
-                    )
-                )
-                break
-            raw = fast_keys(line) or _parse(line)
-            if raw is None:
-                index.findings.append(
-                    Finding(
-                        "torn_line",
-                        f"{where}: not a JSON object (a torn write?); the line is skipped",
-                        severity="warning",
-                    )
-                )
+            keys = fast_keys(line)  # a line as the gateway writes it: its other fields are checked in pass 2
+            raw = keys or parse_line(line)
+            skipped = skip_reason(index.path, number, line, raw, whole=keys is None)
+            if skipped is not None:  # always so when raw is None
+                index.skipped.append(skipped)
                 continue
-            check_schema(raw, where)
-            rollout = raw.get("rollout_id")
-            if not (rollout is None or isinstance(rollout, str)) or not _is_int(raw.get("turn")):
-                index.findings.append(
-                    Finding(
-                        "malformed_record",
-                        f"{where}: `rollout_id` must be a string or null and `turn` an integer; the line is skipped",
-                        severity="warning",
-                    )
-                )
-                continue
-            index.lines.setdefault(rollout, []).append((number, start, len(line)))
+            index.lines.setdefault(raw.get("rollout_id"), []).append((number, start, len(line)))
     return index
 
 
-def check_schema(raw: dict, where: str) -> None:
-    version = raw.get("schema_version", 1)
-    if not _is_int(version) or not 1 <= version <= SCHEMA_VERSION:
-        raise TraceError(
-            f"{where}: trace record schema_version {version!r} is not one this agentbake reads (1 to {SCHEMA_VERSION});"
-            " export it with the agentbake that wrote it, or upgrade agentbake"
-        )
-
-
-def read_calls(index: TraceIndex, rollout_id: str | None) -> tuple[list[Call], list[Finding]]:
-    """Pass 2: one rollout's calls, in file order, and its lines that turned out torn."""
+def read_calls(index: TraceIndex, rollout_id: str | None) -> tuple[list[Call], list[SkippedLine]]:
+    """Pass 2: one rollout's calls, in file order, and its lines that turned out to hold no record when read
+    whole (a torn write glued to the next record: pass 1 read only its first keys)."""
     calls: list[Call] = []
-    torn: list[Finding] = []
+    skipped: list[SkippedLine] = []
     with _open(index.path) as file:
         for number, start, length in index.lines.get(rollout_id, []):
             file.seek(start)
-            raw, prompt = _parse_record(file.read(length))
-            if raw is None:  # a torn write glued to the next record: pass 1 only read its first keys
-                torn.append(
-                    Finding(
-                        "torn_line",
-                        f"{index.path}:{number}: not a JSON object (a torn write?); the line is skipped",
-                        severity="warning",
-                    )
-                )
+            line = file.read(length)
+            raw, prompt = _parse_record(line)
+            reason = skip_reason(index.path, number, line, raw)
+            if reason is not None:
+                skipped.append(reason)
                 continue
-            check_schema(raw, f"{index.path}:{number}")
             calls.append(to_call(raw, len(calls), number, prompt))
-    return calls, torn
+    return calls, skipped
+
+
+def calls_of(trace: Trace, rollout_id: str | None) -> list[Call]:
+    """One rollout's calls from a trace already read whole, as `read_calls` makes them from the file."""
+    mine = [
+        (raw, line) for raw, line in zip(trace.fields, trace.lines, strict=True) if raw.get("rollout_id") == rollout_id
+    ]
+    return [to_call(raw, position, line) for position, (raw, line) in enumerate(mine)]
+
+
+def skipped_findings(skipped: list[SkippedLine]) -> list[Finding]:
+    """The lines that hold no record as the export's findings, in file order (warnings: a lost record only
+    masks more tokens)."""
+    return [Finding(s.code, s.message, severity="warning") for s in sorted(skipped, key=lambda s: s.line)]
 
 
 def to_call(raw: dict[str, Any], position: int, line: int, prompt_text: bytes | None = None) -> Call:
@@ -182,7 +161,7 @@ def to_call(raw: dict[str, Any], position: int, line: int, prompt_text: bytes | 
         line=line,
         turn=raw["turn"],
         tools=bool(request.get("tools")),
-        retry_of=retry_of if _is_int(retry_of) else None,
+        retry_of=retry_of if is_int(retry_of) else None,
         ok=raw.get("upstream_status") == 200 and raw.get("upstream_error") is None,
         error=raw.get("upstream_error") if isinstance(raw.get("upstream_error"), str) else None,
         finish_reason=raw.get("finish_reason") if isinstance(raw.get("finish_reason"), str) else None,
@@ -216,12 +195,12 @@ def to_call(raw: dict[str, Any], position: int, line: int, prompt_text: bytes | 
 def iter_rollouts(
     index: TraceIndex, rollout_ids: object = ALL_ROLLOUTS
 ) -> Iterator[tuple[str | None, list[Call], list[Finding]]]:
-    """(rollout id, its calls, the file's and its own torn lines) for the chosen rollouts (every one, in order
-    of first record, by default)."""
+    """(rollout id, its calls, the findings of the file's and its own skipped lines) for the chosen rollouts
+    (every one, in order of first record, by default)."""
     chosen = list(index.lines) if rollout_ids is ALL_ROLLOUTS else list(rollout_ids)  # type: ignore[call-overload]
     for rollout in chosen:
-        calls, torn = read_calls(index, rollout)
-        yield rollout, calls, [*index.findings, *torn]
+        calls, skipped = read_calls(index, rollout)
+        yield rollout, calls, skipped_findings([*index.skipped, *skipped])
 
 
 # The gateway writes a record's fields in TraceRecord order: `turn` first, and `schema_version`,
@@ -248,14 +227,6 @@ def _open(path: Path) -> BinaryIO:
         raise TraceError(f"cannot read trace {path}: {exc.strerror}; expected a gateway trace (JSONL) file") from exc
 
 
-def _parse(line: bytes) -> dict | None:
-    try:
-        raw = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    return raw if isinstance(raw, dict) else None
-
-
 _PROMPT_KEY = b',"prompt_token_ids":['
 _DIGITS = b"0123456789,"
 
@@ -268,9 +239,9 @@ def _parse_record(line: bytes) -> tuple[dict | None, bytes | None]:
         begin = start + len(_PROMPT_KEY)
         end = line.find(b"]", begin)
         if end >= 0 and _is_id_text(line[begin:end]):
-            raw = _parse(line[:start] + b',"prompt_token_ids":null' + line[end + 1 :])
+            raw = parse_line(line[:start] + b',"prompt_token_ids":null' + line[end + 1 :])
             return raw, (line[begin:end] + b"," if end > begin else b"")
-    return _parse(line), None
+    return parse_line(line), None
 
 
 def _is_id_text(text: bytes) -> bool:
@@ -281,10 +252,6 @@ def _is_id_text(text: bytes) -> bool:
         and not text.startswith(b",")
         and not text.endswith(b",")
     )
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _ids(value: Any) -> list[int] | None:

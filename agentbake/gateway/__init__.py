@@ -24,7 +24,9 @@ _EXPORTS = {
     "TraceRecord": "agentbake.gateway.trace",
     "TraceSummary": "agentbake.gateway.trace",
     "check": "agentbake.gateway.trace",
-    "iter_trace": "agentbake.gateway.trace",
+    "SkippedLine": "agentbake.gateway.trace",
+    "Trace": "agentbake.gateway.trace",
+    "load_trace": "agentbake.gateway.trace",
     "read_trace": "agentbake.gateway.trace",
     "summarize": "agentbake.gateway.trace",
 }

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from agentbake.clikit import build_model, json_option, model_options, print_json
 from agentbake.gateway.config import LOGPROBS_MODES, GatewayConfig
+
+if TYPE_CHECKING:
+    from agentbake.gateway.trace import Trace
 
 # Spellings that differ from `--field-name`: kept from before the options were generated.
 OPTION_NAMES = {
@@ -145,13 +149,9 @@ def trace() -> None:
 @json_option
 def trace_summary(path: Path, as_json: bool) -> None:
     """Print turns, captured tokens, errors and retries of a trace file."""
-    from agentbake.errors import TraceError
-    from agentbake.gateway.trace import read_trace, summarize
+    from agentbake.gateway.trace import summarize
 
-    try:
-        summary = summarize(read_trace(path))
-    except TraceError as exc:
-        raise click.ClickException(str(exc)) from exc
+    summary = summarize(_load(path).records)
     if as_json:
         print_json(summary)
         return
@@ -179,13 +179,9 @@ def trace_check(path: Path, as_json: bool) -> None:
     or strips reasoning): concatenated turns would not be what the model generated."""
     import dataclasses
 
-    from agentbake.errors import TraceError
-    from agentbake.gateway.trace import check, read_trace
+    from agentbake.gateway.trace import check
 
-    try:
-        results = check(read_trace(path))
-    except TraceError as exc:
-        raise click.ClickException(str(exc)) from exc
+    results = check(_load(path).records)
     for result in results:
         if as_json:
             print_json({**dataclasses.asdict(result), "consistent": result.consistent})
@@ -203,3 +199,17 @@ def trace_check(path: Path, as_json: bool) -> None:
             )
     if not all(result.consistent for result in results):
         raise SystemExit(1)
+
+
+def _load(path: Path) -> Trace:
+    """The trace, each line it skips said on stderr (as a warning: the records around it still count)."""
+    from agentbake.errors import TraceError
+    from agentbake.gateway.trace import load_trace
+
+    try:
+        trace = load_trace(path)
+    except TraceError as exc:
+        raise click.ClickException(str(exc)) from exc
+    for skipped in trace.skipped:
+        click.echo(f"warning: {skipped.message}", err=True)
+    return trace

@@ -2,14 +2,18 @@
 
 Each record is one `os.write` of a complete line on an O_APPEND descriptor: nothing sits in a user-space
 buffer, so a crash keeps every finished call, and lines from concurrent calls never interleave. A
-crash mid-write can still leave a partial last line; `read_trace` skips it.
+crash mid-write can still leave a partial last line.
+
+Every reader (`load_trace`, the export's indexed reader, the runner's result, `agentbake trace`) follows one
+rule, `skip_reason`: a line that holds no record (a cut last line, a line that is not a JSON object, a record
+missing `turn`, `request` or `response` or with a `rollout_id` other than a string) is skipped with a note naming
+the file and line; a record of a schema version this agentbake does not know, or an unreadable file, is refused.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,34 +110,112 @@ class TraceWriter:
         os.close(self._fd)
 
 
-def iter_trace(path: str | os.PathLike[str]) -> Iterator[TraceRecord]:
-    """Records of a trace file in order. A partial last line (a crash mid-write) is skipped; a broken
-    line anywhere else raises TraceError naming the file and line."""
+@dataclass(frozen=True, slots=True)
+class SkippedLine:
+    """A line of a trace file that holds no record: every reader skips it and says so with `message`."""
+
+    line: int
+    """Line number in the file, from 1."""
+    code: str
+    """`torn_line` (cut, or not a JSON object: a torn write) or `malformed_record` (a JSON object, not a record)."""
+    message: str
+    """`<file>:<line>: what is wrong; the line is skipped`."""
+
+
+def skip_reason(
+    path: str | os.PathLike[str], number: int, line: bytes, raw: dict[str, Any] | None, *, whole: bool = True
+) -> SkippedLine | None:
+    """Why line `number` of `path` holds no record, or None when it holds one (`raw`: the line parsed; None when
+    it is not a JSON object, and then never None). With `whole=False`, `raw` holds only `turn`, `schema_version`
+    and `rollout_id` (what a reader takes without parsing the line) and the other fields are checked when it is
+    read whole. Raises TraceError for a record of a schema version this agentbake does not read."""
+    where = f"{path}:{number}"
+    if not line.endswith(b"\n"):  # every record is written with its newline in one write
+        return SkippedLine(
+            number, "torn_line", f"{where}: the last line is cut (a crash mid-write); one record is lost"
+        )
+    if raw is None:
+        return SkippedLine(number, "torn_line", f"{where}: not a JSON object (a torn write?); the line is skipped")
+    _check_schema(raw, where)
+    rollout = raw.get("rollout_id")
+    if not (rollout is None or isinstance(rollout, str)) or not is_int(raw.get("turn")):
+        return SkippedLine(
+            number,
+            "malformed_record",
+            f"{where}: `rollout_id` must be a string or null and `turn` an integer; the line is skipped",
+        )
+    missing = _REQUIRED - raw.keys() if whole else ()
+    if missing:
+        return SkippedLine(
+            number,
+            "malformed_record",
+            f"{where}: not a trace record: missing {', '.join(sorted(missing))}; the line is skipped",
+        )
+    return None
+
+
+def _check_schema(raw: dict[str, Any], where: str) -> None:
+    """Refuse a record of a schema version this agentbake does not read (TraceError naming `where`)."""
+    version = raw.get("schema_version", 1)
+    if not is_int(version) or not 1 <= version <= SCHEMA_VERSION:
+        raise TraceError(
+            f"{where}: trace record schema_version {version!r} is not one this agentbake reads (1 to {SCHEMA_VERSION});"
+            " export it with the agentbake that wrote it, or upgrade agentbake"
+        )
+
+
+def parse_line(line: bytes) -> dict[str, Any] | None:
+    """A line as a JSON object, or None when it is not one."""
     try:
-        lines = Path(path).read_bytes().split(b"\n")
+        raw = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return raw if isinstance(raw, dict) else None
+
+
+@dataclass(slots=True)
+class Trace:
+    """A trace file read whole: its records in file order and the lines it skipped."""
+
+    path: Path
+    records: list[TraceRecord] = field(default_factory=list)
+    fields: list[dict[str, Any]] = field(default_factory=list)
+    """Each record's fields as its line holds them (absent keys absent): what the training export reads."""
+    lines: list[int] = field(default_factory=list)
+    """Each record's line number."""
+    skipped: list[SkippedLine] = field(default_factory=list)
+
+
+def load_trace(path: str | os.PathLike[str]) -> Trace:
+    """Every record of a trace file, with the lines it skips (`skip_reason`). Raises TraceError for an unreadable
+    file or an unknown schema version."""
+    trace = Trace(Path(path))
+    try:
+        with trace.path.open("rb") as file:
+            for number, line in enumerate(file, start=1):
+                if not line.strip():
+                    continue
+                raw = parse_line(line)
+                skipped = skip_reason(trace.path, number, line, raw)
+                if skipped is not None:  # always so when raw is None
+                    trace.skipped.append(skipped)
+                    continue
+                trace.fields.append(raw)
+                trace.records.append(TraceRecord(**{k: v for k, v in raw.items() if k in _FIELDS}))
+                trace.lines.append(number)
     except OSError as exc:
-        raise TraceError(f"cannot read trace {path}: {exc.strerror}") from exc
-    # Every record is written with its newline in one call, so the text after the last newline is
-    # either empty or a torn write: never a record.
-    lines.pop()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            raw = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise TraceError(f"{path}:{number}: not a JSON line ({exc}); expected one trace record per line") from exc
-        if not isinstance(raw, dict):
-            raise TraceError(f"{path}:{number}: expected a JSON object (a trace record), got {type(raw).__name__}")
-        missing = _REQUIRED - raw.keys()
-        if missing:
-            raise TraceError(f"{path}:{number}: not a trace record: missing {', '.join(sorted(missing))}")
-        yield TraceRecord(**{k: v for k, v in raw.items() if k in _FIELDS})
+        raise TraceError(f"cannot read trace {path}: {exc.strerror}; expected a gateway trace (JSONL) file") from exc
+    return trace
 
 
 def read_trace(path: str | os.PathLike[str]) -> list[TraceRecord]:
-    """All records of a trace file (see `iter_trace`)."""
-    return list(iter_trace(path))
+    """The records of a trace file (`load_trace`, without the notes of the lines it skipped)."""
+    return load_trace(path).records
+
+
+def is_int(value: Any) -> bool:
+    """An int of JSON's, not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(slots=True)

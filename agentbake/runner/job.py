@@ -21,10 +21,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from agentbake.errors import JobError
-from agentbake.runner.cli.backend_options import BackendChoice
+from agentbake.runner.backend_registry import BACKENDS, DEFAULT_BACKEND
 from agentbake.runner.result import RESULT_FILE, RolloutResult, summarize_results
 from agentbake.runner.runner_config import RunnerConfig
 from agentbake.tasks import Task, load_task
@@ -32,7 +41,15 @@ from agentbake.tasks import Task, load_task
 CONFIG_FILE = "config.json"
 SUMMARY_FILE = "summary.json"
 RUNTIME_SETTINGS = frozenset(
-    {"n_concurrent", "runner.out_dir", "backend.warm", "backend.relay_listen", "backend.relay_url"}
+    {
+        "n_concurrent",
+        "runner.out_dir",
+        "backend.config.runtime_dir",
+        "backend.config.warm",
+        "backend.config.relay.listen_host",
+        "backend.config.relay.listen_port",
+        "backend.config.relay.public_url",
+    }
 )
 """Settings a resume may change: how fast and from where the job runs, not what it runs."""
 
@@ -54,6 +71,37 @@ class JobTask(BaseModel):
         return cls(name=task.name, path=task.path, digest=task.digest)
 
 
+class JobBackend(BaseModel):
+    """Where the job's sandboxes run: the backend by name and that backend's own config, which the Runner builds
+    it from. Reading it imports the named backend's config type only (a Docker job loads no remote one's)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = DEFAULT_BACKEND
+    """The backend (`--backend`): a name of `backend_registry.BACKENDS`."""
+    config: SerializeAsAny[BaseModel]
+    """Its config (`DockerConfig`, `E2BConfig`, `HFConfig`), every field written out."""
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        if name not in BACKENDS:
+            raise ValueError(f"{name!r} is no sandbox backend; expected one of {', '.join(BACKENDS)}")
+        return name
+
+    @field_validator("config", mode="before")
+    @classmethod
+    def _of_the_named_backend(cls, config: Any, info: ValidationInfo) -> Any:
+        if "name" not in info.data:
+            return config  # the name's own error says what is wrong
+        kind = BACKENDS[info.data["name"]]
+        if isinstance(config, BaseModel) and not isinstance(config, kind.config):
+            raise ValueError(
+                f"{type(config).__name__} is not the {kind.name} backend's config ({kind.config.__name__})"
+            )
+        return kind.config.model_validate(config)
+
+
 class JobConfig(BaseModel):
     """Everything a job runs with; `config.json` holds it."""
 
@@ -64,8 +112,9 @@ class JobConfig(BaseModel):
     runner: RunnerConfig
     """The runner's settings: the image's content tag, model, key variable, oracle, preflight, logprobs
     modes; `out_dir` is the job directory."""
-    backend: BackendChoice
-    """Where sandboxes run (`--backend`, `--gateway`, `--manifest`, the relay's address, `--warm`)."""
+    backend: JobBackend
+    """Where sandboxes run (`--backend`, with `--manifest`, the relay's address, `--warm`); `--gateway` is
+    `runner.gateway`."""
     tasks: tuple[JobTask, ...]
     """Every task, in the order its rollouts start."""
     n_attempts: int = Field(ge=1)
@@ -75,13 +124,31 @@ class JobConfig(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _warm_is_a_backend_option(cls, data: Any) -> Any:
-        """A config.json written before `--warm` became a backend option holds it as `runner.warm`."""
-        runner, backend = (data.get("runner"), data.get("backend")) if isinstance(data, dict) else (None, None)
-        if isinstance(runner, dict) and "warm" in runner and isinstance(backend, dict):
-            runner = {key: value for key, value in runner.items() if key != "warm"}
-            data = {**data, "runner": runner, "backend": {"warm": data["runner"]["warm"], **backend}}
-        return data
+    def _backend_by_name_and_config(cls, data: Any) -> Any:
+        """Read a config.json of the earlier layouts: `backend` as the CLI's options (`name`, `gateway`,
+        `manifest`, `relay_listen`, `relay_url`, `warm`), and before that the warm pool as `runner.warm`."""
+        if not isinstance(data, dict) or not isinstance(data.get("backend"), dict) or "config" in data["backend"]:
+            return data
+        from agentbake.runner.remote.relay_config import RelayConfig
+
+        options, runner = dict(data["backend"]), data.get("runner")
+        if isinstance(runner, dict) and "warm" in runner:
+            options.setdefault("warm", runner["warm"])
+            data = {**data, "runner": {key: value for key, value in runner.items() if key != "warm"}}
+        options.pop("gateway", None)  # always runner.gateway's value
+        name, warm = options.pop("name", DEFAULT_BACKEND), options.pop("warm", 0)
+        listen, url = options.pop("relay_listen", "127.0.0.1:0"), options.pop("relay_url", None)
+        config: dict[str, Any] = {"warm": warm} if name == "docker" or warm else {}
+        if name != "docker":
+            try:
+                relay = RelayConfig.listening_at(listen, url)
+            except ValueError as exc:
+                raise ValueError(f"backend.relay_listen: {exc}") from None
+            config.update(manifest=options.pop("manifest", None), relay=relay)
+        options.pop("manifest", None)
+        if options:
+            raise ValueError(f"unknown backend options {', '.join(sorted(options))}")
+        return {**data, "backend": {"name": name, "config": config}}
 
 
 def rollout_folder(task: str, attempt: int) -> str:
@@ -122,8 +189,11 @@ class Job:
     def check(self, requested: JobConfig) -> None:
         """Refuse to resume with settings other than the job's own (RUNTIME_SETTINGS may differ)."""
         old, new = _flatten(self.config.model_dump(mode="json")), _flatten(requested.model_dump(mode="json"))
-        # A task of one side only is named by `tasks` (the lists of names) alone, not by each of its keys.
+        # A task of one side only is named by `tasks` (the lists of names) alone, not by each of its keys; another
+        # backend by `backend.name` alone, not by each key of its config.
         keys = sorted(key for key in set(old) | set(new) if (key in old and key in new) or not key.startswith("tasks."))
+        if old["backend.name"] != new["backend.name"]:
+            keys = [key for key in keys if not key.startswith("backend.config.")]
         differ = [key for key in keys if key not in RUNTIME_SETTINGS and old.get(key) != new.get(key)]
         if differ:
             changes = "; ".join(f"{key}: {_show(old.get(key))} -> {_show(new.get(key))}" for key in differ)

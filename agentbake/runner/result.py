@@ -35,7 +35,8 @@ class Status(enum.StrEnum):
     SETUP_ERROR = "setup_error"
     """`environment/setup.sh` failed or timed out; the agent never started."""
     VERIFIER_ERROR = "verifier_error"
-    """The verifier could not run, wrote no reward or an unreadable one (one that wrote 0 is `ok`, reward 0)."""
+    """The verifier could not run, must not (the agent changed its toolchain: harness README), wrote no reward or an
+    unreadable one (one that wrote 0 is `ok`, reward 0)."""
     VERIFIER_TIMEOUT = "verifier_timeout"
     """`tests/test.sh` ran past `[verifier] timeout_sec`."""
     SANDBOX_ERROR = "sandbox_error"

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from agentbake.buildkit.engine import connect
 from agentbake.errors import AgentbakeError, ConfigError, SandboxError, TaskError
 from agentbake.gateway.settings import LogprobsMode
-from agentbake.gateway.trace import TraceRecord, read_trace
+from agentbake.gateway.trace import load_trace
 from agentbake.runner.agents import AgentImage, AgentLaunch, ModelAccess, agent_for_labels
 from agentbake.runner.backend_registry import BACKENDS, make_backend
 from agentbake.runner.batch import BatchProgress, Rollout, repeated, run_rollouts
@@ -171,8 +171,7 @@ class Runner:
         result.exit_code, result.verifier_exit_code = outcome.exit_code, outcome.verifier_exit_code
         result.timings = timings.finish()
         try:
-            _add_trace(result, out_dir / TRACE_FILE)
-            _write_sequences(result, out_dir / TRACE_FILE, out_dir / SEQUENCES_FILE, self.config.expect_logprobs)
+            add_trace(result, out_dir, self.config.expect_logprobs)
         except Exception as exc:
             logger.exception("rollout %s: its trace could not be read", rollout_id)
             result.notes.append(f"the trace could not be read: {describe_error(exc)}")
@@ -350,18 +349,19 @@ def _warm_pool(backend: SandboxBackend | BackendConfig) -> int:
     return backend.warm if isinstance(backend, DockerConfig) else 0
 
 
-def _add_trace(result: RolloutResult, path: Path) -> None:
-    records: list[TraceRecord] = read_trace(path) if path.exists() else []
-    result.trace = records
-    result.turns = len(records)
-    result.tokens = sum(len(r.completion_token_ids) for r in records)
-    result.calls_without_token_ids = sum(r.ok and not r.completion_token_ids for r in records)
-
-
-def _write_sequences(result: RolloutResult, trace: Path, out_file: Path, logprobs: LogprobsMode) -> None:
-    if not trace.exists():  # no model calls (an oracle run): the export is not even imported
+def add_trace(result: RolloutResult, out_dir: Path, logprobs: LogprobsMode) -> None:
+    """Read the rollout's trace (`out_dir/trace.jsonl`) once: its records and totals on the result, each line it
+    skips a note of the result, and its training export (for a trainer expecting `logprobs`) in sequences.json.
+    No trace (an oracle run: no model calls), nothing: the export is not even imported."""
+    if not (out_dir / TRACE_FILE).exists():
         return
-    from agentbake.export import write_sequences
+    trace = load_trace(out_dir / TRACE_FILE)
+    result.trace = trace.records
+    result.turns = len(trace.records)
+    result.tokens = sum(len(r.completion_token_ids) for r in trace.records)
+    result.calls_without_token_ids = sum(r.ok and not r.completion_token_ids for r in trace.records)
+    result.notes += [f"trace: {skipped.message}" for skipped in trace.skipped]
+    from agentbake.export import export_trace, write_document
 
-    (summary,) = write_sequences(trace, out_file, rollout_id=result.rollout_id, logprobs=logprobs)
-    result.trainable = bool(summary["trainable"])
+    document = export_trace(trace, result.rollout_id, logprobs=logprobs)
+    result.trainable = bool(write_document(document, out_dir / SEQUENCES_FILE)["trainable"])

@@ -63,7 +63,7 @@ class RunnerConfig(BaseModel):
     warm: int = Field(default=0, ge=0, exclude=True)
     """Deprecated: the warm pool is the Docker backend's own setting, `DockerConfig.warm` (CLI `--warm`). Still
     honoured when the Runner is given no backend (it builds `DockerConfig(warm=warm)`); a backend given with
-    another warm pool is a ConfigError. Left out of dumps (a job's config.json holds `backend.warm`)."""
+    another warm pool is a ConfigError. Left out of dumps (a job's config.json holds `backend.config.warm`)."""
 
     agent_user: str | None = None
     """The user the agent and the oracle run as in a task's own image (a name or uid of its /etc/passwd), over

@@ -1,8 +1,9 @@
 """The scripted model: a vLLM-shaped chat-completions server that plays scripts or task solutions."""
 
 from agentbake.scripted.app import ScriptedModel, start_scripted_model
-from agentbake.scripted.policy import SolutionPolicy, solution_steps
+from agentbake.scripted.policy import SolutionPolicy
 from agentbake.scripted.script import Fault, Reply, Responder, Script
+from agentbake.scripted.shell_steps import solution_steps
 
 __all__ = [
     "Fault",

@@ -6,18 +6,14 @@ Code's `Bash`, OpenCode's and Pi's `bash`: a tool named bash or shell with a str
 and how many of the solution's steps the conversation already holds (its calls to that tool). It answers
 with the next step as one tool call, or, once every step has run, ends the turn with a short message.
 
-Steps: solve.sh cut at blank lines (never inside a here-document or an unfinished quote or compound
-command), comment-only blocks dropped. Leading `set ...` lines (e.g. `set -euo pipefail`) apply to every
-step. Each step runs in a subshell, so every one starts in the workdir the agent's shell starts in (Claude
-Code's shell keeps its directory between calls; OpenCode's and Pi's do not) and variables do not carry from
-one step to the next: keep what belongs together in one block.
+Steps (`shell_steps`): solve.sh's blank-line blocks, played as one bash running the file would (the
+directory, variables, functions and options carry from step to step). When a step ends the script (`exit`,
+a failure under `set -e`), its tool result says so and the turn ends there.
 """
 
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +21,10 @@ from typing import Any
 
 from agentbake.errors import TaskError
 from agentbake.scripted.script import Reply
+from agentbake.scripted.shell_steps import END_MARK, solution_steps, state_folder
 from agentbake.scripted.tokens import content_text
 from agentbake.tasks import Task, load_tasks
 
-_HEREDOC = re.compile(r"<<(-?)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
 _SPACE = re.compile(r"\s+")
 _COMMAND_KEYS = ("command", "cmd")
 
@@ -42,69 +38,8 @@ class ScriptedTask:
     """The instruction with whitespace runs collapsed to one space, as matched against conversations."""
     steps: tuple[str, ...]
     """The shell commands, one tool call each; empty when the task has no solution/solve.sh."""
-
-
-def solution_steps(script: str) -> list[str]:
-    """The steps of a solve.sh: its blank-line-separated blocks, each as one subshell command."""
-    lines = script.splitlines()
-    if lines and lines[0].startswith("#!"):
-        lines = lines[1:]
-    blocks = _blocks(lines)
-    prelude: list[str] = []
-    if blocks:
-        first = blocks[0]
-        leading = 0
-        while leading < len(first) and (_is_comment(first[leading]) or first[leading].lstrip().startswith("set ")):
-            leading += 1
-        prelude = [line for line in first[:leading] if not _is_comment(line)]
-        blocks[0] = first[leading:]
-    steps = []
-    for block in blocks:
-        if all(_is_comment(line) for line in block):
-            continue
-        steps.append("(\n" + "\n".join([*prelude, *block]) + "\n)")
-    return steps
-
-
-def _is_comment(line: str) -> bool:
-    return not line.strip() or line.lstrip().startswith("#")
-
-
-def _blocks(lines: list[str]) -> list[list[str]]:
-    """Cut at blank lines that are outside here-documents and end a complete shell command."""
-    blocks: list[list[str]] = []
-    current: list[str] = []
-    heredoc: tuple[bool, str] | None = None  # (strip tabs, delimiter) while inside one
-    for line in lines:
-        if heredoc is not None:
-            current.append(line)
-            if (line.lstrip("\t") if heredoc[0] else line) == heredoc[1]:
-                heredoc = None
-            continue
-        if not line.strip():
-            if current and _complete("\n".join(current)):
-                blocks.append(current)
-                current = []
-            elif current:
-                current.append(line)
-            continue
-        current.append(line)
-        opened = _HEREDOC.findall(line)
-        if opened:
-            dash, _, word = opened[-1]
-            heredoc = (bool(dash), word)
-    if current:
-        blocks.append(current)
-    return blocks
-
-
-def _complete(text: str) -> bool:
-    """Whether bash parses `text` as whole commands (no open quote, `if`, loop or brace)."""
-    bash = shutil.which("bash")
-    if bash is None:
-        return True
-    result = subprocess.run([bash, "-n"], input=text, capture_output=True, text=True, check=False)
-    return result.returncode == 0
+    folder: str
+    """The steps' state folder under the agent's temp dir (`shell_steps.state_folder`), named in their messages."""
 
 
 def load_scripted_tasks(tasks: Iterable[Task | str | Path]) -> list[ScriptedTask]:
@@ -115,7 +50,7 @@ def load_scripted_tasks(tasks: Iterable[Task | str | Path]) -> list[ScriptedTask
         steps = tuple(solution_steps(script))
         if task.solution_script and not steps:
             raise TaskError(f"{task.solution_script}: holds no command; the scripted model plays solve.sh's commands")
-        out.append(ScriptedTask(task.name, _normalize(task.instruction), steps))
+        out.append(ScriptedTask(task.name, _normalize(task.instruction), steps, state_folder(script)))
     return out
 
 
@@ -190,6 +125,11 @@ class SolutionPolicy:
             for call in m.get("tool_calls") or []
             if isinstance(call, dict) and (call.get("function") or {}).get("name") == tool.name
         )
+        ended = _ended(messages, task.folder)
+        if ended is not None:
+            where, status = ended
+            at = f"at step {done}" if where == "in" else f"before step {done}"
+            return Reply(text=f"Stopped: the reference solution of {task.name} ended {at} (exit {status}).")
         if done >= len(task.steps):
             plural = "s" if len(task.steps) > 1 else ""
             return Reply(text=f"Done: ran the reference solution of {task.name} ({len(task.steps)} step{plural}).")
@@ -200,3 +140,12 @@ class SolutionPolicy:
             elif kind == "boolean":
                 arguments[field] = False
         return Reply(text="", tool_calls=[(tool.name, arguments)])
+
+
+def _ended(messages: list[Any], folder: str) -> tuple[str, str] | None:
+    """What the last tool result says when the script has ended (`in` or `before` that step, the exit status)."""
+    results = [m for m in messages if isinstance(m, dict) and m.get("role") == "tool"]
+    if not results:
+        return None
+    found = [m for m in END_MARK.finditer(content_text(results[-1].get("content"))) if m[1] == folder]
+    return (found[-1][2], found[-1][3]) if found else None

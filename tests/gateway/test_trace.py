@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from agentbake.cli import main
 from agentbake.errors import TraceError
-from agentbake.gateway.trace import TraceRecord, TraceWriter, read_trace, summarize
+from agentbake.gateway.trace import TraceRecord, TraceWriter, load_trace, read_trace, summarize
 
 
 def record(turn: int, **fields) -> TraceRecord:
@@ -33,25 +33,34 @@ def test_each_record_is_on_disk_as_soon_as_it_is_written(tmp_path):
     assert read_trace(path)[1].retry_of == 0 and read_trace(path)[0].schema_version == 2
 
 
-def test_reader_skips_a_torn_last_line_but_not_a_broken_middle_one(tmp_path):
+def test_a_line_that_holds_no_record_is_skipped_with_a_note_naming_it(tmp_path):
     path = tmp_path / "trace.jsonl"
     writer = TraceWriter(path)
     writer.write(record(0))
     writer.close()
     complete = path.read_bytes()
-    path.write_bytes(complete + b'{"turn": 1, "request": {"mod')  # a crash mid-write
-    assert [r.turn for r in read_trace(path)] == [0]
-    path.write_bytes(complete + b'{"turn": 1}')  # parseable but without newline: still a torn write
-    assert [r.turn for r in read_trace(path)] == [0]
-    path.write_bytes(b"{broken\n" + complete)
-    with pytest.raises(TraceError, match=r"trace\.jsonl:1: not a JSON line"):
-        read_trace(path)
-    path.write_bytes(complete + b"[1, 2]\n")
-    with pytest.raises(TraceError, match=r"trace\.jsonl:2: expected a JSON object \(a trace record\), got list"):
-        read_trace(path)
-    path.write_bytes(complete + b'{"turn": 1}\n')
-    with pytest.raises(TraceError, match=r"trace\.jsonl:2: not a trace record: missing request, response"):
-        read_trace(path)
+
+    def skipped(data: bytes) -> list[tuple[int, str, str]]:
+        path.write_bytes(data)
+        trace = load_trace(path)
+        assert [r.turn for r in trace.records] == [0] and trace.lines == [data.split(b"\n").index(complete[:-1]) + 1]
+        return [(s.line, s.code, s.message.removeprefix(f"{path}:")) for s in trace.skipped]
+
+    cut = "the last line is cut (a crash mid-write); one record is lost"
+    assert skipped(complete + b'{"turn": 1, "request": {"mod') == [(2, "torn_line", f"2: {cut}")]  # a crash mid-write
+    assert skipped(complete + b'{"turn": 1}') == [(2, "torn_line", f"2: {cut}")]  # parseable, but cut all the same
+    not_object = "not a JSON object (a torn write?); the line is skipped"
+    assert skipped(b"{broken\n" + complete) == [(1, "torn_line", f"1: {not_object}")]
+    assert skipped(complete + b"[1, 2]\n\n") == [(2, "torn_line", f"2: {not_object}")]
+    assert skipped(complete + b'{"turn": 1}\n') == [
+        (2, "malformed_record", "2: not a trace record: missing request, response; the line is skipped")
+    ]
+    assert skipped(complete + b'{"turn": "1", "request": {}, "response": null}\n') == [
+        (2, "malformed_record", "2: `rollout_id` must be a string or null and `turn` an integer; the line is skipped")
+    ]
+    path.write_bytes(complete + b'{"turn": 1, "schema_version": 99, "request": {}, "response": null}\n')
+    with pytest.raises(TraceError, match=r"trace\.jsonl:2: trace record schema_version 99 is not one this agentbake"):
+        load_trace(path)
     with pytest.raises(TraceError, match=r"cannot read trace .*missing\.jsonl: No such file"):
         read_trace(tmp_path / "missing.jsonl")
 
@@ -102,11 +111,20 @@ def test_summary_counts_tokens_errors_and_retries(tmp_path):
     assert "logprobs raw: 1" in result.output and "logprobs unknown: 3" in result.output
 
 
-def test_summary_of_a_corrupt_trace_is_a_clean_cli_error(tmp_path):
+def test_the_trace_commands_warn_of_a_skipped_line_and_refuse_an_unknown_schema(tmp_path):
     path = tmp_path / "trace.jsonl"
-    path.write_text("nope\n")
+    writer = TraceWriter(path)
+    writer.write(record(0, rollout_id="r"))
+    writer.close()
+    path.write_bytes(b"nope\n" + path.read_bytes())
+    for command in ("summary", "check"):
+        result = CliRunner().invoke(main, ["trace", command, str(path)])
+        assert result.exit_code == 0, result.output
+        assert result.stderr == f"warning: {path}:1: not a JSON object (a torn write?); the line is skipped\n"
+    assert "turns: 1\n" in CliRunner().invoke(main, ["trace", "summary", str(path)]).stdout
+    path.write_text('{"turn": 0, "schema_version": 3, "request": {}, "response": null}\n')
     result = CliRunner().invoke(main, ["trace", "summary", str(path)])
-    assert result.exit_code == 1 and "not a JSON line" in result.output
+    assert result.exit_code == 1 and "trace.jsonl:1: trace record schema_version 3 is not one" in result.output
 
 
 def test_every_record_carries_the_configured_logprobs_mode(make_gateway):

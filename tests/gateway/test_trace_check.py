@@ -118,8 +118,8 @@ def test_another_conversation_in_between_is_a_restart_not_a_re_render(gateway, u
     assert result.exit_code == 0 and "1 restart, 0 re-rendered" in result.output
 
 
-def test_check_of_a_corrupt_trace_is_a_clean_cli_error(tmp_path):
+def test_check_of_a_trace_of_an_unknown_schema_is_a_clean_cli_error(tmp_path):
     path = tmp_path / "trace.jsonl"
-    path.write_text("nope\n")
+    path.write_text('{"turn": 0, "schema_version": 9, "request": {}, "response": null}\n')
     result = check(path)
-    assert result.exit_code == 1 and "not a JSON line" in result.output
+    assert result.exit_code == 1 and "trace.jsonl:1: trace record schema_version 9 is not one" in result.output

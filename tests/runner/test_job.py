@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,9 +19,10 @@ from click.testing import CliRunner
 from agentbake.buildkit.catalog import builtin_root
 from agentbake.cli import main
 from agentbake.errors import JobError
-from agentbake.runner.cli.backend_options import BackendChoice
 from agentbake.runner.docker.config import DockerConfig
-from agentbake.runner.job import CONFIG_FILE, SUMMARY_FILE, Job, JobConfig, JobTask
+from agentbake.runner.job import CONFIG_FILE, SUMMARY_FILE, Job, JobBackend, JobConfig, JobTask
+from agentbake.runner.remote.e2b_config import E2BConfig
+from agentbake.runner.remote.relay_config import RelayConfig
 from agentbake.runner.result import RESULT_FILE, RolloutResult, Status
 from agentbake.runner.runner_config import RunnerConfig
 from agentbake.tasks import discover_tasks
@@ -38,7 +40,7 @@ def _config(job_dir: Path, tasks_root: Path, **changes: object) -> JobConfig:
     runner = RunnerConfig(image="agentbake/claude-code:000000000000", oracle=True, out_dir=job_dir)
     fields: dict = {
         "runner": runner,
-        "backend": BackendChoice(),
+        "backend": JobBackend(config=DockerConfig()),
         "tasks": tuple(JobTask.of(task) for task in discover_tasks([tasks_root])),
         "n_attempts": 2,
         "n_concurrent": 2,
@@ -94,7 +96,8 @@ def test_a_resume_with_other_settings_is_refused_naming_each(tmp_path: Path) -> 
     job = Job.start(tmp_path / "job", _config(tmp_path / "job", tasks_root))
     # How fast and from where it runs may change.
     runtime = job.config.runner.model_copy(update={"out_dir": tmp_path / "moved"})
-    job.check(_config(tmp_path / "job", tasks_root, n_concurrent=8, runner=runtime, backend=BackendChoice(warm=3)))
+    warm = JobBackend(config=DockerConfig(warm=3, runtime_dir=tmp_path / "elsewhere"))  # another machine's temp dir
+    job.check(_config(tmp_path / "job", tasks_root, n_concurrent=8, runner=runtime, backend=warm))
 
     (tasks_root / "beta" / "instruction.md").write_text("Another prompt.\n")
     write_task(tasks_root, "gamma", solve="true\n", test="true\n")
@@ -113,18 +116,112 @@ def test_a_resume_with_other_settings_is_refused_naming_each(tmp_path: Path) -> 
         job.load_tasks()
 
 
-def test_a_config_json_with_the_warm_pool_under_runner_reads_it_as_the_backends(tmp_path: Path) -> None:
-    """`--warm` was `runner.warm` in config.json before it became a backend option (DockerConfig.warm)."""
-    config = _config(tmp_path / "job", _tasks(tmp_path / "tasks"), backend=BackendChoice(warm=2))
+def test_the_backend_is_its_name_and_its_own_config(tmp_path: Path) -> None:
+    config = _config(tmp_path / "job", _tasks(tmp_path / "tasks"), backend=JobBackend(config=DockerConfig(warm=2)))
     job = Job.start(tmp_path / "job", config)
-    written = json.loads((job.dir / CONFIG_FILE).read_text())
-    assert written["backend"]["warm"] == 2 and "warm" not in written["runner"]
-    del written["backend"]["warm"]
-    written["runner"]["warm"] = 3
-    (job.dir / CONFIG_FILE).write_text(json.dumps(written))
-    opened = Job.open(job.dir).config
-    assert (opened.backend.warm, opened.runner.warm) == (3, 0)
-    assert opened.backend.config() == DockerConfig(warm=3)
+    written = json.loads((job.dir / CONFIG_FILE).read_text())["backend"]
+    assert written["name"] == "docker" and written["config"]["warm"] == 2
+    assert written["config"] == json.loads(DockerConfig(warm=2).model_dump_json())  # every field written out
+    assert Job.open(job.dir).config.backend.config == DockerConfig(warm=2)
+
+    remote = JobBackend(name="e2b", config=E2BConfig(relay=RelayConfig(listen_host="0.0.0.0", listen_port=8900)))
+    with pytest.raises(JobError) as info:
+        job.check(_config(job.dir, tmp_path / "tasks", backend=remote))
+    assert "(backend.name: 'docker' -> 'e2b'); resume it" in str(info.value)  # not each key of both configs
+    with pytest.raises(ValueError, match="DockerConfig is not the e2b backend's config"):
+        JobBackend(name="e2b", config=DockerConfig())
+    (job.dir / CONFIG_FILE).write_text(
+        json.dumps({**json.loads(job.config.model_dump_json()), "backend": {"name": "k8s", "config": {}}})
+    )
+    with pytest.raises(JobError, match=r"backend.name: Value error, 'k8s' is no sandbox backend; expected one of doc"):
+        Job.open(job.dir)
+
+
+def _old_config(tmp_path: Path, backend: dict, **runner: object) -> Path:
+    """A config.json as the previous release wrote it: `backend` holds the CLI's options."""
+    tmp_path.mkdir()
+    (tmp_path / CONFIG_FILE).write_text(
+        json.dumps(
+            {
+                "backend": backend,
+                "n_attempts": 2,
+                "n_concurrent": 2,
+                "runner": {
+                    "api_key_env": "AGENTBAKE_UPSTREAM_API_KEY",
+                    "cpus": None,
+                    "expect_logprobs": "raw",
+                    "gateway": "host",
+                    "image": "agentbake/claude-code:000000000000",
+                    "logprobs_mode": None,
+                    "memory_mb": None,
+                    "model": None,
+                    "model_name": None,
+                    "model_settings": {
+                        "disable_thinking": False,
+                        "inner_system_as_user": False,
+                        "min_p": None,
+                        "repetition_penalty": None,
+                        "temperature": None,
+                        "top_k": None,
+                        "top_p": None,
+                    },
+                    "oracle": True,
+                    "out_dir": "/jobs/old",
+                    "preflight": True,
+                    "storage_mb": None,
+                    "verifier_network": "none",
+                    **runner,
+                },
+                "schema_version": 1,
+                "tasks": [{"digest": "0" * 64, "name": "alpha", "path": "/tasks/alpha"}],
+            },
+            indent=2,
+            sort_keys=True,
+        )
+    )
+    return tmp_path
+
+
+def test_a_config_json_of_the_previous_layout_still_opens(tmp_path: Path) -> None:
+    e2b = {
+        "gateway": "host",
+        "manifest": "published.json",
+        "name": "e2b",
+        "relay_listen": "0.0.0.0:8900",
+        "relay_url": "https://relay.example",
+        "warm": 0,
+    }
+    opened = Job.open(_old_config(tmp_path / "e2b", e2b)).config
+    assert opened.backend == JobBackend(
+        name="e2b",
+        config=E2BConfig(
+            manifest=Path("published.json"),
+            relay=RelayConfig(listen_host="0.0.0.0", listen_port=8900, public_url="https://relay.example"),
+        ),
+    )
+    docker_options = {**e2b, "name": "docker", "warm": 2}
+    assert Job.open(_old_config(tmp_path / "docker", docker_options)).config.backend.config == DockerConfig(warm=2)
+    # Older still: the warm pool under runner.
+    older = {key: value for key, value in docker_options.items() if key != "warm"}
+    opened = Job.open(_old_config(tmp_path / "older", older, warm=3)).config
+    assert (opened.backend.config, opened.runner.warm) == (DockerConfig(warm=3), 0)
+    with pytest.raises(
+        JobError,
+        match=r"config.json: not a job's config.json \(: Value error, backend.relay_listen: 'nowhere': expected HOST",
+    ):
+        Job.open(_old_config(tmp_path / "bad", {**e2b, "relay_listen": "nowhere"}))
+
+
+def test_a_docker_job_loads_no_remote_backends_config(tmp_path: Path) -> None:
+    job = Job.start(tmp_path / "job", _config(tmp_path / "job", _tasks(tmp_path / "tasks")))
+    remote = ("agentbake.runner.remote.e2b_config", "agentbake.runner.remote.hf_config")
+    probe = (
+        "import sys\nfrom pathlib import Path\nfrom agentbake.runner.job import Job\n"
+        f"assert Job.open(Path({str(job.dir)!r})).config.backend.name == 'docker'\n"
+        f"print(sorted(m for m in {remote!r} if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "[]\n"), done.stderr
 
 
 def test_unreadable_job_files_name_the_file(tmp_path: Path) -> None:

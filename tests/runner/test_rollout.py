@@ -87,6 +87,56 @@ def test_each_agent_solves_a_task_with_the_scripted_model_and_every_call_has_tok
     assert leftovers(engine, result.rollout_id) == []
 
 
+STATEFUL_SOLVE = """set -euo pipefail
+OUT="$PWD/out"
+export LABEL="state carried"
+mkdir -p "$OUT/deep"
+cd "$OUT/deep"
+note() { printf '%s: %s\\n' "$1" "$LABEL" >> "$OUT/notes.txt"; }
+
+note first
+cat > story.txt <<'EOF'
+once
+
+upon a time
+EOF
+
+[[ -o errexit ]] && note second
+bash -c 'echo "$LABEL" > child.txt'
+
+exit 0
+
+rm -rf "$OUT"
+"""
+STATEFUL_TEST = reward_if(
+    '[ "$(cat out/notes.txt)" = "$(printf \'first: state carried\\nsecond: state carried\')" ]'
+    " && grep -qx 'upon a time' out/deep/story.txt && [ \"$(cat out/deep/child.txt)\" = 'state carried' ]"
+)
+
+
+# OpenCode and Pi pass too (a fresh shell per call, as tests/scripted/test_shell_steps.py plays the steps), but
+# their runs take 40-130 s on a loaded 2-core machine.
+@pytest.mark.parametrize("agent", ["oracle", "claude-code"])
+def test_a_solve_sh_with_state_across_blocks_solves_its_task_as_the_oracle_does(
+    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path, agent: str
+) -> None:
+    """Variables, the directory, a function, set -e and an exported variable carry from one tool call to the
+    next, a here-document keeps its blank line, and `exit 0` ends the script: the reward the oracle gets."""
+    task = load_task(write_task(tmp_path / "tasks", "stateful", solve=STATEFUL_SOLVE, test=STATEFUL_TEST))
+    image = built_images["claude-code" if agent == "oracle" else agent].tag
+    oracle = agent == "oracle"
+    config = RunnerConfig(image=image, model=None if oracle else "scripted", oracle=oracle, out_dir=tmp_path / "out")
+    with Runner(config, backend) as runner:
+        if not oracle:
+            runner.start_scripted([task])
+        result = runner.run(task)
+    assert (result.status, result.reward, result.exit_code) == (Status.OK, 1.0, 0), result.error
+    if not oracle:
+        # Four steps ran (the fifth, after `exit 0`, was never sent), then the closing message.
+        log = (result.out_dir / "agent" / f"{agent}.log").read_text()
+        assert "the reference solution of stateful ended at step 4 (exit 0)" in log, log[-2000:]
+
+
 KEY_PREFIX = "sk-agentbake-probe-"
 # Played through Claude Code's Bash tool: every process's environment and command line, the agent's own
 # environment and every file it can read, searched for anything shaped like the key (the prefix alone

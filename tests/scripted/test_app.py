@@ -10,7 +10,7 @@ import openai
 import orjson
 import pytest
 
-from agentbake.scripted import Fault, Reply
+from agentbake.scripted import Fault, Reply, solution_steps
 
 USER = [{"role": "user", "content": "hi"}]
 CAPTURE = {"logprobs": True, "top_logprobs": 2, "return_tokens_as_token_ids": True, "return_token_ids": True}
@@ -126,7 +126,8 @@ def test_the_readme_example_runs(capsys, monkeypatch):
     monkeypatch.chdir(repo)
     exec(compile(example, "README.md", "exec"), {})
     arguments, token_ids = capsys.readouterr().out.splitlines()
-    assert json.loads(arguments) == {"command": "(\nprintf 'Hello, agentbake!\\n' > hello.txt\n)"}
+    solve = (repo / "examples" / "tasks" / "write-file" / "solution" / "solve.sh").read_text()
+    assert json.loads(arguments) == {"command": solution_steps(solve)[0]}
     assert token_ids.startswith("[") and token_ids.endswith(", 151645]")
 
 

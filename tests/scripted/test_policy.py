@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +26,7 @@ mkdir -p sub
 cd sub
 echo one > one.txt
 
-# the second step starts where the agent's shell started, not in sub/
+# the second step goes on where the first left off: in sub/
 echo two > two.txt
 
 cat > three.txt <<'EOF'
@@ -34,7 +35,7 @@ a
 b
 EOF
 """
-INSTRUCTION = "Create one.txt in sub/, and two.txt and three.txt here.\n"
+INSTRUCTION = "Create one.txt, two.txt and three.txt in sub/.\n"
 FINAL = "Done: ran the reference solution of multi (3 steps)."
 
 
@@ -42,32 +43,19 @@ FINAL = "Done: ran the reference solution of multi (3 steps)."
 
 
 def test_a_script_without_blank_lines_is_one_step():
-    assert solution_steps("#!/bin/bash\necho a > a.txt\necho b >> a.txt\n") == ["(\necho a > a.txt\necho b >> a.txt\n)"]
-
-
-def test_blocks_are_steps_with_the_set_prelude_and_no_comment_only_blocks():
-    assert solution_steps(MULTI_STEP) == [
-        "(\nset -e\nmkdir -p sub\ncd sub\necho one > one.txt\n)",
-        "(\nset -e\n# the second step starts where the agent's shell started, not in sub/\necho two > two.txt\n)",
-        "(\nset -e\ncat > three.txt <<'EOF'\na\n\nb\nEOF\n)",
-    ]
-    assert solution_steps("# only a comment\n\n\necho hi\n") == ["(\necho hi\n)"]
-
-
-def test_a_blank_line_inside_a_compound_command_or_quote_does_not_cut():
-    script = 'if true; then\n  echo a\n\n  echo b\nfi\n\npython3 -c "\nprint(1)\n\nprint(2)\n"\n'
-    assert solution_steps(script) == [
-        "(\nif true; then\n  echo a\n\n  echo b\nfi\n)",
-        '(\npython3 -c "\nprint(1)\n\nprint(2)\n"\n)',
-    ]
+    (step,) = solution_steps("#!/bin/bash\necho a > a.txt\necho b >> a.txt\n")
+    assert "\necho a > a.txt\necho b >> a.txt\n" in step and step.endswith('\nbash "$S/run" 1 1')
 
 
 def test_steps_run_in_one_persistent_shell_do_what_solve_sh_does(tmp_path: Path):
-    """As in Claude Code's Bash, which keeps its directory: every step still starts in the workdir."""
-    subprocess.run(["bash"], input="\n".join(solution_steps(MULTI_STEP)), cwd=tmp_path, check=True, text=True)
+    """As in a shell tool that keeps its shell between calls: the steps never change its directory."""
+    steps = solution_steps(MULTI_STEP)
+    assert len(steps) == 3
+    env = {"PATH": os.environ["PATH"], "TMPDIR": str(tmp_path)}
+    subprocess.run(["bash", "-c", "\n".join(steps)], cwd=tmp_path, env=env, check=True, text=True)
     assert (tmp_path / "sub" / "one.txt").read_text() == "one\n"
-    assert (tmp_path / "two.txt").read_text() == "two\n"
-    assert (tmp_path / "three.txt").read_text() == "a\n\nb\n"
+    assert (tmp_path / "sub" / "two.txt").read_text() == "two\n"
+    assert (tmp_path / "sub" / "three.txt").read_text() == "a\n\nb\n"
 
 
 def test_bad_tasks_are_refused_with_the_path(make_task, tmp_path: Path):
@@ -90,9 +78,9 @@ def test_the_longest_matching_instruction_wins_and_whitespace_runs_count_as_one(
     long = make_task("long", "Fix the bug.\nThen   write a test.", "echo long\n")
     policy = SolutionPolicy([short, long])
     assert policy(_body("Please:\n\nFix the bug. Then write\na test.")).tool_calls[0][1] == {
-        "command": "(\necho long\n)"
+        "command": solution_steps("echo long\n")[0]
     }
-    assert policy(_body("Fix the bug.")).tool_calls[0][1] == {"command": "(\necho short\n)"}
+    assert policy(_body("Fix the bug.")).tool_calls[0][1] == {"command": solution_steps("echo short\n")[0]}
 
 
 def test_requests_it_cannot_place_get_a_short_text(make_task):

@@ -9,7 +9,7 @@ machine through one relay port (`--relay-listen`, `--relay-url`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,7 @@ from agentbake.runner.choices import DEFAULT_GATEWAY, GATEWAY_PLACES
 # The backends' pydantic configs are imported when the command runs (`config()`): `run --help` does without them.
 if TYPE_CHECKING:
     from agentbake.runner.backend_registry import BackendConfig
+    from agentbake.runner.job import JobBackend
     from agentbake.runner.remote.relay_config import RelayConfig
 
 
@@ -40,12 +41,10 @@ class BackendChoice:
     def relay(self) -> RelayConfig:
         from agentbake.runner.remote.relay_config import RelayConfig
 
-        host, sep, port = self.relay_listen.rpartition(":")
-        if not sep or not port.isdigit() or not host:
-            raise click.BadParameter(
-                f"{self.relay_listen!r}: expected HOST:PORT, e.g. 0.0.0.0:8900", param_hint="--relay-listen"
-            )
-        return RelayConfig(listen_host=host.strip("[]"), listen_port=int(port), public_url=self.relay_url)
+        try:
+            return RelayConfig.listening_at(self.relay_listen, self.relay_url)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--relay-listen") from None
 
     def config(self) -> BackendConfig:
         kind = BACKENDS[self.name]
@@ -55,11 +54,36 @@ class BackendChoice:
                 f"--gateway sandbox is for remote backends: {self.name} sandboxes cannot reach the model server "
                 f"themselves; use --backend {able}, or --gateway host"
             )
-        if self.warm and not kind.backend.capabilities.warm_pool:
-            raise SandboxError(f"--warm keeps Docker sandboxes started; the {self.name} backend has no warm pool")
+        self._check_warm(self.name)
         if self.name == "docker":
             return kind.config(warm=self.warm)
         return kind.config(manifest=self.manifest, relay=self.relay())
+
+    def job_backend(self) -> JobBackend:
+        """The backend a new job records in its config.json."""
+        from agentbake.runner.job import JobBackend
+
+        return JobBackend(name=self.name, config=self.config())
+
+    def with_runtime(self, stored: JobBackend, given: Collection[str]) -> JobBackend:
+        """`stored` (a job's backend) with the runtime options the command line gave (`given`, by parameter
+        name): --warm, --relay-listen, --relay-url; the relay's are the remote backends' only."""
+        update: dict[str, Any] = {}
+        if "warm" in given:
+            self._check_warm(stored.name)
+            update["warm"] = self.warm
+        relay = getattr(stored.config, "relay", None)
+        if relay is not None and "relay_listen" in given:
+            relay = self.relay().model_copy(update={"public_url": relay.public_url})
+        if relay is not None and "relay_url" in given:
+            relay = relay.model_copy(update={"public_url": self.relay_url})
+        if relay is not None:
+            update["relay"] = relay
+        return stored.model_copy(update={"config": stored.config.model_copy(update=update)})
+
+    def _check_warm(self, name: str) -> None:
+        if self.warm and not BACKENDS[name].backend.capabilities.warm_pool:
+            raise SandboxError(f"--warm keeps Docker sandboxes started; the {name} backend has no warm pool")
 
 
 def backend_options(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -184,7 +184,7 @@ def rollout_command(
         err().print(f"resuming {job.dir}: {finished} rollouts finished, {len(pending)} to run")
     if pending:
         display = BatchDisplay(len(pending))
-        backend_config = config.backend.config()
+        backend_config = config.backend.config
         with teardown_on_signals(runner := Runner(config.runner, backend_config, build_progress=build_progress)):
             if config.runner.model == SCRIPTED:
                 runner.start_scripted(tasks)

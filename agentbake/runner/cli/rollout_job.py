@@ -57,7 +57,7 @@ def open_rollout_job(
     config = JobConfig(
         # A resume checks the tag first: a catalog changed since the job started is refused, not built.
         runner=make_config(gateway=backend.gateway, out_dir=directory, build_missing=resume_dir is None),
-        backend=backend,
+        backend=backend.job_backend(),
         tasks=tuple(JobTask.of(task) for task in tasks),
         n_attempts=n_attempts,
         n_concurrent=n_concurrent,
@@ -86,10 +86,9 @@ def _own_settings(stored: JobConfig, resume_dir: Path, backend: BackendChoice) -
             f"--resume without IMAGE takes every setting from {resume_dir / CONFIG_FILE}: drop {', '.join(refused)} "
             "(or repeat the job's whole command, IMAGE and --tasks included, with --resume to have them checked)"
         )
-    runtime = {name: getattr(backend, name) for name in ("relay_listen", "relay_url", "warm") if name in given}
     update: dict[str, Any] = {
         "runner": stored.runner.model_copy(update={"out_dir": resume_dir.absolute()}),
-        "backend": dataclasses.replace(stored.backend, **runtime),
+        "backend": backend.with_runtime(stored.backend, given),
     }
     if "n_concurrent" in given:
         update["n_concurrent"] = ctx.params["n_concurrent"]

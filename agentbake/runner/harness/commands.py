@@ -17,6 +17,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
+from agentbake.runner.harness.toolchain import baseline_part
 from agentbake.runner.harness.verifier import (
     KEEP_OWN,
     KILL_THE_REST,
@@ -119,13 +120,15 @@ def prepare(private: str, unpack: str, then: RootCommand) -> RootCommand:
 
 
 def snapshot(snapshot_shell: str, user: str, private: str) -> RootCommand:
-    """The workdir committed (`snapshot_shell`), then the agent's uid (`uid`) and the OOM-kill count (`oom`),
-    last the scratch dir's `AGENT_STARTED` touched (`started`)."""
+    """The workdir committed (`snapshot_shell`), then the agent's uid (`uid`), the OOM-kill count (`oom`), the
+    baseline of the verifier's toolchain (`toolchain`: `toolchain.baseline_part`) and, last before the agent
+    starts, the scratch dir's `AGENT_STARTED` touched (`started`)."""
     return (
         RootCommand()
         .then("snapshot", snapshot_shell)
         .then("uid", f"id -u {user}")
         .then("oom", OOM_KILLS)
+        .then("toolchain", baseline_part(private))
         .then("started", f"touch {private}/{AGENT_STARTED}")
     )
 
@@ -137,15 +140,19 @@ def agent_gone(then: RootCommand, *, root: bool = False) -> RootCommand:
     return RootCommand().then("alive", _ROOT_ALIVE if root else _ALIVE) + then
 
 
-def after_agent(workdir: str, uid: str, diff: str, diff_file: str, clear_the_way: str, pack: str) -> RootCommand:
+def after_agent(
+    workdir: str, uid: str, diff: str, diff_file: str, toolchain: str, clear_the_way: str, pack: str
+) -> RootCommand:
     """What needs the agent gone ($1: its uid): the OOM-kill count (`oom`), the workdir made again when the agent
     removed or replaced it (`restore`), its diff (`diff`: the diff's own exit status, then the diff itself when
-    small), the verifier's way cleared (`links`: what was removed), the agent's logs packed (`pack`)."""
+    small), the verifier's toolchain checked (`toolchain`: `toolchain.check_part`, never failing), the verifier's
+    way cleared (`links`: what was removed), the agent's logs packed (`pack`)."""
     return (
         RootCommand()
         .then("oom", OOM_KILLS)
         .then("restore", restore_command(workdir, uid))
         .then("diff", f'({diff}); made=$?; echo "$made"\n[ "$made" != 0 ] || {{ {print_diff_command(diff_file)}; }}')
+        .then("toolchain", toolchain)
         .then("links", clear_the_way)
         .then("pack", pack)
     )

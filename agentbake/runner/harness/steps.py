@@ -23,7 +23,7 @@ from pathlib import Path
 
 from agentbake.errors import AgentbakeError, SandboxError
 from agentbake.runner.agents import AgentImage, AgentLaunch, headless_launch
-from agentbake.runner.harness import commands
+from agentbake.runner.harness import commands, toolchain
 from agentbake.runner.harness.agent_phase import STEP_TIMEOUT_SEC, run_agent, stop_user
 from agentbake.runner.harness.commands import RootCommand
 from agentbake.runner.harness.upload import (
@@ -132,6 +132,8 @@ class Harness:
         # Log paths packed by the stop step and the verifier, for _collect; a link changed after the agent started
         # is the agent's whoever owns it (a root agent's are root's).
         self.packed = PackedLogs(self.private, since=f"{self.private}/{commands.AGENT_STARTED}")
+        self.toolchain: toolchain.Baseline | str = "the snapshot did not run"  # recorded right before the agent
+        self.toolchain_changed = False  # the stop step found the verifier's toolchain changed: no verifier
 
     def run(self) -> HarnessOutcome:
         """The steps in order. Once the agent has started, a step that raises ends as `sandbox_error` with its
@@ -150,7 +152,7 @@ class Harness:
                 stopped = self._step(self._stop_agent_user, "stopping the agent", decisive=True)
             with self.timings.phase("collect"):
                 self._step(self._save_diff, "the workdir diff")  # made by the stop step's exec
-            if stopped:
+            if stopped and not self.toolchain_changed:
                 with self.timings.phase("verifier"):
                     self._step(self._verify, "the verifier")
         with self.timings.phase("collect"):
@@ -249,6 +251,7 @@ class Harness:
             printed = self._prepare(snapshot, what="snapshot the workdir")
         self.agent_uid = printed["uid"].strip()
         self.oom_before = _count(printed["oom"])
+        self.toolchain = toolchain.parse_baseline(printed["toolchain"])
         return True
 
     def _run_agent(self) -> None:
@@ -292,6 +295,9 @@ class Harness:
             self.agent_uid,
             diff=f"cd {shlex.quote(self.workdir)} && {self._diff_command}",
             diff_file=self._diff_file,
+            toolchain=toolchain.check_part(self.private, self.toolchain)
+            if isinstance(self.toolchain, toolchain.Baseline)
+            else toolchain.unchecked_part(self.toolchain),
             clear_the_way=clear_the_way(self.private),
             pack=self.packed.pack(agent_logs),
         )
@@ -312,6 +318,7 @@ class Harness:
             self._judge_agent_exit(oom_kills)
         self.packed.take(printed.get("pack"), agent_logs)
         note_removed_links(printed.get("links", ""), self.outcome, self._save)
+        self._judge_toolchain(printed.get("toolchain"))
         if stopped.restarted:
             self.outcome.notes.append(stopped.restarted)
             # init and the relay started anew: they are the processes that outlive test.sh now
@@ -323,6 +330,20 @@ class Harness:
         if inline.startswith("inline "):
             self.diff = printed_diff(inline.strip())
         self.diff_exit = made.strip()
+
+    def _judge_toolchain(self, printed: str | None) -> None:
+        """Withhold the reward, and skip the verifier, when the stop step found the verifier's toolchain changed
+        (`toolchain.judge`): test.sh would run the agent's code as root, so its reward could be anything."""
+        if printed is None:  # the part did not run: the stop step failed, which is the rollout's failure already
+            return
+        verdict = toolchain.judge(printed, root_agent=self.agent_uid == "0")
+        if verdict.listing:
+            self._save("verifier/toolchain.txt", verdict.listing)
+        if verdict.note:
+            self.outcome.notes.append(verdict.note)
+        if verdict.withheld:
+            self.toolchain_changed = True
+            self.outcome.fail(Status.VERIFIER_ERROR, verdict.withheld, decisive=True)
 
     def _save_diff(self) -> None:
         """Save the diff the stop step made (as it printed it when small, else read from its file); when the stop

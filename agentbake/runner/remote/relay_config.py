@@ -21,3 +21,11 @@ class RelayConfig(BaseModel):
     public_url: str | None = None
     """Base URL sandboxes use (an https URL in front of this port, for cloud sandboxes); default: the
     relay's own `http://listen_host:port`."""
+
+    @classmethod
+    def listening_at(cls, listen: str, public_url: str | None = None) -> RelayConfig:
+        """The relay listening at `HOST:PORT` (`--relay-listen`; `[::1]:8900` for IPv6). ValueError otherwise."""
+        host, sep, port = listen.rpartition(":")
+        if not sep or not port.isdigit() or int(port) > 65535 or not host:
+            raise ValueError(f"{listen!r}: expected HOST:PORT (a port up to 65535), e.g. 0.0.0.0:8900")
+        return cls(listen_host=host.strip("[]"), listen_port=int(port), public_url=public_url)

@@ -108,8 +108,9 @@ USERS = {
     ),
 }
 
-FORGE_REWARD_LINES = r"""m=$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n' | grep -m1 '^agentbake-verifier-')
-printf '\n%s\ntest.sh 0\nreward.json absent\nreward.txt file 1\n' "$m"
+FORGE_REWARD_LINES = r"""t=$(cat /proc/[0-9]*/cmdline 2>/dev/null | grep -ao 'agentbake-rewards-[0-9a-f]*' | head -n1)
+t=${t#agentbake-rewards-}
+printf '\nagentbake-status-%s\n0\n\nagentbake-rewards-%s\nreward.json absent\nreward.txt file 1\n' "$t" "$t"
 echo 0 > /logs/verifier/reward.txt
 """
 ATTACKS = {
@@ -125,7 +126,7 @@ ATTACKS = {
         0.25,
     ),
     "reward-symlink": ("true\n", "echo 1 > /tmp/r; ln -s /tmp/r /logs/verifier/reward.txt\n", Status.VERIFIER_ERROR, 0),
-    # root's test.sh (or code it runs) finds the marker of the command it runs in and prints reward lines after it
+    # root's test.sh (or code it runs) finds the markers of the command it runs in and prints reward parts after them
     "forges-the-reward-lines": ("true\n", FORGE_REWARD_LINES, Status.OK, 0.0),
     # an exit 137 (SIGKILL's) before the deadline is test.sh's own exit, not a timeout
     "exits-137-in-time": ("true\n", "echo 1 > /logs/verifier/reward.txt\nexit 137\n", Status.OK, 1.0),
@@ -209,7 +210,7 @@ def test_each_attack_ends_with_no_reward_or_its_status(attack_results: dict[str,
         assert "daemon started" in stdout, "the attack did not run"
         assert (result.out_dir / "verifier" / "logs" / "reward.txt").read_text() == "0\n"
     if name == "forges-the-reward-lines":
-        assert "\nagentbake-verifier-" in stdout and "reward.txt file 1" in stdout, "the attack did not run"
+        assert "\nagentbake-rewards-" in stdout and "reward.txt file 1" in stdout, "the attack did not run"
     if name == "exits-137-in-time":
         assert result.verifier_exit_code == 137
     if name == "reward-symlink":

@@ -1,0 +1,295 @@
+"""What the verifier runs, checked for changes of the agent's before test.sh runs (shared mode).
+
+test.sh runs in the agent's sandbox as root, through the interpreters, shared libraries, loader settings and Python
+startup hooks of that sandbox. An agent that could write them (root, or an image that lets another user) could make
+the verifier pass whatever it checks: a `python3` that prints a pass, a `sitecustomize.py` that exits 0, an
+`/etc/ld.so.preload` entry. Right before the agent starts, the snapshot step touches a marker in the root-only
+scratch dir and records its ctime (kept by the harness, not in the sandbox) and the list of what the watched
+paths hold (`baseline_part`; its md5 is kept by the harness too). Nothing can set a ctime back, so once the agent
+is dead the stop step lists every watched entry whose ctime is newer (`check_part`; `find -newerct`, only the
+watched dirs) and judges each:
+
+- what dpkg explains is fine: a regular file whose md5 is its package's line in `/var/lib/dpkg/info/*.md5sums` or
+  a conffile's in `/var/lib/dpkg/status` (`apt-get install` and upgrades), a link a package (re)installed since
+  the marker ships whose target is such a file; an `/etc/ld.so.cache` equal to what `ldconfig` makes now;
+- an entry that was there at the marker and is not explained: `changed` (a replaced `python3`, libc, `pytest`);
+- a new entry: fine (a new package, `pip install`), unless it is a startup hook (`sitecustomize`/`usercustomize`,
+  a `.pth` with an `import` line, a new file of the loader's or PAM's environment: `hook`) or it takes the name of
+  one that was there (a new `/usr/local/bin/python3` before `/usr/bin/python3`, a `libc.so.6` in another lib dir,
+  a top-level Python module of another site dir or the standard library: `shadows`);
+- a new `__pycache__/*.pyc` of a module that was there (Python runs a .pyc whose header matches its source's mtime
+  and size without reading the source: `bytecode`); a changed one is fine only when its source was upgraded too;
+- a watched interpreter or loader that is gone (`gone`), a name holding a newline, tab or backslash (`oddname`).
+
+A `.pth` pip writes that holds an `import` line (setuptools' `distutils-precedence.pth`, editable installs) is
+flagged too: its dist-info RECORD is written by the same agent, so a matching hash there proves nothing.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+PATH_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+"""The directories of root's PATH, where test.sh finds its commands."""
+LIB_DIRS = (
+    *("/lib", "/lib32", "/lib64", "/libx32"),
+    *("/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/local/lib"),
+)
+"""Shared libraries, the loader, and the modules of Python, Perl and Node (all below these)."""
+ETC_PATHS = (
+    "/etc/ld.so.preload",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/ld.so.cache",
+    "/etc/python3*",
+    "/etc/alternatives",
+    "/etc/environment",
+    "/etc/default/locale",
+    "/etc/security",
+    "/etc/pam.d",
+)
+"""The loader's settings, the system Python's startup files, the alternatives' links, and what PAM puts in the
+environment of `su`/`runuser`/`sudo` (a test.sh that switches users). `/etc/profile*` and `bash.bashrc` are not
+watched: `bash /tests/test.sh` reads neither (not a login shell, not interactive)."""
+OTHER_PATHS = ("/usr/share/perl5", "/usr/share/perl", '"$HOME"/.local/lib')
+"""Perl's modules outside /usr/lib, root's Python user site (its `.pth` files and `usercustomize` run for root)."""
+ROOTS = (*PATH_DIRS, *LIB_DIRS, *OTHER_PATHS, *ETC_PATHS)
+_TAB = "\t"
+_HOOK_DIRS = ("/etc/ld.so.", "/etc/python3", "/etc/environment", "/etc/default/locale", "/etc/security/", "/etc/pam.d/")
+
+# Extended regexes without a backslash (`[.]`), like those awk gets with -v (which reads one as an escape).
+_INTERPRETERS = "(python3?([.][0-9]+)?|bash|sh|dash|perl|node|nodejs|pytest|py[.]test|uv|uvx|curl|git|env)"
+_LOADER = "(libc[.]so[.]6|ld-linux[^/]*[.]so[.][0-9]+|libpython3[^/]*[.]so[^/]*)"
+_GONE = f"^(({'|'.join(PATH_DIRS)})/{_INTERPRETERS}|({'|'.join(LIB_DIRS)})/([^/]+/)*{_LOADER})$"
+"""Watched files whose removal is flagged (other removals are an upgrade's or a package's removal)."""
+
+_ROOTS_AS_ARGS = (
+    "set --\nfor r in " + " ".join(r if "*" in r or "$" in r else shlex.quote(r) for r in ROOTS) + "; do\n"
+    '  [ -e "$r" ] || [ -L "$r" ] && set -- "$@" "$r"\ndone\n'
+)
+"""Shell: the watched roots that exist as the arguments ($@; in a subshell of its own: $1 is the caller's)."""
+
+_JUDGE = r"""
+function base(p) { sub(/.*\//, "", p); return p }
+function top(p,   t) {
+  if (match(p, /\/(site|dist)-packages\/[^\/]+/) || match(p, /^\/usr(\/local)?\/lib\/python3[.0-9]*\/[^\/]+/)) {
+    t = substr(p, RSTART, RLENGTH); sub(/.*\//, "", t)
+  } else return ""
+  if (t ~ /\.(dist|egg)-info$/ || t ~ /\.pth$/ || t == "__pycache__" || t ~ /-packages$/) return ""
+  sub(/\..*/, "", t); return t
+}
+function pathdir(p) { return p ~ PATHRE }
+function libfile(p) { return p ~ LIBRE && base(p) ~ /\.so/ }
+function add(path, md5,   q) {
+  known[path] = known[path] " " md5 " "
+  if (path ~ /^\/(s?bin|lib|lib32|lib64|libx32)\//) known["/usr" path] = known["/usr" path] " " md5 " "
+}
+function fresh_lists(   f, line) {  # the files of packages (re)installed since the marker
+  while ((getline f < FRESH) > 0) {
+    while ((getline line < f) > 0) {
+      fresh[line] = 1; if (line ~ /^\/(s?bin|lib|lib32|lib64|libx32)\//) fresh["/usr" line] = 1
+    }
+    close(f)
+  }
+}
+function imports(p,   line, found) {  # a .pth line Python's site runs
+  while ((getline line < p) > 0) if (line ~ /^import[ \t]/) found = 1
+  close(p); return found
+}
+S == "sums" { add("/" substr($0, 35), substr($0, 1, 32)); next }
+S == "status" && /^ \// { split($0, a, " "); add(a[1], a[2]); next }
+S == "base" {
+  had[$0] = 1
+  next
+}
+S == "links" { i = index($0, "\t"); tgt[substr($0, 1, i - 1)] = substr($0, i + 1); next }
+S == "newer" && $0 == "oddname" { print "oddname -"; next }
+S == "newer" && substr($0, 3, 1) != " " {  # md5sum's line: "<md5>  <path>" (an escaped name starts with "\")
+  if (substr($0, 33, 2) == "  ") sum[substr($0, 35)] = substr($0, 1, 32)
+  next
+}
+S == "newer" {  # find's line: "<type><target's type> <path>"
+  n++; kind[n] = substr($0, 1, 2); path[n] = substr($0, 4); newer[path[n]] = 1
+}
+END {
+  if (!n) exit
+  for (q in had) {  # the names the image had: commands, libraries, top-level Python modules
+    if (pathdir(q)) cmd[base(q)] = 1
+    if (libfile(q)) lib[base(q)] = 1
+    t = top(q); if (t != "") py[t] = 1
+  }
+  fresh_lists()
+  for (i = 1; i <= n; i++) {
+    p = path[i]; y = substr(kind[i], 1, 1)
+    ok[p] = (y == "f" && sum[p] != "" && index(known[p], " " sum[p] " ")) || \
+      (y == "l" && (p in fresh) && (p in tgt) && sum[p] != "" && index(known[tgt[p]], " " sum[p] " ")) || \
+      (p == "/etc/ld.so.cache" && CACHE == "same")
+  }
+  for (i = 1; i <= n; i++) {
+    p = path[i]; if (ok[p]) continue
+    src = ""
+    if (p ~ /\/__pycache__\/[^\/]+\.pyc$/) {  # its source: the module's name (up to the first dot) and .py
+      src = p; sub(/\/__pycache__\/.*/, "", src); src = src "/" base(p); sub(/\.[^\/]*$/, ".py", src)
+    }
+    if (src != "" && (src in newer) && ok[src]) continue  # recompiled after its package's upgrade
+    if (p in had) { print "changed " p; continue }
+    if (src != "" && (src in had)) { print "bytecode " p; continue }
+    b = base(p)
+    if (b ~ /^(sitecustomize|usercustomize)\./ || (kind[i] == "ff" && p ~ /\.pth$/ && imports(p))) {
+      print "hook " p; continue
+    }
+    hooked = 0; for (j = 1; j <= nhook; j++) if (index(p, hooks[j]) == 1) hooked = 1
+    if (hooked) { print "hook " p; continue }
+    if ((pathdir(p) && (b in cmd)) || (libfile(p) && (b in lib))) { print "shadows " p; continue }
+    t = top(p); if (t != "" && (t in py)) print "shadows " p
+  }
+}
+"""
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What the snapshot step recorded right before the agent started: the marker's ctime and the md5 of the
+    list of watched entries (in the root-only scratch dir; a root agent could rewrite it, the md5 tells)."""
+
+    since: str
+    md5: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One watched entry the agent changed and nothing explains."""
+
+    kind: str
+    """`changed`, `hook`, `shadows`, `bytecode`, `gone`, `oddname`, `tampered`, or `unchecked` (the check could not
+    run)."""
+    path: str
+
+
+_WHAT = {
+    "changed": "changed",
+    "hook": "a startup hook",
+    "shadows": "a new file taking a name the image had",
+    "bytecode": "new compiled code of a module the image had",
+    "gone": "removed",
+    "oddname": "a name holding a newline, tab or backslash",
+}
+
+
+def baseline_part(private: str) -> str:
+    """Shell (as root, last before the agent starts): the marker touched, its ctime and the md5 of the watched
+    entries' list printed (`since <ctime>`, `md5 <md5>`), or `unchecked <why>` when this sandbox cannot tell
+    (no GNU find or stat). Never fails the command it is part of."""
+    marker, listed, named = (f"{private}/toolchain-{name}" for name in ("since", "baseline", "named"))
+    return (
+        f"(\n{_ROOTS_AS_ARGS}"
+        f": > {marker} && since=$(stat -c %.9Z {marker}) && case $since in *.*) ;; *) false ;; esac &&\n"
+        f'find "$@" -xdev ! -type d -print > {listed} &&\n'
+        f"{{ grep -E {shlex.quote(_GONE)} {listed} > {named}; [ $? -lt 2 ]; }} &&\n"
+        f'md5=$(cat {listed} {named} | md5sum) && echo "since $since" && echo "md5 ${{md5%% *}}"\n'
+        ") || echo 'unchecked no GNU find, grep, stat and md5sum in the sandbox'"
+    )
+
+
+def parse_baseline(printed: str) -> Baseline | str:
+    """The baseline the snapshot step printed, or why there is none."""
+    fields = dict(line.split(" ", 1) for line in printed.splitlines() if " " in line)
+    if "since" in fields and "md5" in fields:
+        return Baseline(fields["since"].strip(), fields["md5"].strip())
+    return fields.get("unchecked", "the snapshot step printed no baseline").strip()
+
+
+def check_part(private: str, baseline: Baseline) -> str:
+    """Shell (as root, once nothing of the agent is alive): one line `<kind> <path>` per watched entry the agent
+    changed and nothing explains (`Finding`); `tampered -` when the baseline was rewritten, `unchecked <why>`
+    when the check could not run. Never fails the command it is part of (later parts still run)."""
+    work, listed, named = (f"{private}/toolchain{name}" for name in ("", "-baseline", "-named"))
+    since, md5 = shlex.quote(baseline.since), shlex.quote(baseline.md5)
+    return f"""(
+{_ROOTS_AS_ARGS}w={work} && mkdir -p "$w" && cd / || {{ echo 'unchecked no scratch dir'; exit 0; }}
+sum=$(cat {listed} {named} 2>/dev/null | md5sum) && [ "${{sum%% *}}" = {md5} ] || {{ echo 'tampered -'; exit 0; }}
+while IFS= read -r p; do [ -e "$p" ] || [ -L "$p" ] || echo "gone $p"; done < {named}
+nl='
+' tab='{_TAB}'
+find "$@" -xdev ! -type d -newerct "@"{since} \\( \\( -path "*$nl*" -o -path "*$tab*" -o -path '*\\\\*' \\) \\
+  -printf 'oddname\\n' -o -printf '%y%Y %p\\n' \\) -xtype f -exec md5sum -- {{}} + > "$w/newer" 2>/dev/null \\
+  || [ -s "$w/newer" ] || {{ echo 'unchecked find failed'; exit 0; }}
+[ -s "$w/newer" ] || exit 0
+cache=; links=
+while IFS= read -r line; do
+  case $line in
+  f?" /etc/ld.so.cache") ldconfig -X -C "$w/ld.so.cache" 2>/dev/null && a=$(md5sum < "$w/ld.so.cache") \\
+    && b=$(md5sum < /etc/ld.so.cache) && [ "$a" = "$b" ] && cache=same ;;
+  l?" "*) p=${{line#* }}; t=$(readlink -f -- "$p") && case $t in
+    *[[:cntrl:]\\\\]*) ;; *) links="$links$p$tab$t$nl" ;; esac ;;
+  esac
+done < "$w/newer"
+printf %s "$links" > "$w/links"
+set -- /var/lib/dpkg/info/*.md5sums; [ -e "$1" ] || set --
+[ -f /var/lib/dpkg/status ] && set -- "$@" S=status /var/lib/dpkg/status
+find /var/lib/dpkg/info -name '*.list' -newerct "@"{since} > "$w/fresh" 2>/dev/null
+awk -v PATHRE={shlex.quote(_dirs_re(PATH_DIRS))} -v LIBRE={shlex.quote(_dirs_re(LIB_DIRS, nested=True))} \\
+  -v CACHE="$cache" -v FRESH="$w/fresh" -v HOOKS={shlex.quote(" ".join(_HOOK_DIRS))} \\
+  'BEGIN {{ nhook = split(HOOKS, hooks, " ") }}'{shlex.quote(_JUDGE)} \\
+  S=sums "$@" S=base {listed} S=links "$w/links" S=newer "$w/newer" || echo 'unchecked the check failed'
+)"""
+
+
+def _dirs_re(dirs: tuple[str, ...], *, nested: bool = False) -> str:
+    """An extended regex of a path directly in one of `dirs` (`nested`: at any depth below one)."""
+    alternatives = "|".join(dirs)  # no regex metacharacters in them
+    return f"^({alternatives})/{'' if not nested else '([^/]+/)*'}[^/]+$"
+
+
+def parse_findings(printed: str) -> list[Finding]:
+    """The check's lines as findings (the first 1,000; one per line, in the order the check printed them)."""
+    findings = []
+    for line in printed.splitlines()[:1000]:
+        kind, _, path = line.partition(" ")
+        if kind:
+            findings.append(Finding(kind, path))
+    return findings
+
+
+def describe(findings: list[Finding], *, most: int = 8) -> str:
+    """Why the reward is withheld, naming the first `most` entries."""
+    if any(f.kind == "tampered" for f in findings):
+        return "the agent changed the harness's record of the verifier's toolchain; the verifier did not run"
+    named = [f"{f.path} ({_WHAT.get(f.kind, f.kind)})" for f in findings if f.kind in _WHAT][:most]
+    more = len(findings) - len(named)
+    listed = ", ".join(named) + (f" and {more} more" if more > 0 else "")
+    return f"the agent changed the verifier's toolchain: {listed}; the verifier did not run"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the check's output means for the rollout."""
+
+    withheld: str | None
+    """Why the reward is withheld (the verifier must not run), or None."""
+    note: str | None
+    """A note when the check could not run for an agent that is not root (it cannot write the watched paths)."""
+    listing: str
+    """Every finding, one `<kind> <path>` a line (for out/<id>/verifier/toolchain.txt)."""
+
+
+def judge(printed: str, *, root_agent: bool) -> Verdict:
+    """The verdict on the check's output: any finding withholds the reward; a check that could not run does too
+    when the agent ran as root (else it is a note)."""
+    findings = parse_findings(printed)
+    listing = "".join(f"{f.kind} {f.path}\n" for f in findings)
+    flagged = [f for f in findings if f.kind != "unchecked"]
+    if flagged:
+        return Verdict(describe(flagged), None, listing)
+    if not findings:
+        return Verdict(None, None, listing)
+    why = f"the verifier's toolchain could not be checked: {findings[0].path}"
+    if root_agent:
+        return Verdict(f"{why}, and the agent ran as root; the verifier did not run", None, listing)
+    return Verdict(None, why, listing)
+
+
+def unchecked_part(why: str) -> str:
+    """Shell standing in for `check_part` when the snapshot step could record no baseline."""
+    return f"echo {shlex.quote(f'unchecked {why}')}"

@@ -1,0 +1,89 @@
+"""A solve.sh cut into steps that play, one shell-tool call each, as one bash running the whole file would.
+
+Steps are the script's blank-line-separated blocks (never cut inside a here-document, an open quote or an
+unfinished compound command; comment-only blocks and the shebang dropped). Each step's command writes its
+block, verbatim, to a file under a private folder of the agent's temp dir and runs it with `play_step.bash`
+(the first step writes that too). The player restores what the steps before it left (directory, variables,
+functions, options, traps), so the agent's shell tool only has to run commands: a fresh shell per call
+(OpenCode, Pi) or one that keeps its directory (Claude Code) give the same result. A step that ends the
+script (`exit`, a failure under `set -e`) prints `END_MARK` on stderr, and every later step only says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from agentbake.errors import TaskError
+
+PLAYER = Path(__file__).with_name("play_step.bash")
+"""The bash script each step runs (restore the state, run the block, save the state)."""
+_FOLDER = "agentbake-solve-"
+END_MARK = re.compile(r"(agentbake-solve-[0-9a-f]{12}): solve\.sh ended (in|before) this step \(exit (\d+)\)")
+"""What the player prints on stderr when the script has ended: its folder, `in` (this step ended it) or
+`before` (an earlier one did, or was killed), and the exit status."""
+
+
+def state_folder(script: str) -> str:
+    """The folder's name under the temp dir: from the script's text, so the same script gets the same commands."""
+    return _FOLDER + hashlib.sha256(script.encode()).hexdigest()[:12]
+
+
+def solution_steps(script: str) -> list[str]:
+    """The shell commands that play a solve.sh, one per blank-line block; see the module docstring."""
+    lines = script.splitlines()
+    if lines and lines[0].startswith("#!"):
+        lines = lines[1:]
+    blocks = [block for block in _blocks(lines) if not all(_is_comment(line) for line in block)]
+    folder = f"${{TMPDIR:-/tmp}}/{state_folder(script)}"
+    steps = []
+    for number, block in enumerate(blocks, 1):
+        head = [f"S={folder}"]
+        if number == 1:
+            head += ['rm -rf -- "$S" && mkdir -m 700 -- "$S" && ' + _write('"$S/run"', PLAYER.read_text())]
+        steps.append(
+            "\n".join([*head, _write('"$S/step"', "\n".join(block) + "\n"), f'bash "$S/run" {number} {len(blocks)}'])
+        )
+    return steps
+
+
+def _write(path: str, text: str) -> str:
+    """A command writing `text` to `path` verbatim: a quoted here-document with a delimiter no line of it is."""
+    delimiter = "AGENTBAKE_END"
+    lines = set(text.splitlines())
+    while delimiter in lines:
+        delimiter += "_"
+    return f"cat > {path} <<'{delimiter}'\n{text}{delimiter}"
+
+
+def _is_comment(line: str) -> bool:
+    return not line.strip() or line.lstrip().startswith("#")
+
+
+def _blocks(lines: list[str]) -> list[list[str]]:
+    """Cut at blank lines where the text so far parses as whole commands."""
+    blocks: list[list[str]] = []
+    current: list[str] = []
+    for line in lines:
+        if not line.strip() and current and _complete("\n".join(current)):
+            blocks.append(current)
+            current = []
+        elif line.strip() or current:
+            current.append(line)
+    if current:
+        blocks.append(current)
+    return blocks
+
+
+def _complete(text: str) -> bool:
+    """Whether bash parses `text` as whole commands: no open quote, `if`, loop, brace or here-document."""
+    bash = shutil.which("bash")
+    if bash is None:
+        raise TaskError("bash is not on PATH: the scripted model needs it to cut solve.sh into steps")
+    # extglob on: a pattern like !(*.log) parses as a block of a script that turned it on earlier would.
+    result = subprocess.run([bash, "-O", "extglob", "-n"], input=text, capture_output=True, text=True, check=False)
+    # An unterminated here-document is only a warning to bash -n (status 0).
+    return result.returncode == 0 and "here-document" not in result.stderr
