@@ -90,7 +90,9 @@ class Runner:
         self.config = config
         self._labels = image_labels(config.image)
         self._agent = None if config.oracle else agent_for_labels(self._labels)
-        self.images = ImageResolver(config.image, self._labels, client=connect, progress=build_progress)
+        self.images = ImageResolver(
+            config.image, self._labels, client=connect, progress=build_progress, agent_user=config.agent_user
+        )
         """Which image each task's rollouts start from (resolve a batch's tasks ahead to build up front)."""
         # Before the backend: a server that fails the preflight leaves nothing started.
         self._gateways = RolloutGateways(config)
@@ -220,7 +222,9 @@ class Runner:
                 f"{task.path}: {why} runs the verifier in a sandbox of its own, which the {self.backend.name} backend "
                 f"cannot make; run it with --backend {able}, or with --verifier-mode shared"
             )
-        if task.has_own_image and not self.backend.capabilities.task_images:
+        if not task.has_own_image:
+            self.images.check_catalog_user(task)
+        elif not self.backend.capabilities.task_images:
             able = ", ".join(name for name, kind in BACKENDS.items() if kind.backend.capabilities.task_images)
             raise TaskError(
                 f"{task.path}: the task brings its own image (environment/Dockerfile or docker_image), which the "
@@ -330,7 +334,7 @@ class Runner:
     def _agent_launch(self, task: Task, resolved: ResolvedImage, handle: SandboxHandle, token: str) -> AgentLaunch:
         image = AgentImage.from_labels(resolved.labels, home=handle.home)
         if self._agent is None:
-            return oracle_launch(task, image, handle.paths["task"])
+            return oracle_launch(task, image)
         if handle.model_url is None:
             raise SandboxError(f"sandbox {handle.sandbox_id} has no model_url: the backend did not expose the gateway")
         access = ModelAccess(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from agentbake.runner.choices import (
 SCRIPTED = "scripted"
 """`model` value that serves agentbake's scripted model in-process (plays each task's solve.sh)."""
 SCRIPTED_MODEL_NAME = "scripted"
+_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 
 
 class RunnerConfig(BaseModel):
@@ -63,6 +65,12 @@ class RunnerConfig(BaseModel):
     """Deprecated: the warm pool is the Docker backend's own setting, `DockerConfig.warm` (CLI `--warm`). Still
     honoured when the Runner is given no backend (it builds `DockerConfig(warm=warm)`); a backend given with
     another warm pool is a ConfigError. Left out of dumps (a job's config.json holds `backend.config.warm`)."""
+
+    agent_user: str | None = None
+    """The user the agent and the oracle run as in a task's own image (a name or uid of its /etc/passwd), over
+    every task's `[agent] user`. None: the task's key, else the image's own USER, root when it names none (as
+    Harbor runs a task). A task in the agent's catalog image runs as that image's user (uid 1000): another one
+    is refused for it. CLI: `--agent-user`."""
 
     agent_network: PhaseNetwork | None = None
     """The agent phase's network for every task of the run, over the task's own (`Task.agent_network`: its
@@ -133,6 +141,16 @@ class RunnerConfig(BaseModel):
                 "(--agent-network / --verifier-network allowlist), or drop it"
             )
         return self
+
+    @field_validator("agent_user")
+    @classmethod
+    def _user_name_or_uid(cls, user: str | None) -> str | None:
+        if user is not None and not _USER.fullmatch(user):
+            raise ValueError(
+                f"{user!r}: expected a user name or a uid of the task image's /etc/passwd (letters, digits, _ . -; "
+                "e.g. root, 1000, www-data)"
+            )
+        return user
 
     @model_validator(mode="after")
     def _model_or_oracle(self) -> RunnerConfig:

@@ -22,7 +22,7 @@ import docker
 
 from agentbake.buildkit.builders import Progress
 from agentbake.buildkit.labels import ImageLabels
-from agentbake.errors import AgentbakeError
+from agentbake.errors import AgentbakeError, TaskError
 from agentbake.tasks.bundle import AGENT_BIN, ensure_bundle
 from agentbake.tasks.image import task_image
 from agentbake.tasks.runnable import runnable_image
@@ -61,9 +61,12 @@ class ImageResolver:
         *,
         client: Callable[[], docker.DockerClient],
         progress: ProgressFactory | None = None,
+        agent_user: str | None = None,
     ) -> None:
+        """`agent_user`: the run's `--agent-user` (a name or uid), over every task's `[agent] user`."""
         self.agent_image = agent_image
         self.agent_labels = agent_labels
+        self.agent_user = agent_user
         self._client_factory = client
         self._client: docker.DockerClient | None = None
         self._progress = progress
@@ -74,6 +77,7 @@ class ImageResolver:
     def resolve(self, task: Task) -> ResolvedImage:
         """The image `task`'s next rollout starts from; builds, pulls and bundles what the engine lacks."""
         if not task.has_own_image:
+            self.check_catalog_user(task)
             return ResolvedImage(self.agent_image, self.agent_labels)
         with self._guard:
             lock = self._locks.setdefault(task.path, threading.Lock())
@@ -88,6 +92,23 @@ class ImageResolver:
             raise found
         return found
 
+    def _user(self, task: Task) -> tuple[str | None, str]:
+        """The agent's user a run or the task names (None: the image's own), and where it was named."""
+        if self.agent_user is not None:
+            return self.agent_user, "--agent-user"
+        return task.agent_user, f"[agent] user in {task.path / 'task.toml'}"
+
+    def check_catalog_user(self, task: Task) -> None:
+        """A task without an image of its own runs as the catalog image's user: another one is refused."""
+        user, source = self._user(task)
+        if user is not None and user not in (self.agent_labels.user, str(self.agent_labels.uid)):
+            raise TaskError(
+                f"task {task.name}: {source} {user!r}: the task runs in the agent's image {self.agent_image}, whose "
+                f"agent user is {self.agent_labels.user} (uid {self.agent_labels.uid}); another user is for tasks "
+                "with an image of their own (environment/Dockerfile or [environment] docker_image): drop it or "
+                "give the task one"
+            )
+
     def _resolve_own(self, task: Task) -> ResolvedImage:
         client = self._engine()
         with self._display(task.name) as progress:
@@ -100,7 +121,8 @@ class ImageResolver:
                 progress=progress,
             )
         with self._display(f"{task.name} (agentbake layer)") as progress:
-            runnable = runnable_image(client, task.name, image, progress=progress)
+            user, source = self._user(task)
+            runnable = runnable_image(client, task.name, image, user=user, user_source=source, progress=progress)
         with self._display(self.agent_image) as progress:
             bundle = ensure_bundle(client, self.agent_image, progress=progress)
         built = tuple(

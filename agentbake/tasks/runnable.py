@@ -1,15 +1,16 @@
 """The runnable image: a task image made ready for agentbake's harness, the same for every agent.
 
     FROM <task image>
-    runnable_prepare.sh as root: the tools the harness runs are there; the agent's user (the passwd
-        entry at uid 1000 when the image has one, e.g. `ubuntu` on ubuntu:24.04; else `agent`, uid 1000,
-        HOME /home/agent); its home, log and task dirs; the task's WORKDIR (usually /app, root-owned;
-        /app when the image names none) owned by it, so the agent can work there
+    runnable_prepare.sh as root: the tools the harness runs are there; the agent's user is the image's own
+        USER, root when it names none (as Harbor runs a task: every Terminal-Bench image), or the one a run
+        names (`[agent] user`, `--agent-user`: an entry of the image's /etc/passwd); its log and task dirs
+        under its home (root's: /root); the task's WORKDIR (/app when the image names none) keeps the owner
+        the image gave it (made, the agent's, only when the image lacks it)
     ENTRYPOINT and CMD emptied (the sandbox's main process is agentbake's relay); LABEL the harness's facts
 
-Tagged `agentbake-run/<task>:<hash12>` over the task image's id and this recipe, so it is built once
-per task image (about a second: one small layer). The agent itself is not in it: it comes from the
-agent bundle mounted at run time (bundle.py), so one runnable image serves claude-code, opencode and pi.
+Tagged `agentbake-run/<task>:<hash12>` over the task image's id and this recipe (the user in it), so it is
+built once per task image and agent user (about a second: one small layer). The agent itself is not in it: it
+comes from the agent bundle mounted at run time (bundle.py), so one runnable image serves every agent.
 
 Refused with a TaskImageError naming the task, before any build: images not for linux/amd64, musl
 (Alpine) images and images without glibc's loader (the agents are glibc binaries).
@@ -42,7 +43,6 @@ HASH_SCHEME = b"agentbake-runnable-v1"
 TAG_REPOSITORY = "agentbake-run"
 RECIPE_LABEL = "dev.agentbake.runnable.recipe"
 """On every runnable image: the recipe version it was built by (`agentbake prune` removes the others)."""
-AGENT_UID = 1000
 DEFAULT_WORKDIR = "/app"
 """The workdir when the task image names none (Harbor's tasks use /app)."""
 BUILD_TIMEOUT_S = 600.0
@@ -78,14 +78,13 @@ _ROOT_ONLY_EXACT = ("/usr", "/usr/local", "/var", "/root", "/home", "/opt", "/tm
 
 @dataclass(frozen=True)
 class AgentUser:
-    """Who the agent runs as in a task image."""
+    """Who the agent runs as in a task image: an entry of its /etc/passwd."""
 
     name: str
     uid: int
     gid: int
     home: str
-    create: bool
-    """True when the image has no user at uid 1000 and the recipe adds one."""
+    """Its home from /etc/passwd (root: /root), or /home/<name> when that is no real one or a system directory."""
 
 
 @dataclass(frozen=True)
@@ -100,31 +99,27 @@ class RunnableImage:
     seconds: float
 
 
-def choose_agent_user(passwd: str) -> AgentUser:
-    """The image's user at uid 1000 (its home, or /home/<name> when that is no real one or one the agent must
-    not own), else a new `agent` (or `agentbake` when an `agent` with another uid exists) with group 1000."""
-    names = set()
+def choose_agent_user(passwd: str, wanted: str) -> AgentUser:
+    """The passwd entry `wanted` names (a name or a uid; `root` and `0` always exist); TaskImageError when the
+    image has none."""
+    if wanted in ("root", "0"):
+        return AgentUser("root", 0, 0, "/root")
     for line in passwd.splitlines():
         fields = line.split(":")
-        if len(fields) < 7:
+        if len(fields) < 7 or wanted not in (fields[0], fields[2]) or not (fields[2] + fields[3]).isdigit():
             continue
-        names.add(fields[0])
-        if fields[2] == str(AGENT_UID) and fields[3].isdigit():
-            home = fields[5] if fields[5].startswith("/") and fields[5] != "/nonexistent" else ""
-            home = "" if home in ("", "/") or unsafe_workdir(posixpath.normpath(home)) else home  # it gets chowned
-            return AgentUser(fields[0], AGENT_UID, int(fields[3]), home or f"/home/{fields[0]}", create=False)
-    name = "agent" if "agent" not in names else "agentbake"
-    if name in names:
-        raise TaskImageError(f"users named agent and agentbake exist, but none at uid {AGENT_UID}")
-    return AgentUser(name, AGENT_UID, AGENT_UID, f"/home/{name}", create=True)
+        home = posixpath.normpath(fields[5]) if fields[5].startswith("/") else ""
+        if home in ("", "/", "/nonexistent") or unsafe_to_own(home):  # the agent gets dirs in it
+            home = f"/home/{fields[0]}"
+        return AgentUser(fields[0], int(fields[2]), int(fields[3]), home)
+    raise TaskImageError(f"no user {wanted!r} in its /etc/passwd")
 
 
-def unsafe_workdir(workdir: str) -> bool:
-    """True for a workdir the agent must not own: a system directory, one under it, root's home, or one
+def unsafe_to_own(path: str) -> bool:
+    """True for a directory a non-root agent must not own: a system directory, one under it, root's home, or one
     holding any of them (owning /etc lets the agent write /etc/ld.so.preload, which every root process reads)."""
-    return workdir in _ROOT_ONLY_EXACT or any(
-        workdir == top or workdir.startswith(top + "/") or top.startswith(workdir.rstrip("/") + "/")
-        for top in _ROOT_ONLY_TREES
+    return path in _ROOT_ONLY_EXACT or any(
+        path == top or path.startswith(top + "/") or top.startswith(path.rstrip("/") + "/") for top in _ROOT_ONLY_TREES
     )
 
 
@@ -164,7 +159,7 @@ def dockerfile(image: TaskImage, user: AgentUser, workdir: str, original_user: s
     a step of each label passed with the request)."""
     from agentbake.buildkit.render import dockerpairs  # here: rollouts in catalog images never load jinja2
 
-    args = [user.name, str(user.uid), str(user.gid), user.home, "1" if user.create else "0", workdir]
+    args = [str(user.uid), str(user.gid), user.home, workdir]
     return "\n".join(
         [
             f"FROM {image.id}",
@@ -182,9 +177,17 @@ def dockerfile(image: TaskImage, user: AgentUser, workdir: str, original_user: s
 
 
 def runnable_image(
-    client: docker.DockerClient, task: str, image: TaskImage, *, progress: Progress | None = None
+    client: docker.DockerClient,
+    task: str,
+    image: TaskImage,
+    *,
+    user: str | None = None,
+    user_source: str = "[agent] user",
+    progress: Progress | None = None,
 ) -> RunnableImage:
-    """The runnable image of `image`, built when the engine lacks its tag."""
+    """The runnable image of `image` for the agent's `user` (a name or uid, from `user_source`, which an error
+    names; None: the image's own USER, root when it sets none, as Harbor runs it), built when the engine lacks
+    its tag."""
     started = time.monotonic()
     config = _check_platform(client, task, image)
     files = _read_files(client, image, ["/etc/passwd", "/etc/alpine-release", _GLIBC_LOADER])
@@ -198,20 +201,20 @@ def runnable_image(
             f"task {task}: image {image.ref} has no glibc ({_GLIBC_LOADER} is missing); agentbake's agents are "
             "glibc binaries: base the task on a glibc image (debian, ubuntu, python:3.x-slim)"
         )
+    original_user = (config.get("User") or "").strip()
+    wanted = user or original_user.split(":")[0] or "root"
     try:
-        user = choose_agent_user(files.get("/etc/passwd", ""))
+        agent = choose_agent_user(files.get("/etc/passwd", ""), wanted)
     except TaskImageError as exc:
-        raise TaskImageError(f"task {task}: image {image.ref}: {exc}") from None
+        named = f"{user_source} {user!r}" if user else f"its USER {original_user!r}"
+        raise TaskImageError(
+            f"task {task}: image {image.ref}: {named}: {exc}; name a user the image has (or create it in the "
+            "task's Dockerfile)"
+        ) from None
     workdir = config.get("WorkingDir") or ""
     workdir = posixpath.normpath(workdir) if workdir not in ("", "/") else DEFAULT_WORKDIR
-    if unsafe_workdir(workdir):
-        raise TaskImageError(
-            f"task {task}: image {image.ref}: its WORKDIR {workdir} holds what root runs or reads; agentbake gives "
-            "the workdir to the agent's user, who could then change what the verifier runs as root: set WORKDIR "
-            "to a directory of the task's own (e.g. /app)"
-        )
-    labels = runnable_labels(task, image, user, workdir)
-    recipe = dockerfile(image, user, workdir, (config.get("User") or "").strip(), labels)
+    labels = runnable_labels(task, image, agent, workdir)
+    recipe = dockerfile(image, agent, workdir, original_user, labels)
     digest = hashlib.sha256(length_prefixed(HASH_SCHEME) + length_prefixed(recipe.encode()))
     digest.update(length_prefixed(_PREPARE.read_bytes()))
     tag = f"{TAG_REPOSITORY}/{slug(task)}:{digest.hexdigest()[:12]}"

@@ -59,6 +59,7 @@ def test_the_layout_is_config_one_folder_per_task_and_attempt_and_a_summary(tmp_
     ]
     assert Job.open(job.dir).config == job.config
     written = (job.dir / CONFIG_FILE).read_text()
+    assert json.loads(written)["runner"]["agent_user"] is None
     assert written == json.dumps(json.loads(written), indent=2, sort_keys=True) + "\n"  # stable bytes
 
     finished = job.dir / "beta__1"
@@ -100,12 +101,13 @@ def test_a_resume_with_other_settings_is_refused_naming_each(tmp_path: Path) -> 
 
     (tasks_root / "beta" / "instruction.md").write_text("Another prompt.\n")
     write_task(tasks_root, "gamma", solve="true\n", test="true\n")
-    runner = job.config.runner.model_copy(update={"oracle": False, "model": "scripted"})
+    runner = job.config.runner.model_copy(update={"oracle": False, "model": "scripted", "agent_user": "root"})
     with pytest.raises(JobError) as info:
         job.check(_config(tmp_path / "job", tasks_root, n_attempts=3, runner=runner))
     message = str(info.value)
     assert message.startswith(f"{job.dir / CONFIG_FILE}: the job was started with other settings (")
     assert "n_attempts: 2 -> 3" in message
+    assert "runner.agent_user: (none) -> 'root'" in message
     assert "runner.model: (none) -> 'scripted'; runner.oracle: True -> False" in message
     assert "tasks: ['alpha', 'beta'] -> ['alpha', 'beta', 'gamma']" in message
     assert "tasks.beta.digest: '" in message and "tasks.gamma" not in message

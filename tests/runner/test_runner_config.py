@@ -34,11 +34,19 @@ from tests.runner.rollouts import EXAMPLES
             "allowed_hosts: 'https://pypi.org/simple': a URL; write the host name only, e.g. 'pypi.org'",
         ),
         ({"model": "scripted", "verifier_network": "internet"}, "Input should be 'none', 'allowlist', 'public'"),
+        ({"oracle": True, "agent_user": "bad name"}, "'bad name': expected a user name or a uid of the task image's"),
+        ({"oracle": True, "agent_user": "-x"}, "'-x': expected a user name or a uid"),
     ],
 )
 def test_bad_settings_say_what_to_pass(fields: dict, message: str) -> None:
     with pytest.raises(ValidationError, match=re.escape(message)):
         RunnerConfig(image="agentbake/claude-code:0", **fields)
+
+
+def test_agent_user_takes_a_name_or_a_uid() -> None:
+    assert RunnerConfig(image="x:1", oracle=True, agent_user="www-data").agent_user == "www-data"
+    assert RunnerConfig(image="x:1", oracle=True, agent_user="0").agent_user == "0"
+    assert RunnerConfig(image="x:1", oracle=True).agent_user is None
 
 
 def test_the_upstream_url_drops_its_trailing_slash() -> None:

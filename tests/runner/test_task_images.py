@@ -153,10 +153,14 @@ def test_task_image_sandbox_has_no_network_and_a_read_only_bundle(
             f" touch {BUNDLE_MOUNT}/x 2>&1 | grep -c 'Read-only'; {BUNDLE_GIT} --version | cut -d' ' -f1-2;"
             " command -v python3 git || echo neither-on-path"
         )
-        assert checks.stdout.split("\n")[:6] == ["agent", "lo", "agent", "1", "git version", "neither-on-path"]
-        # The relay (the bundle's python, as root) is the container's main process; the agent cannot signal it.
+        # No USER in the image: the agent is root, as Harbor runs it; /app stays root's, as the image made it.
+        assert checks.stdout.split("\n")[:6] == ["root", "lo", "root", "1", "git version", "neither-on-path"]
+        # The relay (the bundle's python, as root) is the container's main process; a non-root agent cannot
+        # signal it (a root agent can: tests/runner/harness/test_root_agent.py).
         find_relay = "for p in /proc/[0-9]*; do grep -qs forwarder.py $p/cmdline && echo ${p#/proc/}; done | head -1"
-        relay = sandbox.exec(f'pid=$({find_relay}); stat -c %u /proc/$pid; kill -0 "$pid" 2>/dev/null; echo $?')
+        relay = sandbox.exec(
+            f'pid=$({find_relay}); stat -c %u /proc/$pid; kill -0 "$pid" 2>/dev/null; echo $?', user="nobody"
+        )
         assert relay.stdout.split() == ["0", "1"]
     finally:
         sandbox.kill()
@@ -357,4 +361,4 @@ def test_the_agents_links_into_tests_are_removed_in_a_task_image_too(
     assert "LEAK" not in (result.out_dir / "verifier" / "stdout.txt").read_text()
     listed = (result.out_dir / "verifier" / "removed-links.txt").read_text().splitlines()
     assert '"/app/answer.txt" -> "/tests/expected.txt"' in listed
-    assert '"/home/agent/stash/hop" -> "/tests"' in listed
+    assert '"/root/stash/hop" -> "/tests"' in listed  # the agent is root here: its home is /root

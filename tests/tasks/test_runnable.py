@@ -1,5 +1,5 @@
-"""The runnable image on the real engine: the agent's user, a writable workdir, the harness's labels; and
-a clear error naming the task for every image agentbake cannot run."""
+"""The runnable image on the real engine: the agent's user (the image's, or the one a run names), the workdir as
+the image made it, the harness's labels; and a clear error naming the task for every image agentbake cannot run."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from agentbake.buildkit.builders import run_build
 from agentbake.errors import TaskImageError
 from agentbake.tasks.bundle import BUNDLE_PYTHON
 from agentbake.tasks.image import TaskImage, build_task_image
-from agentbake.tasks.runnable import AgentUser, choose_agent_user, runnable_image, unsafe_workdir
+from agentbake.tasks.runnable import AgentUser, choose_agent_user, runnable_image, unsafe_to_own
 from tests.tasks.conftest import BOOKWORM, TRIXIE, unique, write_task
 
 pytestmark = pytest.mark.docker
@@ -25,7 +25,7 @@ ROOT_PASSWD = "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/non
 
 
 @pytest.mark.parametrize(
-    ("workdir", "unsafe"),
+    ("path", "unsafe"),
     [
         ("/app", False),
         ("/usr/src/app", False),
@@ -42,23 +42,23 @@ ROOT_PASSWD = "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/non
         ("/opt/agentbake", True),
     ],
 )
-def test_the_agent_never_owns_what_root_runs(workdir: str, unsafe: bool) -> None:
+def test_a_non_root_agent_never_owns_what_root_runs(path: str, unsafe: bool) -> None:
     """Owning /etc would let the agent write /etc/ld.so.preload, which every root process (the verifier) loads."""
-    assert unsafe_workdir(workdir) is unsafe
+    assert unsafe_to_own(path) is unsafe
 
 
 def test_choose_agent_user() -> None:
-    assert choose_agent_user(ROOT_PASSWD) == AgentUser("agent", 1000, 1000, "/home/agent", create=True)
+    assert choose_agent_user(ROOT_PASSWD, "root") == AgentUser("root", 0, 0, "/root")
+    assert choose_agent_user("", "0") == AgentUser("root", 0, 0, "/root")
     ubuntu = ROOT_PASSWD + "ubuntu:x:1000:1000:Ubuntu:/home/ubuntu:/bin/bash\n"
-    assert choose_agent_user(ubuntu) == AgentUser("ubuntu", 1000, 1000, "/home/ubuntu", create=False)
+    assert choose_agent_user(ubuntu, "ubuntu") == AgentUser("ubuntu", 1000, 1000, "/home/ubuntu")
+    assert choose_agent_user(ubuntu, "1000") == AgentUser("ubuntu", 1000, 1000, "/home/ubuntu")
     homeless = ROOT_PASSWD + "svc:x:1000:50::/nonexistent:/usr/sbin/nologin\n"
-    assert choose_agent_user(homeless) == AgentUser("svc", 1000, 50, "/home/svc", create=False)
-    in_etc = ROOT_PASSWD + "svc:x:1000:50::/etc/svc:/bin/sh\n"  # its home gets chowned: never a system dir
-    assert choose_agent_user(in_etc).home == "/home/svc"
-    taken = ROOT_PASSWD + "agent:x:1001:1001::/home/agent:/bin/sh\n"
-    assert choose_agent_user(taken).name == "agentbake"
-    with pytest.raises(TaskImageError, match="none at uid 1000"):
-        choose_agent_user(taken + "agentbake:x:1002:1002::/home/x:/bin/sh\n")
+    assert choose_agent_user(homeless, "svc") == AgentUser("svc", 1000, 50, "/home/svc")
+    in_etc = ROOT_PASSWD + "svc:x:1000:50::/etc/svc:/bin/sh\n"  # it gets dirs in its home: never a system dir
+    assert choose_agent_user(in_etc, "svc").home == "/home/svc"
+    with pytest.raises(TaskImageError, match="no user 'agent' in its /etc/passwd"):
+        choose_agent_user(ROOT_PASSWD, "agent")
 
 
 def _task_image(
@@ -79,9 +79,11 @@ def _run(engine: docker.DockerClient, image: str, script: str, user: str = "1000
     return engine.containers.run(image, ["sh", "-c", script], user=user, remove=True, network_mode="none").decode()
 
 
-def test_terminal_bench_like_image_gets_an_agent_who_owns_app(
+def test_terminal_bench_like_image_runs_its_agent_as_root_and_keeps_roots_app(
     engine: docker.DockerClient, bases: tuple[str, str], tmp_path: Path, cleanup: list[str]
 ) -> None:
+    """No USER (every Terminal-Bench image): the agent is root, as Harbor runs it, and /app stays as the image
+    made it (root's), so a root verifier's git finds no dubious ownership there."""
     name = unique("tb-like")
     dockerfile = f"FROM {BOOKWORM}\nWORKDIR /app\nCOPY data.txt /app/\nRUN mkdir /app/sub && echo x > /app/sub/f\n"
     image = _task_image(engine, tmp_path, cleanup, name, dockerfile, {"data.txt": "input\n"})
@@ -89,34 +91,44 @@ def test_terminal_bench_like_image_gets_an_agent_who_owns_app(
     cleanup.append(runnable.tag)
     assert runnable.tag.startswith(f"agentbake-run/{name}:") and not runnable.cached
     labels = runnable.labels
-    assert labels["dev.agentbake.user"] == "agent" and labels["dev.agentbake.home"] == "/home/agent"
+    assert (labels["dev.agentbake.user"], labels["dev.agentbake.uid"], labels["dev.agentbake.home"]) == (
+        "root",
+        "0",
+        "/root",
+    )
     assert labels["dev.agentbake.dir.workdir"] == "/app" and labels["dev.agentbake.python"] == BUNDLE_PYTHON
     assert labels["dev.agentbake.task.image"] == image.ref
     attrs = engine.api.inspect_image(runnable.id)
-    assert attrs["Config"]["Labels"]["dev.agentbake.dir.task"] == "/home/agent/task"
+    assert attrs["Config"]["Labels"]["dev.agentbake.dir.task"] == "/root/task"
     assert not attrs["Config"]["Entrypoint"] and attrs["Config"]["WorkingDir"] == "/app"
-    script = (
-        "id -un; echo new > /app/sub/f && cat /app/data.txt; echo ~; test ! -e /tmp/agentbake-prepare.sh && echo clean"
-    )
-    assert _run(engine, runnable.tag, script).split() == ["agent", "input", "/home/agent", "clean"]
+    script = "stat -c %U /app /app/sub /app/sub/f /root/logs/agent; test ! -e /tmp/agentbake-prepare.sh && echo clean"
+    assert _run(engine, runnable.tag, script, user="0").split() == ["root"] * 4 + ["clean"]
     assert runnable_image(engine, name, image).cached
 
 
-def test_existing_uid_1000_user_and_no_workdir(
+def test_the_images_user_or_the_one_a_run_names(
     engine: docker.DockerClient, bases: tuple[str, str], tmp_path: Path, cleanup: list[str]
 ) -> None:
+    """An image with a USER runs its agent as that user; `[agent] user` / `--agent-user` name another (its dirs
+    made for it, each such user a runnable image of its own); a user the image lacks is refused, naming the key."""
     name = unique("ubuntu-like")
     # ubuntu:24.04 ships a user `ubuntu` at uid 1000; this image names no WORKDIR either.
-    image = _task_image(engine, tmp_path, cleanup, name, f"FROM {TRIXIE}\nRUN useradd -u 1000 -m -s /bin/bash ubuntu\n")
-    runnable = runnable_image(engine, name, image)
-    cleanup.append(runnable.tag)
-    assert runnable.labels["dev.agentbake.user"] == "ubuntu"
-    assert runnable.labels["dev.agentbake.home"] == "/home/ubuntu"
-    assert runnable.labels["dev.agentbake.dir.workdir"] == "/app"
-    seen = _run(
-        engine, runnable.tag, "id -un; grep -c :1000: /etc/passwd; touch /app/x && ls -d /home/ubuntu/logs/agent"
+    dockerfile = f"FROM {TRIXIE}\nRUN useradd -u 1000 -m -s /bin/bash ubuntu && useradd -m svc\nUSER svc\n"
+    image = _task_image(engine, tmp_path, cleanup, name, dockerfile)
+    own = runnable_image(engine, name, image)
+    cleanup.append(own.tag)
+    assert (own.labels["dev.agentbake.user"], own.labels["dev.agentbake.home"]) == ("svc", "/home/svc")
+    assert own.labels["dev.agentbake.dir.workdir"] == "/app"
+    named = runnable_image(engine, name, image, user="1000")
+    cleanup.append(named.tag)
+    assert named.tag != own.tag and named.labels["dev.agentbake.user"] == "ubuntu"
+    seen = _run(engine, named.tag, "id -un; touch /app/x && stat -c %U /app /home/ubuntu/logs/agent")
+    assert seen.split() == ["ubuntu", "ubuntu", "ubuntu"]  # /app was missing: made, the agent's
+    with pytest.raises(TaskImageError) as info:
+        runnable_image(engine, name, image, user="agent", user_source="--agent-user")
+    assert f"task {name}: image {image.ref}: --agent-user 'agent': no user 'agent' in its /etc/passwd" in str(
+        info.value
     )
-    assert seen.split() == ["ubuntu", "1", "/home/ubuntu/logs/agent"]
 
 
 @pytest.mark.parametrize(
@@ -129,9 +141,9 @@ def test_existing_uid_1000_user_and_no_workdir(
             "lacks what agentbake's harness runs: bash timeout",
         ),
         (f"FROM {BOOKWORM}\nRUN rm /usr/bin/sh /bin/sh 2>/dev/null; rm -f /usr/bin/dash\n", "it has no /bin/sh"),
-        (f"FROM {BOOKWORM}\nWORKDIR /etc\n", "its WORKDIR /etc holds what root runs or reads"),
+        (f"FROM {BOOKWORM}\nUSER 4242\n", "its USER '4242': no user '4242' in its /etc/passwd"),
     ],
-    ids=["alpine", "no-glibc", "missing-tools", "no-sh", "system-workdir"],
+    ids=["alpine", "no-glibc", "missing-tools", "no-sh", "unknown-user"],
 )
 def test_unsupported_images_are_refused_naming_the_task(
     engine: docker.DockerClient,

@@ -152,8 +152,8 @@ def headless_launch(
     log_paths: Sequence[str] = (),
 ) -> AgentLaunch:
     """Run `command` in the workdir with `instruction` on stdin, its stdout teed to `<logs>/<name>.log` and its
-    stderr to `<logs>/<name>.stderr.log` (and on to the caller), then (run as the sandbox command's own process)
-    kill every other process of the user, exiting with the command's status.
+    stderr to `<logs>/<name>.stderr.log` (and on to the caller), then (run as the sandbox command's own process, by
+    a user other than root) kill every other process of the user, exiting with the command's status.
 
     Every agent's launch is built here; so is anything else run the same way (the harness's oracle)."""
     log_file = posixpath.join(image.logs_dir, f"{name}.log")
@@ -173,8 +173,10 @@ def headless_launch(
             # socket, which shared-mode tests may query): the harness's stop step then mostly finds none at its
             # first look, one command fewer. That look, not this line, is what the harness trusts. Only when
             # this shell is the sandbox command's own process (its parent outside the sandbox's pid namespace:
-            # Docker's exec), so that no wrapper of the same user (a remote backend's) dies with the rest.
-            f'[ "$PPID" != 0 ] || {{ set -- "$(id -u)"\n{KILL_BUT_SERVICES}}}',
+            # Docker's exec), so that no wrapper of the same user (a remote backend's) dies with the rest. Never as
+            # root: it would reach the sandbox's own processes (the relay); the stop step kills a root agent's
+            # leftovers, sparing those.
+            f'[ "$PPID" != 0 ] || [ "$EUID" = 0 ] || {{ set -- "$(id -u)"\n{KILL_BUT_SERVICES}}}',
             "exit $status",
         ]
     )

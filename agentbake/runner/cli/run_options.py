@@ -1,7 +1,7 @@
-"""The options `agentbake run` and `agentbake rollout` share: IMAGE or `--agent`, the model, its key, the
-preflight and logprobs modes, the verifier's network, the gateway's model settings and `--json`; and the
-`RunnerConfig` they make (the image resolved, built when missing; a setting RunnerConfig refuses is a usage
-error). The backend's options are `backend_options.py`."""
+"""The options `agentbake run` and `agentbake rollout` share: IMAGE or `--agent`, the model, its key, the preflight
+and logprobs modes, the verifier's network, the agent's user, the gateway's model settings and `--json`; and the
+`RunnerConfig` they make (the image resolved, built when missing; a setting RunnerConfig refuses is a usage error).
+The backend's options are `backend_options.py`."""
 
 from __future__ import annotations
 
@@ -49,6 +49,7 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             verifier_network: str | None,
             allowed_hosts: tuple[str, ...],
             verifier_mode: str | None,
+            agent_user: str | None,
             **kwargs: Any,
         ) -> Any:
             settings = {name: kwargs.pop(name) for name in MODEL_SETTINGS}
@@ -85,6 +86,7 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                         verifier_network=verifier_network,
                         allowed_hosts=tuple(h for given in allowed_hosts for h in given.split(",") if h.strip()),
                         verifier_mode=verifier_mode,
+                        agent_user=agent_user,
                         model_settings=ModelSettings(**settings),
                         **extra,
                     )
@@ -168,6 +170,13 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                     help="Where tests/test.sh runs, for every task (default: each task's [verifier] "
                     "environment_mode). separate: a fresh sandbox of the task's image that receives only the "
                     "artifacts (the workdir by default); shared: the agent's sandbox.",
+                ),
+                click.option(
+                    "--agent-user",
+                    metavar="NAME|UID",
+                    help="The user the agent (or the oracle) runs as in a task's own image, over its [agent] user; "
+                    "default: the image's USER, root when it names none (as Harbor runs it). Tasks in the agent's "
+                    "catalog image run as its uid 1000.",
                 ),
                 json_option,
             ]

@@ -122,11 +122,14 @@ class DockerEngine:
         config = attrs.get("Config") or {}
         image_labels = config.get("Labels") or {}
         # Read label by label, not as a whole ImageLabels: any image with a non-root USER runs here too.
-        user = self.config.user or image_labels.get(ImageLabels.key("user")) or (config.get("User") or "").split(":")[0]
-        if user in ("", "root", "0"):
+        labelled = image_labels.get(ImageLabels.key("user"))
+        user = self.config.user or labelled or (config.get("User") or "").split(":")[0]
+        # Root only where agentbake's own label chose it: a task's runnable image whose user is root (Harbor's).
+        if user == "" or (user in ("root", "0") and (self.config.user or labelled not in ("root", "0"))):
             raise SandboxError(
-                f"image {ref!r} names no non-root user (label dev.agentbake.user or USER) and the agent never runs "
-                "as root; build it with a USER or set DockerConfig.user"
+                f"image {ref!r} names no non-root user (label dev.agentbake.user or USER) and the agent runs as "
+                "root only in a task's own image (agentbake.tasks.runnable); build it with a USER or set "
+                "DockerConfig.user"
             )
         env = dict(e.split("=", 1) for e in config.get("Env") or [] if "=" in e)
         uid = image_labels.get(ImageLabels.key("uid"))

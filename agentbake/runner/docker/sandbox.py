@@ -218,9 +218,14 @@ class DockerSandbox(SandboxHandle):
 
     def restart(self) -> None:
         """SIGKILL to the container's init ends every process in it; the container then starts again with its
-        writable layer as it was, and its main process (the relay) anew."""
+        writable layer as it was, and its main process (the relay) anew. A container that stopped already (a root
+        agent killed the relay, its main process) is only started."""
         try:
-            self._api.kill(self.sandbox_id)
+            try:
+                self._api.kill(self.sandbox_id)
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:  # 409: not running
+                    raise
             self._api.wait(self.sandbox_id, timeout=60)
             self._api.start(self.sandbox_id)
         except docker.errors.DockerException as exc:

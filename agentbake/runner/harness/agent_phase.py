@@ -1,7 +1,8 @@
 """The agent's phase of a rollout and its end, backend-agnostic (the harness's steps 4 and 5).
 
 The agent's command runs until it exits, its timeout, or the sandbox's files pass their storage limit (a
-watchdog: overlay2 on ext4 cannot enforce a size). Then every process of the agent's user is killed; when no
+watchdog: overlay2 on ext4 cannot enforce a size). Then every process of the agent's user is killed (a root
+agent's: every process but the sandbox's own, as nothing else tells them apart); when no
 command can start in the sandbox any more (a fork loop retaking every pid slot), the sandbox is restarted,
 which kills them all and keeps its files, so the verifier still runs and the logs are still collected.
 """
@@ -18,6 +19,7 @@ from agentbake.errors import SandboxError
 from agentbake.runner.agents import AgentLaunch
 from agentbake.runner.harness.commands import RootCommand, agent_gone
 from agentbake.runner.harness.listeners import KEEP_SERVICES
+from agentbake.runner.harness.verifier import PROCESSES
 from agentbake.runner.result import Status
 from agentbake.runner.sandbox import BgJob, ExecResult, SandboxHandle
 from agentbake.runner.sandbox.copyout import MiB
@@ -129,41 +131,56 @@ def stop_user(
     root_env: Mapping[str, str],
     then: RootCommand,
     *,
+    own: str,
     killed: bool = False,
     keep_services: bool = False,
 ) -> Stopped:
     """Kill every process of `uid` (what the agent left in the background too) and check none is left; when
     that cannot be done from inside, restart the sandbox. `then` (as root, cwd /) runs in the same exec
     as the check that found none left: the steps that need the agent gone, without a round trip of their own.
-    `killed`: the agent's launch ended on its own, having run `kill -KILL -1` as the user itself where it could
-    (`headless_launch`), so the first round only checks (a kill round follows when that finds any).
+    A root agent's processes are root's like the sandbox's own: every process but `own` (the sandbox's,
+    `verifier.PROCESSES`: init, the relay) is killed instead, by root, in that same exec.
+    `killed`: the agent's launch ended on its own, having killed what it left where it could (`headless_launch`;
+    never as root), so the first round only checks (a kill round follows when that finds any).
     `keep_services`: the agent's processes holding a listening socket are spared and stopped (`services` in what
     is printed lists the stopped ones, `ports` their ports: `listeners.parse_services`); a restart of the sandbox
     kills them too.
     SandboxError when the processes cannot be stopped (the verifier must not run beside them) or `then` fails."""
     try:
-        alive, printed = _kill_rounds(handle, uid, root_env, then, killed, keep_services)
+        alive, printed = _kill_rounds(handle, uid, root_env, then, own, killed, keep_services)
         if not alive:
             return Stopped(None, printed)
-        why = f"processes of {handle.user} kept running after {STOP_ROUNDS} rounds of kill -KILL -1 (pids {alive})"
+        why = f"processes of {handle.user} kept running after {STOP_ROUNDS} rounds of kill -KILL (pids {alive})"
     except SandboxError as exc:
         why = f"the processes of {handle.user} could not be stopped from inside the sandbox ({exc})"
     try:
         handle.restart()
     except SandboxError as exc:
         raise SandboxError(f"{why}; the verifier cannot run untouched ({exc})") from None
-    alive, printed = _live_pids(handle, uid, root_env, then, keep_services)
+    if uid == "0":  # init and the relay started anew: they are the ones to keep now
+        own = " ".join(_root(handle, root_env, PROCESSES, "list the sandbox's processes").stdout.split())
+    alive, printed = _live_pids(handle, uid, root_env, then, own)
     if alive:
         raise SandboxError(f"processes of {handle.user} survived a restart of the sandbox (pids {alive})")
     return Stopped(f"{why}: the sandbox was restarted (every process killed, its files kept)", printed)
 
 
 def _kill_rounds(
-    handle: SandboxHandle, uid: str, root_env: Mapping[str, str], then: RootCommand, killed: bool, keep_services: bool
+    handle: SandboxHandle,
+    uid: str,
+    root_env: Mapping[str, str],
+    then: RootCommand,
+    own: str,
+    killed: bool,
+    keep_services: bool,
 ) -> tuple[str, dict[str, str]]:
     """`kill -KILL -1` as the agent's user until none of its processes is left (`killed`: a first look without
-    it; `keep_services`: as root, every process of the uid but its listeners); the pids alive after STOP_ROUNDS
-    kill rounds ("" when none) and what `then` printed once none was."""
+    it; `keep_services`: every process of the uid but its listeners, which are stopped); the pids alive after
+    STOP_ROUNDS kill rounds ("" when none) and what `then` printed once none was. A root agent's: one command,
+    whose own rounds kill every process but `own` and, with `keep_services`, its listeners
+    (`commands.agent_gone`)."""
+    if uid == "0":
+        return _live_pids(handle, uid, root_env, then, own, keep_services)
     alive, ports = "", ""
     for round_ in range(STOP_ROUNDS + killed):
         if round_ or not killed:
@@ -174,7 +191,7 @@ def _kill_rounds(
                 ports = killed_round.stdout
             else:  # kill(-1) as that user reaches exactly its processes (and spares the calling shell).
                 handle.exec(["sh", "-c", "kill -KILL -1"], user=handle.user, timeout=STEP_TIMEOUT_SEC)
-        alive, printed = _live_pids(handle, uid, root_env, then, keep_services)
+        alive, printed = _live_pids(handle, uid, root_env, then, own, keep_services)
         if not alive:
             if keep_services:
                 printed["ports"] = ports
@@ -183,13 +200,18 @@ def _kill_rounds(
 
 
 def _live_pids(
-    handle: SandboxHandle, uid: str, root_env: Mapping[str, str], then: RootCommand, keep_services: bool = False
+    handle: SandboxHandle,
+    uid: str,
+    root_env: Mapping[str, str],
+    then: RootCommand,
+    own: str,
+    keep_services: bool = False,
 ) -> tuple[str, dict[str, str]]:
     """The first pids of `uid` still alive, space-separated ("" when none), and when none, what `then`'s parts
     printed (run in the same exec: `commands.agent_gone`); SandboxError when the listing or `then` fails."""
-    command = agent_gone(then, keep_services=keep_services).render()
+    command = agent_gone(then, root=uid == "0", keep_services=keep_services).render()
     listed = handle.exec(
-        ["sh", "-c", command.script, "sh", uid], envs=root_env, cwd="/", timeout=STEP_TIMEOUT_SEC, user="root"
+        ["sh", "-c", command.script, "sh", uid, own], envs=root_env, cwd="/", timeout=STEP_TIMEOUT_SEC, user="root"
     )
     parts = command.split(listed.stdout)
     pids = parts.pop("alive", "").split()
@@ -199,3 +221,10 @@ def _live_pids(
     if not pids and not parts and then.parts:
         raise SandboxError(f"could not list the agent's processes: no answer in {listed.stdout[-300:]!r}")
     return " ".join(pids[:10]), ({} if pids else parts)
+
+
+def _root(handle: SandboxHandle, root_env: Mapping[str, str], script: str, what: str) -> ExecResult:
+    result = handle.exec(["sh", "-c", script], envs=root_env, cwd="/", timeout=STEP_TIMEOUT_SEC, user="root")
+    if result.exit_code != 0:
+        raise SandboxError(f"could not {what}: exit {result.exit_code}: {result.stderr[-300:]}")
+    return result

@@ -17,8 +17,11 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
+from agentbake.runner.harness.listeners import LISTENING
 from agentbake.runner.harness.toolchain import baseline_part
 from agentbake.runner.harness.verifier import (
+    KEEP_OWN,
+    KILL_THE_REST,
     KILL_THEN_READ_REWARDS,
     PROCESSES,
     READ_REWARDS,
@@ -45,6 +48,28 @@ _ALIVE_BUT_STOPPED = f'pids=$({_UNSTOPPED}) || exit 1; [ -z "$pids" ] || {{ echo
 _STOPPED = _EACH_LIVE_OF_UID.format(
     body='case $s in T|t) read -r c 2>/dev/null < "$d/comm" && printf "%s %s\\n" "$p" "$c" ;; esac'
 )
+# A root agent's processes are root's like the sandbox's own: every process but those ($2) and this command's
+# chain is stopped at once (one system call: a fork loop freezes), killed, the kept ones continued; what kept
+# coming back is listed and ends the command. $1 (the agent's uid) is kept for the parts after it.
+_ROOT_ALIVE = f"""agent=$1; set -- "$2"
+{KEEP_OWN}kill -STOP -1 2>/dev/null
+{KILL_THE_REST}for p in $keep; do kill -CONT "${{p%:*}}" 2>/dev/null; done
+set -- "$agent"; [ -z "$stuck" ] || {{ echo $stuck; exit; }}"""
+# A root agent's, its services kept: as `_ROOT_ALIVE`, but the processes holding a listening socket (root sees
+# every root process's descriptors: `listeners.LISTENING`) are kept too and left stopped; `$listening` stays set
+# for `_ROOT_SERVICE_PORTS`.
+_ROOT_ALIVE_BUT_SERVICES = f"""agent=$1; set -- "$2"
+{KEEP_OWN}own_keep=$keep
+kill -STOP -1 2>/dev/null
+{LISTENING}for l in $listening; do
+  p=${{l%%:*}}; read -r s 2>/dev/null < /proc/$p/stat || continue; s=${{s##*) }}; set -- $s; keep="$keep$p:${{20}} "
+done
+{KILL_THE_REST}for p in $own_keep; do kill -CONT "${{p%:*}}" 2>/dev/null; done
+set -- "$agent"; [ -z "$stuck" ] || {{ echo $stuck; exit; }}"""
+_ROOT_SERVICE_PORTS = 'for l in $listening; do printf "%s %s\\n" "${l%%:*}" "${l#*:}"; done'
+AGENT_STARTED = "agent-started"
+"""In the scratch dir: touched by the last root step before the agent starts. What changed after it (a link's
+ctime, which no process can set back) is the agent's whoever owns it: a root agent's files are root's too."""
 OOM_KILLS = (
     "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null | sed -n 's/^oom_kill //p'"
 )
@@ -141,25 +166,34 @@ def own_verifier(private: str, clear_the_way: str) -> RootCommand:
 
 
 def snapshot(snapshot_shell: str, user: str, private: str) -> RootCommand:
-    """The workdir committed (`snapshot_shell`), then the agent's uid (`uid`), the OOM-kill count (`oom`) and, last
-    before the agent starts, the baseline of the verifier's toolchain (`toolchain`: `toolchain.baseline_part`)."""
+    """The workdir committed (`snapshot_shell`), then the agent's uid (`uid`), the OOM-kill count (`oom`), the
+    baseline of the verifier's toolchain (`toolchain`: `toolchain.baseline_part`) and, last before the agent
+    starts, the scratch dir's `AGENT_STARTED` touched and its ctime printed (`started`: after it, what changed is the
+    agent's)."""
     return (
         RootCommand()
         .then("snapshot", snapshot_shell)
         .then("uid", f"id -u {user}")
         .then("oom", OOM_KILLS)
         .then("toolchain", baseline_part(private))
+        .then("started", f"touch {private}/{AGENT_STARTED} && stat -c %Z {private}/{AGENT_STARTED}")
     )
 
 
-def agent_gone(then: RootCommand, *, keep_services: bool = False) -> RootCommand:
+def agent_gone(then: RootCommand, *, root: bool = False, keep_services: bool = False) -> RootCommand:
     """$1: the agent's uid. `alive` lists its live pids and ends the command when there are any; else `then`
-    runs, in the same exec as the check that found none. `keep_services`: a stopped process does not count (the
-    kill round, `listeners.KEEP_SERVICES`, stopped the agent's services: frozen while `then` clears the
-    verifier's way), and `services` lists the stopped ones (`pid comm`)."""
+    runs, in the same exec as the check that found none. `root` (a root agent; $2: the sandbox's own processes,
+    `PROCESSES`): `alive` kills every other process first and lists those it could not. `keep_services`: a
+    stopped process does not count (the kill round, `listeners.KEEP_SERVICES`, stopped the agent's services; for
+    a root agent `alive` itself spares and stops them, and prints their ports in `ports`): frozen while `then`
+    clears the verifier's way; `services` lists the stopped ones (`pid comm`)."""
     if not keep_services:
-        return RootCommand().then("alive", _ALIVE) + then
-    return RootCommand().then("alive", _ALIVE_BUT_STOPPED).then("services", _STOPPED) + then
+        return RootCommand().then("alive", _ROOT_ALIVE if root else _ALIVE) + then
+    if root:
+        command = RootCommand().then("alive", _ROOT_ALIVE_BUT_SERVICES).then("ports", _ROOT_SERVICE_PORTS)
+    else:
+        command = RootCommand().then("alive", _ALIVE_BUT_STOPPED)
+    return command.then("services", _STOPPED) + then
 
 
 def continue_services(pids: str) -> str:

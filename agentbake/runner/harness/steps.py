@@ -66,13 +66,16 @@ logger = logging.getLogger("agentbake.runner")
 
 SETUP_TIMEOUT_SEC = 600.0
 """Seconds `environment/setup.sh` may run (Harbor's default build/setup budget)."""
+HARBOR_SOLUTION_DIR = "/solution"
+"""Where the oracle finds the task's solution/ (Harbor's path): root's, readable by every user."""
 _MADE = "upload-made"  # in the scratch dir: what the upload makes in the user's dirs (`upload.made_in_user_dirs`)
 
 
-def oracle_launch(task: Task, image: AgentImage, task_dir: str) -> AgentLaunch:
-    """The reference solution in place of an agent: `solution/solve.sh` (uploaded into the image's task dir)
-    as the image's user, run like an agent (instruction on stdin, logs in the agent-log dir), no model."""
-    solve = posixpath.join(task_dir, "solution", "solve.sh")
+def oracle_launch(task: Task, image: AgentImage) -> AgentLaunch:
+    """The reference solution in place of an agent: `solution/solve.sh` (uploaded to /solution, as Harbor's oracle
+    has it) as the agent's user with `[solution] env`, run like an agent (instruction on stdin, in the workdir,
+    logs in the agent-log dir), no model."""
+    solve = posixpath.join(HARBOR_SOLUTION_DIR, "solve.sh")
     return headless_launch(image, "oracle", ["bash", solve], task.instruction, env=task.solution_env)
 
 
@@ -119,7 +122,10 @@ class Harness:
         self.diff_exit = "not run"  # of the diff the stop step makes
         self.diff: bytes | None = None  # the diff as the stop step printed it (a small one), else read from its file
         self.own_processes = ""  # the sandbox's processes before any task code ran (`pid:starttime ...`)
+        # Log paths packed by the stop step and the verifier, for _collect; a link changed after the agent started
+        # is the agent's whoever owns it (a root agent's are root's).
         self.packed = PackedLogs(self.private)  # log paths packed by the stop step and the verifier, for _collect
+        self.agent_started = "@0"  # `@<seconds>`: the ctime the snapshot step's last part printed
         self.toolchain: toolchain.Baseline | str = "the snapshot did not run"  # recorded right before the agent
         self.toolchain_changed = False  # the stop step found the verifier's toolchain changed: no verifier
 
@@ -176,6 +182,8 @@ class Harness:
         in the same exec with that HOME; returns what each part printed."""
         assert self.upload is not None, "_upload_agent_files comes first"
         unpack = unpack_command(self.upload, f"{self.private}/{_MADE}", self.handle.user)
+        if self.oracle:  # root's (outside the user's dirs), readable by an agent of any user
+            unpack += f" && chmod -R a+rX {HARBOR_SOLUTION_DIR}"
         printed = self._run(
             commands.prepare(self.private, unpack, then),
             what=what,
@@ -187,7 +195,7 @@ class Harness:
 
     def _upload_agent_files(self) -> None:
         """Environment files into the workdir, the launch's files (config, instruction) under home, for the
-        oracle the solution folder into the task dir, and setup.sh into the scratch dir: one archive, written
+        oracle the solution folder at /solution, and setup.sh into the scratch dir: one archive, written
         for the first root step, which unpacks it (`upload.py`): in that step's environment when small enough
         (`upload.hand_over`), else written as root beside the scratch dir first."""
         task, home = self.task, self.handle.home
@@ -199,9 +207,8 @@ class Harness:
         if self.oracle:
             assert task.solution_script is not None, "the runner checks this before creating the sandbox"
             solution = task.solution_script.parent
-            task_dir = self.handle.paths["task"]
             files |= {
-                posixpath.join(task_dir, "solution", p.relative_to(solution).as_posix()): p
+                posixpath.join(HARBOR_SOLUTION_DIR, p.relative_to(solution).as_posix()): p
                 for p in solution.rglob("*")
                 if p.is_file()
             }
@@ -247,6 +254,7 @@ class Harness:
         self.agent_uid = printed["uid"].strip()
         self.oom_before = _count(printed["oom"])
         self.toolchain = toolchain.parse_baseline(printed["toolchain"])
+        self.agent_started = self.packed.since = f"@{printed['started'].strip()}"
         return True
 
     def _run_agent(self) -> None:
@@ -293,7 +301,7 @@ class Harness:
             toolchain=toolchain.check_part(self.private, self.toolchain)
             if isinstance(self.toolchain, toolchain.Baseline)
             else toolchain.unchecked_part(self.toolchain),
-            clear_the_way=clear_the_way(self.private),
+            clear_the_way=clear_the_way(self.private, since=self.agent_started),
             pack=self.packed.pack(agent_logs),
         )
         oom_kills = self.oom_before  # unknown when the agent cannot be stopped: judged as none
@@ -304,6 +312,7 @@ class Harness:
                 self.agent_uid,
                 self.root_env,
                 then,
+                own=self.own_processes,
                 killed=self.agent_exit is not None,
                 keep_services=self.verifier_mode == "shared" and self.backend is not None,
             )

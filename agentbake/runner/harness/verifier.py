@@ -47,16 +47,15 @@ _EACH_PROCESS = (
 PROCESSES = _EACH_PROCESS.format(body='echo "$p"')
 """Prints the sandbox's live processes, one `pid:starttime` per line."""
 
-# $1: the processes to keep (`pid:starttime`, space-separated); this shell and its ancestors (the
-# backend's exec chain, e.g. `timeout`) are kept too. A non-root user kills only its own processes.
-_KEEP = r"""keep=" $1 " a=$$ all=$( [ "$(id -u)" = 0 ] && echo 1 )
+KEEP_OWN = r"""keep=" $1 " a=$$ all=$( [ "$(id -u)" = 0 ] && echo 1 )
 while [ "$a" -gt 0 ] && read -r s 2>/dev/null < /proc/$a/stat; do
   s=${s##*) }; set -- $s; keep="$keep$a:${20} "; a=$2
 done
 """
+"""Sets `$keep`: $1, the processes to keep (`pid:starttime`, space-separated), with this shell and its ancestors
+(the backend's exec chain, e.g. `timeout`). A non-root user kills only its own processes. Changes `$@`."""
 _NOT_KEPT = 'case $keep in *" $p "*) ;; *) [ -n "$all" ] || [ -O "$d" ] && left="$left ${p%:*}" ;; esac'
-# Kills every process not kept; $stuck: the pids that kept coming back, if any.
-_KILL_THE_REST = f"""round=0 stuck=
+KILL_THE_REST = f"""round=0 stuck=
 while :; do
   left=
   {_EACH_PROCESS.format(body=_NOT_KEPT)}
@@ -66,14 +65,15 @@ while :; do
   kill -KILL $left 2>/dev/null
 done
 """
+"""After `KEEP_OWN`: kills every process not kept; `$stuck`: the pids that kept coming back, if any."""
 
 # kill(-1) stops, in one system call, every process this user may signal (but init and this shell) the
 # moment test.sh has been reaped: a process that waits for that to rewrite the reward is frozen first
 # (measured: one polling every 10 ms won 4 races of 10 against a /proc scan alone, none against the stop).
 # test.sh is this shell's own child: it is reaped and everything else is stopped with nothing in between.
-TEST_SH_THEN_KILL = f"""{_KEEP}bash {HARBOR_TESTS_DIR}/test.sh; rc=$?
+TEST_SH_THEN_KILL = f"""{KEEP_OWN}bash {HARBOR_TESTS_DIR}/test.sh; rc=$?
 kill -STOP -1 2>/dev/null
-{_KILL_THE_REST}for p in $keep; do kill -CONT "${{p%:*}}" 2>/dev/null; done
+{KILL_THE_REST}for p in $keep; do kill -CONT "${{p%:*}}" 2>/dev/null; done
 """
 RUN_TEST_SH = f"{TEST_SH_THEN_KILL}exit $rc\n"
 """`tests/test.sh`, then in the same command every process it, or code it ran, left behind: stopped at
@@ -96,7 +96,7 @@ for f in {REWARD_JSON} {REWARD_TXT}; do
   fi
 done
 """
-KILL_THEN_READ_REWARDS = f"{_KEEP}{_KILL_THE_REST}{STUCK}{READ_REWARDS}"
+KILL_THEN_READ_REWARDS = f"{KEEP_OWN}{KILL_THE_REST}{STUCK}{READ_REWARDS}"
 """As root after `RUN_TEST_SH`: kills what is left (processes of other users too; exit 3 when they keep
 coming back), then describes each reward file without following a symlink. $1: as for `RUN_TEST_SH`."""
 
@@ -108,8 +108,10 @@ rode in are unset before test.sh starts); exit 4 when it cannot be."""
 # Harbor's two paths as the agent's symlinks must not reach them: /tests and everything under /logs.
 PROTECTED_ROOTS = (HARBOR_TESTS_DIR, _LOGS_PARENT)
 
-# $1: the agent's uid, $2: the protected roots (space-separated), $3: a root-only scratch file. Every
-# symlink that uid owns, anywhere but /proc and /sys, is resolved the way the kernel will when the verifier
+# $1: the agent's uid, $2: the protected roots (space-separated), $3: a root-only scratch file, $4: a file
+# touched right before the agent started. Every symlink that changed since $4 (ctime: no process can set it back;
+# a root agent's links are root's, told apart from the image's only so) or that a non-root agent's uid owns,
+# anywhere but /proc and /sys, is resolved the way the kernel will when the verifier
 # opens it (each component, root's symlinks included, `..` on the physical path). It is listed
 # (`path\0target\0`) when the walk ends in or above a protected root (a link to / reaches /tests too),
 # passes through /proc (magic links there resolve per process: /proc/self/cwd, /proc/self/fd/N), or
@@ -158,9 +160,14 @@ done' sh "$2" {} + > "$3"
 xargs -0 -n 2 sh -c 'rm -f -- "$1"' sh < "$3"
 cat "$3"
 """
-REMOVE_ESCAPING_LINKS = r'find / \( -path /proc -o -path /sys \) -prune -o -type l -uid "$1"' + _JUDGE_THEN_REMOVE
+REMOVE_ESCAPING_LINKS = (
+    r'find / \( -path /proc -o -path /sys \) -prune -o -type l \( -newerct "$4" -o ! -uid 0 -uid "$1" \)'
+    + _JUDGE_THEN_REMOVE
+)
 """Run as root after the agent has stopped, before /tests exists: removes the agent's symlinks that could
-lead the verifier into /tests or /logs, and lists them."""
+lead the verifier into /tests or /logs, and lists them. The agent's: a non-root uid's ($1), and any whose
+ctime is after `$4` (`@<seconds>`, a time the harness holds: a root agent's links are root's too, and no
+process can set a ctime back, while a marker file's times it could)."""
 
 
 def remove_escaping_links_under(paths: Sequence[str]) -> str:

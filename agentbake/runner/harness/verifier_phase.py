@@ -84,7 +84,7 @@ class VerifierPhase:
     """The rollout's egress proxy, switched here to the verifier's policy (the agent is dead)."""
 
     def run(self) -> None:
-        user, owner, envs = "root", None, {**self.task.verifier_env, **self.root_env}
+        user, owner, envs = "root", None, trust_workdir({**self.task.verifier_env, **self.root_env}, self.workdir)
         if self.task.verifier_user is not None:
             found = self._verifier_user(self.task.verifier_user)
             if found is None:
@@ -232,15 +232,30 @@ class VerifierPhase:
         return NO_NETWORK.format(line)
 
 
-def clear_the_way(private: str, links: str = REMOVE_ESCAPING_LINKS) -> str:
+def trust_workdir(envs: Mapping[str, str], workdir: str) -> dict[str, str]:
+    """`envs` with git's `safe.directory` set for the workdir and all below it (git 2.46+ reads `dir/*` so), in
+    git's GIT_CONFIG_COUNT/KEY/VALUE variables after any the task set: a verifier's git works in a workdir of
+    another owner (the agent's uid 1000), as it does in a root-owned one. In the verifier's environment only,
+    never a file the agent could edit; agentbake's own git steps run without it (`workdir.py`)."""
+    count = envs.get("GIT_CONFIG_COUNT", "0")
+    first = int(count) if count.isdigit() else 0
+    trusted = dict(envs)
+    for n, value in enumerate((workdir, f"{workdir.rstrip('/')}/*"), start=first):
+        trusted[f"GIT_CONFIG_KEY_{n}"], trusted[f"GIT_CONFIG_VALUE_{n}"] = "safe.directory", value
+    trusted["GIT_CONFIG_COUNT"] = str(first + 2)
+    return trusted
+
+
+def clear_the_way(private: str, links: str = REMOVE_ESCAPING_LINKS, *, since: str = "@0") -> str:
     """Shell for the root command that finds none of the agent's processes left (`agent_phase.stop_user`'s
-    `then`; $1: the agent's uid), last in it: the agent's symlinks into /tests or /logs go (printed, NUL-separated,
+    `then`; $1: the agent's uid), last in it: the agent's symlinks into /tests or /logs go (a non-root uid's, and
+    any whose ctime is after `since`, `@<seconds>` held by the harness: a root agent's; printed, NUL-separated,
     for `note_removed_links`); then both are made fresh and root-owned: nothing in them predates this run. /tests
     is root's alone: code of the agent that test.sh runs as another user cannot read the answers. `links`: which
     links are judged (`verifier.remove_escaping_links_under` in a verifier's own sandbox; "" none)."""
     roots = shlex.quote(" ".join(PROTECTED_ROOTS))
     return (
-        f'(\nset -e\nset -- "$1" {roots} {private}/removed-links\n'
+        f'(\nset -e\nset -- "$1" {roots} {private}/removed-links {shlex.quote(since)}\n'
         f"{links}rm -rf {HARBOR_TESTS_DIR} {HARBOR_VERIFIER_LOGS}\n"
         f"[ ! -L {_LOGS_PARENT} ] || rm -f {_LOGS_PARENT}\nmkdir -m 700 {HARBOR_TESTS_DIR}\n"
         f"mkdir -p {HARBOR_VERIFIER_LOGS}\nchown root:root {_LOGS_PARENT} {HARBOR_VERIFIER_LOGS}\n"

@@ -28,7 +28,9 @@ RECREATED = "recreated"
 
 
 def _git(private: str, workdir: str, git: str) -> str:
-    return f"{git} --git-dir={private}/snapshot.git --work-tree={shlex.quote(workdir)}"
+    """git on the private git dir: the workdir's own `.git` (its config: hooks, fsmonitor, filters, pager, ssh
+    command) is never read, and no hook runs even from the private dir."""
+    return f"{git} --git-dir={private}/snapshot.git --work-tree={shlex.quote(workdir)} -c core.hooksPath=/dev/null"
 
 
 def _stage(private: str, workdir: str, git: str) -> str:

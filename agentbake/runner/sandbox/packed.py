@@ -8,9 +8,10 @@ and everything it left are dead, packs the verifier's log dir. `PackedLogs.pack`
 and each archive printed (base64) when it holds at most MAX_PACKED_BYTES.
 `SandboxHandle.copy_out_all` extracts a printed archive as it would the backend's (`copyout.extract`: the same
 caps and notes, spent in the same order); any other path (larger, not packed because its command failed or
-never ran, the image's link on its way, a tar that cannot sort) is copied by the backend as before. A path with a
-link the agent made on its way (owned by another user than root) is not collected at all, with a note: the
-backend's copy would follow it (Docker resolves links in an archive path's parent folders).
+never ran, the image's link on its way, a tar that cannot sort) is copied by the backend as before. A path with
+a link the agent made on its way (owned by another user than root, or changed after the agent started: a root
+agent's) is not collected at all, with a note: the backend's copy would follow it (Docker resolves links in an
+archive path's parent folders).
 """
 
 from __future__ import annotations
@@ -31,13 +32,17 @@ MAX_PACKED_BYTES = 2 * 1024 * 1024
 diff printed before them (`workdir.MAX_PRINTED_DIFF_BYTES`) fit in a command's kept output (`sandbox/output.py`),
 one path's and the reward lines before it in its last half."""
 # $1: a path (absolute, normalized), $2: its parent, $3: its name, $4: its index; $f: a name in the scratch dir.
-# Prints `absent` (nothing there), `linked` (a link of another owner than root on its way: one the agent made),
-# `-` (root's link on its way, the image's: left to the backend) or `+<base64>`, then ` -` when tar failed. Few
+# Prints `absent` (nothing there), `linked` (a link the agent made on its way: of another owner than root, or
+# changed after the agent started, $m, whoever owns it: a root agent's), `-` (root's link on its way, the image's:
+# left to the backend) or `+<base64>`, then ` -` when tar failed. Few
 # processes (tar, head, base64, tr): each costs a few ms in a loaded sandbox.
-_PACK_ONE = rf"""pack() {{
+_PACK_ONE = rf"""older() {{  # $1 changed (ctime) before the agent started ($m, `@<seconds>`; none: always)
+  [ -z "$m" ] || [ "$(find "$1" -maxdepth 0 ! -newerct "$m" 2>/dev/null)" = "$1" ]
+}}
+pack() {{
   q=$1
   while [ -n "$q" ]; do
-    [ ! -L "$q" ] || {{ [ "$(stat -c %u -- "$q")" = 0 ] && echo - || echo linked; return; }}; q=${{q%/*}}
+    [ ! -L "$q" ] || {{ [ "$(stat -c %u -- "$q")" = 0 ] && older "$q" && echo - || echo linked; return; }}; q=${{q%/*}}
   done
   [ -e "$1" ] || {{ echo absent; return; }}
   printf +
@@ -74,6 +79,10 @@ class PackedLogs:
 
     scratch: str
     """The harness's root-only scratch dir, where an archive is made before it is printed."""
+    since: str = ""
+    """When the agent started, `@<seconds>` (a ctime the harness holds): a link on a log path's way changed (ctime,
+    which no process can set back) after it is the agent's whoever owns it, so a root agent's links are refused
+    too. Empty: only the owner tells."""
     archives: dict[str, Packed] = field(default_factory=dict)
 
     def pack(self, paths: Sequence[str]) -> str:
@@ -85,7 +94,8 @@ class PackedLogs:
             usable = posixpath.isabs(path) and name not in ("", "..")
             args = [posixpath.normpath(path), parent, name, str(index)]
             calls.append(f"pack {shlex.join(args)}" if usable else "echo -")
-        return f"{_PACK_ONE}f={shlex.quote(self.scratch)}/pack-failed\n" + "\n".join(calls)
+        marker = f"m={shlex.quote(self.since)}\n"
+        return f"{_PACK_ONE}f={shlex.quote(self.scratch)}/pack-failed\n{marker}" + "\n".join(calls)
 
     def take(self, printed: str | None, paths: Sequence[str]) -> None:
         """Keep the archives in what `pack(paths)` printed (None: it did not run); a line that is not whole (an

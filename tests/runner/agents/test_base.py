@@ -99,5 +99,7 @@ def test_headless_launch_runs_any_command_the_same_way() -> None:
     launch = headless_launch(AgentImage.from_labels(LABELS), "oracle", ["bash", solve], "x", env={"TASK": "1"})
     assert f"bash '{solve}' < {HOME}/out/agent/instruction.md" in launch.script
     assert launch.log_file == f"{HOME}/out/agent/oracle.log" and launch.env == {"HOME": HOME, "TASK": "1"}
-    # What it left dies with it, but its services (processes holding a listening socket: listeners.py).
-    assert launch.script.endswith(f'[ "$PPID" != 0 ] || {{ set -- "$(id -u)"\n{KILL_BUT_SERVICES}}}\nexit $status')
+    # What it left dies with it, but its services (processes holding a listening socket: listeners.py); never as root.
+    assert launch.script.endswith(
+        f'[ "$PPID" != 0 ] || [ "$EUID" = 0 ] || {{ set -- "$(id -u)"\n{KILL_BUT_SERVICES}}}\nexit $status'
+    )

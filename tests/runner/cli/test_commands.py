@@ -160,3 +160,15 @@ def _containers(engine: docker.DockerClient, prefix: str) -> list[str]:
         for c in engine.containers.list(filters={"label": labels.ROLLOUT}, ignore_removed=True)
         if c.labels[labels.ROLLOUT].startswith(prefix)
     ]
+
+
+def test_agent_user_reaches_the_run_and_a_bad_one_is_a_usage_error(
+    built_images: dict[str, BuildResult], tmp_path: Path
+) -> None:
+    """`--agent-user` is the RunnerConfig's: a catalog-image task refuses another user than its image's, naming the
+    flag; a value that is no user name is a usage error naming it."""
+    args = ["run", "claude-code", "--task", str(EXAMPLES / "write-file"), "--oracle", "--out", str(tmp_path)]
+    done = agentbake(*args, "--agent-user", "root")
+    assert done.returncode != 0 and "task write-file: --agent-user 'root'" in done.stderr, done.stderr
+    bad = agentbake(*args, "--agent-user", "two words")
+    assert bad.returncode == 2 and "agent_user: Value error, 'two words': expected a user name or a uid" in bad.stderr

@@ -208,14 +208,17 @@ def _archive(files: dict[str, bytes], *, mode: int) -> bytes:
     return buffer.getvalue()
 
 
-# Run by the oracle as the image's user: every uploaded file and every directory the archive made is the user's,
-# with a user's modes; setup.sh ran as root from a scratch dir the user cannot read; the archive is gone.
+# Run by the oracle as the image's user: every uploaded file and every directory the archive made in its dirs is
+# the user's, with a user's modes (/solution root's, readable); setup.sh ran as root from a scratch dir the user
+# cannot read; the archive is gone.
 CHECK_AS_THE_USER = r"""
 me=$(id -un)
 fail() { echo "FAIL: $*" >> "$HOME/upload-check"; }
-for p in . deep deep/er deep/er/file.txt tool.sh ../task/solution ../task/solution/solve.sh \
-         ../logs/agent/instruction.md; do
+for p in . deep deep/er deep/er/file.txt tool.sh ../logs/agent/instruction.md; do
   [ "$(stat -c %U "$p")" = "$me" ] || fail "$p is $(stat -c %U "$p")'s"
+done
+for p in /solution /solution/solve.sh; do  # Harbor's path, root's, readable to the agent
+  [ "$(stat -c %U "$p")" = root ] && [ -r "$p" ] || fail "$p is $(stat -c %U "$p")'s or unreadable"
 done
 [ "$(stat -c %a deep/er)" = 755 ] || fail "deep/er has mode $(stat -c %a deep/er)"
 [ "$(stat -c %a tool.sh)" = 755 ] || fail "tool.sh has mode $(stat -c %a tool.sh)"

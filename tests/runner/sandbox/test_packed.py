@@ -119,6 +119,24 @@ def test_a_path_through_a_link_the_agent_made_is_not_collected(sandbox: DockerSa
 
 
 @pytest.mark.docker
+def test_a_root_link_made_after_the_agent_started_is_the_agents(sandbox: DockerSandbox, tmp_path: Path) -> None:
+    """A root agent's links are root's: told from the image's own (`/image-linked`, older) by their change time."""
+    marker = f"{SCRATCH}/started"
+    made = f"touch {marker} && stat -c %Z {marker} && sleep 1.1 && ln -s {sandbox.home}/other /root-agent-linked"
+    started = sandbox.exec(made, user="root")
+    assert started.exit_code == 0
+    paths = ["/root-agent-linked/agent", "/image-linked/agent"]
+    packed = PackedLogs(SCRATCH, since=f"@{started.stdout.strip()}")
+    command = RootCommand().then("pack", packed.pack(paths)).render()
+    packed.take(command.split(sandbox.exec(["sh", "-c", command.script], user="root").stdout).get("pack"), paths)
+    assert packed.archives == {paths[0]: THROUGH_AGENT_LINK}  # the image's: left to the backend's copy, as before
+    missing = PackedLogs(SCRATCH, since="@0")  # the agent started at the epoch: every root link is refused
+    command = RootCommand().then("pack", missing.pack(paths[1:])).render()
+    missing.take(command.split(sandbox.exec(["sh", "-c", command.script], user="root").stdout).get("pack"), paths[1:])
+    assert missing.archives == {paths[1]: THROUGH_AGENT_LINK}
+
+
+@pytest.mark.docker
 def test_the_pack_keeps_the_commands_exit_status_and_packs_nothing_after_a_failure(sandbox: DockerSandbox) -> None:
     paths = [f"{sandbox.home}/logs"]
     packed, rest, status = packed_by(sandbox, paths, before="echo failing; (exit 5)")
