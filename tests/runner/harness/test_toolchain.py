@@ -18,6 +18,7 @@ from agentbake.runner.docker.backend import DockerBackend
 from agentbake.runner.docker.sandbox import DockerSandbox
 from agentbake.runner.harness import toolchain
 from agentbake.runner.harness.commands import RootCommand
+from agentbake.runner.result import Status
 from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
 from agentbake.runner.sandbox import SandboxRequest
@@ -73,6 +74,9 @@ def task_image(
         yield runner.images.resolve(load_task(root))
     for image in engine.images.list(filters={"label": "dev.agentbake.task.name=toolchain-debian"}):
         engine.images.remove(image.id, force=True)
+    for name in ("toolchain-forged", "toolchain-honest"):
+        for image in engine.images.list(filters={"label": f"dev.agentbake.task.name={name}"}):
+            engine.images.remove(image.id, force=True)
     for image in engine.images.list(name="agentbake-task/toolchain-debian"):
         for tag in image.tags:
             engine.images.remove(tag, force=True)
@@ -234,3 +238,36 @@ def test_compiled_code_planted_for_a_module_of_the_image_is_flagged(catalog_sand
     pyc = "/usr/lib/python3.11/__pycache__/shlex.cpython-311.pyc"
     found = check(catalog_sandbox, f"cp /tmp/shlex.pyc {pyc} && printf x >> {pyc}", image=f"mv {pyc} /tmp/shlex.pyc")
     assert [(f.kind, f.path) for f in found] == [("bytecode", pyc)]
+
+
+def test_a_root_oracle_that_replaces_a_command_of_the_verifier_gets_no_reward(
+    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+) -> None:
+    """End to end, a Terminal-Bench-shaped task (no USER: the oracle runs as root): grep replaced by `exit 0` would
+    pass test.sh's check; the reward is withheld and the verifier never runs. The honest root solution of the same
+    task (a user, a file under /etc, a package of its own installed with dpkg) gets reward 1."""
+    dockerfile = "FROM debian:bookworm-slim\nWORKDIR /app\n"
+    test = reward_if("grep -q solved /app/answer && id tbuser >/dev/null")
+    forged = write_task(
+        tmp_path, "toolchain-forged", solve="printf '#!/bin/sh\\nexit 0\\n' > /usr/bin/grep\n", test=test
+    )
+    deb = _deb("abtool", "1.0", {"/usr/bin/abtool": "tool\n"}, {"/usr/lib/abtool.so.1": "../bin/abtool"})
+    honest = write_task(
+        tmp_path,
+        "toolchain-honest",
+        solve=f"set -e\nuseradd -m tbuser\necho on > /etc/tb.conf\n{deb}\n"
+        "dpkg -i /tmp/abtool_1.0.deb\necho solved > answer\n",
+        test=test,
+    )
+    for task in (forged, honest):
+        (task / "environment").mkdir()
+        (task / "environment" / "Dockerfile").write_text(dockerfile)
+    config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path / "out")
+    with Runner(config, backend) as runner:
+        results = {r.task: r for r in runner.run_batch([load_task(forged), load_task(honest)], concurrency=2)}
+    bad, good = results["toolchain-forged"], results["toolchain-honest"]
+    assert (bad.status, bad.reward) == (Status.VERIFIER_ERROR, 0.0)
+    assert "the agent changed the verifier's toolchain: /usr/bin/grep (changed)" in (bad.error or "")
+    assert not (tmp_path / "out" / bad.rollout_id / "verifier" / "stdout.txt").exists()  # it never ran
+    assert (tmp_path / "out" / bad.rollout_id / "verifier" / "toolchain.txt").read_text() == "changed /usr/bin/grep\n"
+    assert (good.status, good.reward) == (Status.OK, 1.0), good.error
