@@ -67,6 +67,12 @@ done
 {KILL_THE_REST}for p in $own_keep; do kill -CONT "${{p%:*}}" 2>/dev/null; done
 set -- "$agent"; [ -z "$stuck" ] || {{ echo $stuck; exit; }}"""
 _ROOT_SERVICE_PORTS = 'for l in $listening; do printf "%s %s\\n" "${l%%:*}" "${l#*:}"; done'
+# Touches the marker and prints its ctime to the nanosecond (what the sandbox made in the same second before it,
+# as the engine's own /dev links, is older); a stat without `%.9Z` gives whole seconds, which counts that second in.
+_STARTED = (
+    "touch {marker} && s=$(stat -c %.9Z {marker} 2>/dev/null); "
+    'case $s in *.*) echo "$s" ;; *) stat -c %Z {marker} ;; esac'
+)
 AGENT_STARTED = "agent-started"
 """In the scratch dir: touched by the last root step before the agent starts. What changed after it (a link's
 ctime, which no process can set back) is the agent's whoever owns it: a root agent's files are root's too."""
@@ -176,7 +182,7 @@ def snapshot(snapshot_shell: str, user: str, private: str) -> RootCommand:
         .then("uid", f"id -u {user}")
         .then("oom", OOM_KILLS)
         .then("toolchain", baseline_part(private))
-        .then("started", f"touch {private}/{AGENT_STARTED} && stat -c %Z {private}/{AGENT_STARTED}")
+        .then("started", _STARTED.format(marker=f"{private}/{AGENT_STARTED}"))
     )
 
 

@@ -97,6 +97,8 @@ echo "alive $alive"
 LINKS_SOLVE = """ln -s /tests/expected /app/answer
 mkdir -p /tmp/fake/agent && echo stolen > /tmp/fake/agent/secret
 mv /root/logs /root/logs.old && ln -s /tmp/fake /root/logs
+# the harness's markers moved into the future: its links would look older than them
+for m in /tmp/agentbake-*/*; do touch -d 2100-01-01 "$m"; done
 """
 LINKS_TEST = reward_if(
     "[ ! -e /app/answer ] && [ ! -L /app/answer ] && [ -L /app/image-link ] && [ -L /usr/bin/py-link ]"
