@@ -4,14 +4,14 @@
     .venv/bin/python bench/tb2/run_tasks.py TB2/ --mode scripted --json > scripted.jsonl
     .venv/bin/python bench/tb2/run_tasks.py --show OUT/runs.jsonl     # the table again, from a run's record
 
-Each task is one `agentbake run IMAGE --task T (--oracle | --model scripted) --verifier-network N --json`
+Each task is one `agentbake run IMAGE --task T (--oracle | --model scripted) [--verifier-network N] --json`
 (nothing else of agentbake is imported, so the table measures what a user gets). Per task: the status, the
 reward, the seconds of each phase (result.json's `timings`), the command's wall time, `pre` = wall - total
 (the CLI's start and what ran before the rollout's clock: the task image's build on its first run shows
 here), and the first line of the error or of the first note. Each task's line is also appended to
 OUT/runs.jsonl (with its whole result.json) as it finishes. The bases the tasks start FROM must exist
-locally first (bench/tb2/standins.py). `--verifier-network` defaults to bridge here (TB2's test.sh fetches
-pytest through uv), the CLI's own default being none.
+locally first (bench/tb2/standins.py). `--verifier-network` defaults to `task`: no flag, each phase gets the
+network its task declares (TB2 declares none: public hosts, through the rollout's egress proxy).
 """
 
 from __future__ import annotations
@@ -85,7 +85,12 @@ def run_one(cli: list[str], task: Path, args: argparse.Namespace, out: Path) -> 
     """One `agentbake run`, its last JSON result line read back."""
     mode = ["--oracle"] if args.mode == "oracle" else ["--model", "scripted"]
     command = [*cli, "run", args.image, "--task", str(task), *mode]
-    command += ["--verifier-network", args.verifier_network, "--json", "--out", str(out)]
+    if args.allowlist:  # both phases reach only these hosts
+        command += ["--agent-network", "allowlist", "--verifier-network", "allowlist"]
+        command += ["--allowed-hosts", args.allowlist]
+    elif args.verifier_network != "task":
+        command += ["--verifier-network", args.verifier_network]
+    command += ["--json", "--out", str(out)]
     started = time.monotonic()
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, check=False)
@@ -162,7 +167,10 @@ def main() -> None:
     parser.add_argument("tasks_dir", type=Path, nargs="?", metavar="TASKS_DIR", help="a folder of task folders")
     parser.add_argument("--tasks", help="comma-separated task folder names (default: every one)")
     parser.add_argument("--mode", choices=("oracle", "scripted"), default="oracle")
-    parser.add_argument("--verifier-network", choices=("none", "bridge"), default="bridge")
+    parser.add_argument("--verifier-network", choices=("task", "none", "public", "bridge"), default="task")
+    parser.add_argument(
+        "--allowlist", metavar="HOST[,HOST...]", help="both phases reach only these hosts (over --verifier-network)"
+    )
     parser.add_argument("--image", default="claude-code", help="the agent image argument of `agentbake run`")
     parser.add_argument("--out", type=Path, help="where rollouts write (default: a new folder under /tmp)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per task command")
