@@ -14,15 +14,18 @@ watched dirs) and judges each:
   the marker ships whose target is such a file; an `/etc/ld.so.cache` equal to what `ldconfig` makes now;
 - an entry that was there at the marker and is not explained: `changed` (a replaced `python3`, libc, `pytest`);
 - a new entry: fine (a new package, `pip install`), unless it is a startup hook (`sitecustomize`/`usercustomize`,
-  a `.pth` with an `import` line, a new file of the loader's or PAM's environment: `hook`) or it takes the name of
-  one that was there (a new `/usr/local/bin/python3` before `/usr/bin/python3`, a `libc.so.6` in another lib dir,
-  a top-level Python module of another site dir or the standard library: `shadows`);
+  a `.pth` with an `import` line that no package's RECORD names, a new file of the loader's settings: `hook`) or
+  it takes the name of one that was there (a new `/usr/local/bin/python3` before `/usr/bin/python3`, a
+  `libc.so.6` in another lib dir, a top-level Python module of another site dir or the standard library:
+  `shadows`);
 - a new `__pycache__/*.pyc` of a module that was there (Python runs a .pyc whose header matches its source's mtime
   and size without reading the source: `bytecode`); a changed one is fine only when its source was upgraded too;
-- a watched interpreter or loader that is gone (`gone`), a name holding a newline, tab or backslash (`oddname`).
+- a watched interpreter or loader that is gone (`gone`); a name holding a newline, tab or backslash in a Python
+  folder or ending `.pth` (`oddname`: elsewhere, as systemd's escaped unit names, such a name is no hook).
 
 A `.pth` pip writes that holds an `import` line (setuptools' `distutils-precedence.pth`, editable installs) is
-flagged too: its dist-info RECORD is written by the same agent, so a matching hash there proves nothing.
+accepted when a dist-info RECORD in its folder names it: honest `pip install`s write them all the time. The
+agent could write such a RECORD line too: that forgery is left to the audit (`agentbake audit`'s site exploits).
 """
 
 from __future__ import annotations
@@ -46,17 +49,16 @@ ETC_PATHS = (
     "/etc/alternatives",
     "/etc/environment",
     "/etc/default/locale",
-    "/etc/security",
-    "/etc/pam.d",
 )
-"""The loader's settings, the system Python's startup files, the alternatives' links, and what PAM puts in the
-environment of `su`/`runuser`/`sudo` (a test.sh that switches users). `/etc/profile*` and `bash.bashrc` are not
-watched: `bash /tests/test.sh` reads neither (not a login shell, not interactive)."""
+"""The loader's settings, the system Python's startup files, the alternatives' links. PAM's files are not watched
+(installing a package rewrites `/etc/pam.d/common-*` through pam-auth-update, outside dpkg's sums), so a test.sh
+that switches users with `su`/`runuser` is not covered; nor are `/etc/profile*` and `bash.bashrc`: `bash
+/tests/test.sh` reads neither (not a login shell, not interactive)."""
 OTHER_PATHS = ("/usr/share/perl5", "/usr/share/perl", '"$HOME"/.local/lib')
 """Perl's modules outside /usr/lib, root's Python user site (its `.pth` files and `usercustomize` run for root)."""
 ROOTS = (*PATH_DIRS, *LIB_DIRS, *OTHER_PATHS, *ETC_PATHS)
 _TAB = "\t"
-_HOOK_DIRS = ("/etc/ld.so.", "/etc/python3", "/etc/environment", "/etc/default/locale", "/etc/security/", "/etc/pam.d/")
+_HOOK_DIRS = ("/etc/ld.so.", "/etc/python3", "/etc/environment", "/etc/default/locale")
 
 # Extended regexes without a backslash (`[.]`), like those awk gets with -v (which reads one as an escape).
 _INTERPRETERS = "(python3?([.][0-9]+)?|bash|sh|dash|perl|node|nodejs|pytest|py[.]test|uv|uvx|curl|git|env)"
@@ -104,6 +106,7 @@ S == "base" {
   next
 }
 S == "links" { i = index($0, "\t"); tgt[substr($0, 1, i - 1)] = substr($0, i + 1); next }
+S == "recorded" { rec[$0] = 1; next }
 S == "newer" && $0 == "oddname" { print "oddname -"; next }
 S == "newer" && substr($0, 3, 1) != " " {  # md5sum's line: "<md5>  <path>" (an escaped name starts with "\")
   if (substr($0, 33, 2) == "  ") sum[substr($0, 35)] = substr($0, 1, 32)
@@ -136,7 +139,7 @@ END {
     if (p in had) { print "changed " p; continue }
     if (src != "" && (src in had)) { print "bytecode " p; continue }
     b = base(p)
-    if (b ~ /^(sitecustomize|usercustomize)\./ || (kind[i] == "ff" && p ~ /\.pth$/ && imports(p))) {
+    if (b ~ /^(sitecustomize|usercustomize)\./ || (kind[i] == "ff" && p ~ /\.pth$/ && !(p in rec) && imports(p))) {
       print "hook " p; continue
     }
     hooked = 0; for (j = 1; j <= nhook; j++) if (index(p, hooks[j]) == 1) hooked = 1
@@ -213,7 +216,9 @@ while IFS= read -r p; do [ -e "$p" ] || [ -L "$p" ] || echo "gone $p"; done < {n
 nl='
 ' tab='{_TAB}'
 find "$@" -xdev ! -type d -newerct "@"{since} \\( \\( -path "*$nl*" -o -path "*$tab*" -o -path '*\\\\*' \\) \\
-  -printf 'oddname\\n' -o -printf '%y%Y %p\\n' \\) -xtype f -exec md5sum -- {{}} + > "$w/newer" 2>/dev/null \\
+  \\( -name '*.pth' -o -path '*python*' -o -path '*-packages*' \\) -printf 'oddname\\n' -o \\
+  ! \\( -path "*$nl*" -o -path "*$tab*" -o -path '*\\\\*' \\) -printf '%y%Y %p\\n' \\) \\
+  -xtype f -exec md5sum -- {{}} + > "$w/newer" 2>/dev/null \\
   || [ -s "$w/newer" ] || {{ echo 'unchecked find failed'; exit 0; }}
 [ -s "$w/newer" ] || exit 0
 cache=; links=
@@ -226,13 +231,18 @@ while IFS= read -r line; do
   esac
 done < "$w/newer"
 printf %s "$links" > "$w/links"
+while IFS= read -r line; do  # a new .pth that a package's RECORD in its folder names (pip wrote it)
+  case $line in f?" "*.pth) p=${{line#* }}
+    grep -qsF -- "${{p##*/}}," "${{p%/*}}"/*.dist-info/RECORD && echo "$p" ;; esac
+done < "$w/newer" > "$w/recorded"
 set -- /var/lib/dpkg/info/*.md5sums; [ -e "$1" ] || set --
 [ -f /var/lib/dpkg/status ] && set -- "$@" S=status /var/lib/dpkg/status
 find /var/lib/dpkg/info -name '*.list' -newerct "@"{since} > "$w/fresh" 2>/dev/null
 awk -v PATHRE={shlex.quote(_dirs_re(PATH_DIRS))} -v LIBRE={shlex.quote(_dirs_re(LIB_DIRS, nested=True))} \\
   -v CACHE="$cache" -v FRESH="$w/fresh" -v HOOKS={shlex.quote(" ".join(_HOOK_DIRS))} \\
   'BEGIN {{ nhook = split(HOOKS, hooks, " ") }}'{shlex.quote(_JUDGE)} \\
-  S=sums "$@" S=base {listed} S=links "$w/links" S=newer "$w/newer" || echo 'unchecked the check failed'
+  S=sums "$@" S=base {listed} S=links "$w/links" S=recorded "$w/recorded" S=newer "$w/newer" \\
+  || echo 'unchecked the check failed'
 )"""
 
 
