@@ -23,7 +23,7 @@ pytestmark = pytest.mark.docker
 def test_each_backend_says_what_it_can_do() -> None:
     assert SandboxBackend.capabilities == Capabilities()
     assert DockerBackend.capabilities == Capabilities(
-        warm_pool=True, task_images=True, network_phases=True, large_exec_env=True
+        warm_pool=True, task_images=True, network_phases=True, large_exec_env=True, verifier_sandbox=True
     )
     assert E2BBackend.capabilities == HFBackend.capabilities == Capabilities(gateway_in_sandbox=True)
 
