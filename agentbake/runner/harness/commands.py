@@ -156,5 +156,6 @@ def user_test_sh(python: str | None) -> RootCommand:
 
 def kill_then_read(pack: str) -> RootCommand:
     """After a test.sh of another user, or one cut short: what is left killed and the reward files described
-    (`rewards`), the verifier's logs packed (`pack`). $1: the sandbox's own processes."""
+    (`rewards`: also the pids it found alive, `verifier.survivors`), the verifier's logs packed (`pack`). $1: the
+    sandbox's own processes."""
     return RootCommand().then("rewards", KILL_THEN_READ_REWARDS).then("pack", pack)

@@ -3,11 +3,11 @@
 In the stop step's root command, the one that finds none of the agent's processes left (`clear_the_way`):
 the agent's links into /tests or /logs removed (and listed), /tests and /logs/verifier made fresh. Then here:
 tests/ handed to the command that unpacks it (in its environment, or written into the root-only scratch dir
-first when large: `upload.hand_over`) -> unpacked -> test.sh, with everything it left stopped and
-killed the moment it ends -> a root pass kills what is still there -> the reward read as Harbor does, without
-following a symlink; for a test.sh run as root, all of it one command (`commands.root_test_sh`),
-three with another `[verifier] user` (issue 17). The in-sandbox commands and the reward rules are in
-`verifier.py`; why each step is there is README.md's threat model.
+first when large: `upload.hand_over`) -> unpacked -> test.sh under its guard (`subreaper.py`: a process it
+started that outlived it withholds the reward), with everything it left stopped and killed the moment it ends
+-> a root pass kills what is still there -> the reward read as Harbor does, without following a symlink; for a
+test.sh run as root, all of it one command (`commands.root_test_sh`), three with another `[verifier] user`. The
+in-sandbox commands and the reward rules are in `verifier.py`; why each step is there is README.md's threat model.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ class VerifierPhase:
             if guard is not None and left:  # its own stop and kill left them: they could have printed the verdict
                 guard = replace(
                     guard,
-                    withheld=f"{len(left)} processes were still running after the [verifier] user's "
+                    withheld=f"processes (pids {' '.join(left)}) were still running after the [verifier] user's "
                     "command had stopped and killed what tests/test.sh left: its reward is not counted",
                 )
         self.save("verifier/stdout.txt", result.stdout)
