@@ -69,6 +69,7 @@ def main() -> None:
             guarded = f"{guarded_test_sh(handle.python)}exit $rc\n"
             unguarded = f"{guarded_test_sh(None)}exit $rc\n"
             trivial = "echo 1 > /logs/verifier/reward.txt\n"
+            root(handle, "mkdir -p /tests /logs/verifier")
             handle.write_text("/tests/test.sh", trivial, user="root")
             costs: dict[str, list[float]] = {k: [] for k in ("bash", "guarded", "unguarded", "cat", "kill+read", "one")}
             for _ in range(args.runs):
