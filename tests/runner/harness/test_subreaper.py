@@ -1,5 +1,6 @@
-"""The guard around tests/test.sh (agentbake/runner/harness/subreaper.py) run on this host's python, and how its report
-is read (`verifier.guard_from`). The whole verifier path in a sandbox is in test_verifier.py."""
+"""The guard around tests/test.sh (agentbake/runner/harness/subreaper.py) run on this host's python, how its report
+is read (`verifier.guard_from`), and the command without it. The attacks through whole rollouts are in
+test_verifier.py."""
 
 from __future__ import annotations
 
@@ -11,8 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from agentbake.runner import SandboxRequest
+from agentbake.runner.docker.backend import DockerBackend
 from agentbake.runner.harness import subreaper
-from agentbake.runner.harness.verifier import guard_from
+from agentbake.runner.harness.commands import root_test_sh
+from agentbake.runner.harness.upload import hand_over, tar_archive
+from agentbake.runner.harness.verifier import PROCESSES, Guard, guard_from, parse_reward_files, reward_from
 
 
 def guarded(script: str, *, env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[int, str, str]:
@@ -115,3 +120,27 @@ def test_what_the_guard_said(printed: str, exit_code: int | None, withheld: str 
     assert (guard.withheld is None, guard.unguarded is None) == (withheld is None, unguarded is None)
     assert withheld is None or guard.withheld.startswith(withheld), guard.withheld
     assert unguarded is None or unguarded in guard.unguarded
+
+
+@pytest.mark.docker
+def test_without_a_python_test_sh_runs_as_before_with_a_note(image: str, backend: DockerBackend) -> None:
+    """The whole root command in a sandbox: with the image's python guarded; with none, or one that cannot run,
+    test.sh runs once, unguarded (what it leaves is still stopped and killed), its reward counted, with a note."""
+    test_sh = "echo ran >> /logs/verifier/runs; echo 1 > /logs/verifier/reward.txt; exit 2\n"
+    with backend.create(SandboxRequest(image=image, rollout_id="subreaper-fallback")) as handle:
+        keep = " ".join(handle.exec(["sh", "-c", PROCESSES], user="root").stdout.split())
+        said = {}
+        for python in (handle.python, None, "/nonexistent/python"):
+            handle.exec("rm -rf /tests /logs && mkdir -p -m 700 /tests && mkdir -p /logs/verifier", user="root")
+            tests = hand_over(handle, tar_archive({"/tests/test.sh": test_sh.encode()}), "/root/t.tar", in_env=True)
+            command = root_test_sh("true", python).render()
+            ran = handle.exec(["sh", "-c", command.script, "sh", keep, tests.unpack()], envs=tests.envs, user="root")
+            parts = command.split(ran.stdout)
+            assert reward_from(parse_reward_files(parts["rewards"])) == 1.0
+            assert handle.exec("cat /logs/verifier/runs", user="root").stdout == "ran\n"  # once
+            said[python] = guard_from(parts["status"])
+    assert said[handle.python] == Guard(2)
+    assert (said[None].exit_code, said[None].withheld) == (2, None)
+    assert "the sandbox has no python" in said[None].unguarded
+    assert (said["/nonexistent/python"].exit_code, said["/nonexistent/python"].withheld) == (2, None)
+    assert "its python could not run the guard (exit 127)" in said["/nonexistent/python"].unguarded
