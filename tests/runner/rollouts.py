@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import docker
@@ -63,3 +66,20 @@ def leftovers(engine: docker.DockerClient, prefix: str) -> list[str]:
     ]
     found += [str(p) for p in Path(tempfile.gettempdir()).glob(f"agentbake-gw-{prefix}*")]
     return found
+
+
+@contextmanager
+def cpu_burners(count: int, seconds: float = 300) -> Iterator[None]:
+    """`count` busy loops on the host (`sh -c 'while :; do :; done'`), the load of a training batch beside the
+    sandboxes; ended on the way out, and by `timeout` after `seconds` whatever happens to this process."""
+    burners = [
+        subprocess.Popen(["timeout", "-s", "KILL", str(seconds), "sh", "-c", "while :; do :; done"])
+        for _ in range(count)
+    ]
+    try:
+        yield
+    finally:
+        for burner in burners:
+            burner.terminate()  # timeout passes it on to its loop
+        for burner in burners:
+            burner.wait()

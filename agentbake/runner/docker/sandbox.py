@@ -69,6 +69,7 @@ class DockerSandbox(SandboxHandle):
         self.home = image.home
         self.paths = dict(image.paths)
         self.git = image.git
+        self.python = image.python
         self.model_url = model_url
         self.rollout_id = rollout_id
         self._envs = dict(envs)

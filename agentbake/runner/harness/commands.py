@@ -20,14 +20,15 @@ from dataclasses import dataclass
 from agentbake.runner.harness.listeners import LISTENING
 from agentbake.runner.harness.toolchain import baseline_part
 from agentbake.runner.harness.verifier import (
+    GUARD_STATUS,
     KEEP_OWN,
     KILL_THE_REST,
     KILL_THEN_READ_REWARDS,
     PROCESSES,
     READ_REWARDS,
     STUCK,
-    TEST_SH_THEN_KILL,
     UNPACK_TESTS,
+    guarded_test_sh,
 )
 from agentbake.runner.harness.workdir import print_diff_command, restore_command
 
@@ -225,22 +226,30 @@ def after_agent(
     )
 
 
-def root_test_sh(pack: str) -> RootCommand:
-    """tests/ unpacked (`unpack`: the shell `$2`, exit 4 when it cannot be), test.sh as root and everything it
-    left stopped and killed (`test.sh`: its output), its exit status (`status`), the reward files described
-    (`rewards`; exit 3 when processes kept coming back), the verifier's logs packed (`pack`). $1: the sandbox's
-    own processes."""
+def root_test_sh(pack: str, python: str | None) -> RootCommand:
+    """tests/ unpacked (`unpack`: the shell `$2`, exit 4 when it cannot be), test.sh as root under the subreaper
+    wrapper run by `python` (`verifier.guarded_test_sh`) and everything it left stopped and killed (`test.sh`: its
+    output), what the wrapper said (`status`: `verifier.guard_from`), the reward files described (`rewards`; exit 3
+    when processes kept coming back), the verifier's logs packed (`pack`). $1: the sandbox's own processes."""
     return (
         RootCommand()
         .then("unpack", UNPACK_TESTS)
-        .then("test.sh", f"{TEST_SH_THEN_KILL}:")  # whatever test.sh and the kill did, the status part runs
-        .then("status", 'echo "$rc"')
+        .then("test.sh", f"{guarded_test_sh(python)}:")  # whatever test.sh and the kill did, the status part runs
+        .then("status", GUARD_STATUS)
         .then("rewards", STUCK + READ_REWARDS)
         .then("pack", pack)
     )
 
 
+def user_test_sh(python: str | None) -> RootCommand:
+    """The same for a test.sh run as another user (`[verifier] user`), as that user: test.sh under the wrapper (a
+    subreaper needs no privilege) and what it left stopped and killed (`test.sh`), what the wrapper said (`status`).
+    $1: the sandbox's own processes."""
+    return RootCommand().then("test.sh", f"{guarded_test_sh(python)}:").then("status", GUARD_STATUS)
+
+
 def kill_then_read(pack: str) -> RootCommand:
     """After a test.sh of another user, or one cut short: what is left killed and the reward files described
-    (`rewards`), the verifier's logs packed (`pack`). $1: the sandbox's own processes."""
+    (`rewards`: also the pids it found alive, `verifier.survivors`), the verifier's logs packed (`pack`). $1: the
+    sandbox's own processes."""
     return RootCommand().then("rewards", KILL_THEN_READ_REWARDS).then("pack", pack)

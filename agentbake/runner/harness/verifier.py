@@ -7,16 +7,18 @@ Everything the agent left is hostile input here. The harness (`steps.py`) runs t
    removed (and listed).
 1. `PROCESSES` at the start of the rollout, before any task code runs: the sandbox's own processes
    (init, the relay, a backend's daemon), the only ones allowed to outlive the verifier.
-2. `tests/test.sh`, then `KILL_THEN_READ_REWARDS`: every process that is not one of those, nor the
-   command itself, is killed (what test.sh or code it ran left behind cannot write the reward after it
-   ends), then both reward files are described without following a symlink. A test.sh run as root does
-   all of it in one command (`commands.root_test_sh`).
+2. `guarded_test_sh`: `tests/test.sh` under a child subreaper (`subreaper.py`) that tells, race-free,
+   whether a process test.sh started outlived it (`guard_from`: then its reward is withheld), then every
+   process that is not one of those, nor the command itself, stopped at once and killed; then
+   `KILL_THEN_READ_REWARDS` kills what is still there and describes both reward files without following a
+   symlink. A test.sh run as root does all of it in one command (`commands.root_test_sh`).
 3. `reward_from` applies Harbor's precedence: `reward.json` (its `reward`), then `reward.txt`; a verifier
    that wrote neither is a `verifier_error`, never a reward of 0.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import posixpath
@@ -24,6 +26,8 @@ import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from agentbake.runner.harness import subreaper
 
 # Harbor's contract with a task's verifier: its files under /tests, its reward under /logs/verifier.
 HARBOR_TESTS_DIR = "/tests"
@@ -55,30 +59,106 @@ done
 """Sets `$keep`: $1, the processes to keep (`pid:starttime`, space-separated), with this shell and its ancestors
 (the backend's exec chain, e.g. `timeout`). A non-root user kills only its own processes. Changes `$@`."""
 _NOT_KEPT = 'case $keep in *" $p "*) ;; *) [ -n "$all" ] || [ -O "$d" ] && left="$left ${p%:*}" ;; esac'
-KILL_THE_REST = f"""round=0 stuck=
+
+KILL_THE_REST = f"""round=0 stuck= found=
 while :; do
   left=
   {_EACH_PROCESS.format(body=_NOT_KEPT)}
   [ -z "$left" ] && break
+  [ "$round" = 0 ] && found=$left
   round=$((round + 1))
   [ "$round" -le {KILL_ROUNDS} ] || {{ stuck=$left; break; }}
   kill -KILL $left 2>/dev/null
 done
 """
-"""After `KEEP_OWN`: kills every process not kept; `$stuck`: the pids that kept coming back, if any."""
+"""After `KEEP_OWN`: kills every process not kept; `$stuck`: the pids that kept coming back, if any; `$found`: those
+of the first round."""
 
-# kill(-1) stops, in one system call, every process this user may signal (but init and this shell) the
-# moment test.sh has been reaped: a process that waits for that to rewrite the reward is frozen first
-# (measured: one polling every 10 ms won 4 races of 10 against a /proc scan alone, none against the stop).
-# test.sh is this shell's own child: it is reaped and everything else is stopped with nothing in between.
-TEST_SH_THEN_KILL = f"""{KEEP_OWN}bash {HARBOR_TESTS_DIR}/test.sh; rc=$?
-kill -STOP -1 2>/dev/null
+# test.sh runs under the subreaper wrapper (`subreaper.py`, on the sandbox's own python, `-I -S`): its exit status
+# says whether a process test.sh started outlived it, race-free; its report on fd 3, test.sh's status (and who).
+# A wrapper that could not become a subreaper (CANNOT), or a python that cannot run (126, 127), has not run test.sh:
+# it runs as before, unguarded. Either way kill(-1) then stops, in one system call, every process this user may signal
+# (but init and this shell), and everything left is killed, so nothing runs after the reward is read.
+_GUARDED = """exec 4>&1
+report=$({python} -I -S -c {source} bash {test_sh} 3>&1 >&4 4>&-); guard=$? rc=
+exec 4>&-
+case $guard in {cannot}|126|127) bash {test_sh}; rc=$? ;; esac
+"""
+_UNGUARDED = f"bash {HARBOR_TESTS_DIR}/test.sh; rc=$? guard=none report=\n"
+_SUBREAPER = shlex.quote(inspect.getsource(subreaper))
+GUARD_NONE = "none"
+"""The guard's status when the sandbox has no python to run the wrapper (test.sh ran as before, unguarded)."""
+
+
+def guarded_test_sh(python: str | None) -> str:
+    """`tests/test.sh` under the subreaper wrapper run by `python` (None: the sandbox has none; test.sh runs unguarded),
+    then in the same command every process it, or code it ran, left behind: stopped at once, killed, and the sandbox's
+    own processes (stopped too) continued. Sets $guard, $rc, $report for `GUARD_STATUS`. $1: `PROCESSES` of the
+    rollout's start."""
+    if python is None:
+        run = _UNGUARDED
+    else:
+        run = _GUARDED.format(
+            python=shlex.quote(python),
+            source=_SUBREAPER,
+            test_sh=f"{HARBOR_TESTS_DIR}/test.sh",
+            cannot=subreaper.CANNOT,
+        )
+    return f"""{KEEP_OWN}{run}kill -STOP -1 2>/dev/null
 {KILL_THE_REST}for p in $keep; do kill -CONT "${{p%:*}}" 2>/dev/null; done
 """
-RUN_TEST_SH = f"{TEST_SH_THEN_KILL}exit $rc\n"
-"""`tests/test.sh`, then in the same command every process it, or code it ran, left behind: stopped at
-once, killed, and the sandbox's own processes (stopped too) continued. $1: `PROCESSES` of the rollout's
-start."""
+
+
+GUARD_STATUS = 'printf "%s %s\\n%s\\n" "$guard" "$rc" "$report"'
+"""Prints what `guarded_test_sh` learnt, for `guard_from`: the guard's status and test.sh's (when it ran
+unguarded), then the wrapper's report."""
+
+
+@dataclass(frozen=True)
+class Guard:
+    """What the subreaper wrapper said of test.sh's end (`guard_from`)."""
+
+    exit_code: int | None
+    """test.sh's exit status (128 + N for signal N); None when the guard did not say."""
+    withheld: str | None = None
+    """Why the reward must not count: a process test.sh started outlived it (named), or the guard did not finish."""
+    unguarded: str | None = None
+    """Why test.sh ran without the guard (no python in the sandbox, or one that could not run it): a note."""
+
+
+def guard_from(printed: str) -> Guard:
+    """`GUARD_STATUS`'s lines as a `Guard`. Only the wrapper's exit status is trusted for the verdict (no other process
+    can set it); its report gives test.sh's status and the names, and must be exactly one well-formed line."""
+    first, _, report = printed.strip("\n").partition("\n")
+    guard, _, rc = first.partition(" ")
+    if guard == GUARD_NONE or guard in (str(subreaper.CANNOT), "126", "127"):
+        why = (
+            "the sandbox has no python (label dev.agentbake.python)"
+            if guard == GUARD_NONE
+            else (f"its python could not run the guard ({report or f'exit {guard}'})")
+        )
+        note = (
+            f"tests/test.sh ran without the guard that tells whether a process it started outlived it: {why}; a "
+            "process left behind was still stopped and killed the moment it ended, before the reward was read"
+        )
+        return Guard(int(rc) if rc.isdigit() else None, unguarded=note)
+    if guard == str(subreaper.CLEAN) and report.isdigit():
+        return Guard(int(report))
+    outlived = re.fullmatch(r"(\d+) (\d+) (\S+)", report) if guard == str(subreaper.OUTLIVED) else None
+    if outlived:
+        count, names = int(outlived[2]), outlived[3].replace(",", ", ")
+        return Guard(
+            int(outlived[1]),
+            withheld=f"{count} process{'es' if count != 1 else ''} that tests/test.sh started outlived it ({names}): "
+            "its reward is not counted, since a process left behind could have written it after test.sh ended; a "
+            "test.sh must stop every process it starts and wait for its end (`kill $pid; wait $pid`) before exiting",
+        )
+    return Guard(
+        None,
+        withheld=f"the guard around tests/test.sh did not finish (status {guard or '?'}, report {report[:200]!r}): "
+        "a process test.sh started may have stopped it, so its reward is not counted",
+    )
+
 
 _LOGS_PARENT = posixpath.dirname(HARBOR_VERIFIER_LOGS)
 STUCK = f"""[ -z "$stuck" ] || {{
@@ -96,9 +176,20 @@ for f in {REWARD_JSON} {REWARD_TXT}; do
   fi
 done
 """
-KILL_THEN_READ_REWARDS = f"{KEEP_OWN}{KILL_THE_REST}{STUCK}{READ_REWARDS}"
-"""As root after `RUN_TEST_SH`: kills what is left (processes of other users too; exit 3 when they keep
-coming back), then describes each reward file without following a symlink. $1: as for `RUN_TEST_SH`."""
+KILL_THEN_READ_REWARDS = f'{KEEP_OWN}{KILL_THE_REST}{STUCK}echo "survivors$found"\n{READ_REWARDS}'
+"""As root after `guarded_test_sh` (another user's test.sh, or one cut short): kills what is left (processes of
+other users too; exit 3 when they keep coming back) and lists the pids it found alive (`survivors`), then describes
+each reward file without following a symlink. $1: as for `guarded_test_sh`."""
+
+
+def survivors(stdout: str) -> list[str]:
+    """The pids `KILL_THEN_READ_REWARDS` found alive and killed (none after a test.sh that ended in time and stopped
+    what it left)."""
+    for line in stdout.splitlines():
+        if line.startswith("survivors"):
+            return line.removeprefix("survivors").split()
+    return []
+
 
 UNPACK_TESTS = f"""eval "$2" >&2 || {{ echo "could not unpack tests/ into {HARBOR_TESTS_DIR}" >&2; exit 4; }}"""
 """tests/ unpacked by the shell `$2` (`upload.HandedArchive.unpack`: in this shell, so the variables its archive

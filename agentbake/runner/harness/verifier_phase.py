@@ -3,11 +3,11 @@
 In the stop step's root command, the one that finds none of the agent's processes left (`clear_the_way`):
 the agent's links into /tests or /logs removed (and listed), /tests and /logs/verifier made fresh. Then here:
 tests/ handed to the command that unpacks it (in its environment, or written into the root-only scratch dir
-first when large: `upload.hand_over`) -> unpacked -> test.sh, with everything it left stopped and
-killed the moment it ends -> a root pass kills what is still there -> the reward read as Harbor does, without
-following a symlink; for a test.sh run as root, all of it one command (`commands.root_test_sh`),
-three with another `[verifier] user` (issue 17). The in-sandbox commands and the reward rules are in
-`verifier.py`; why each step is there is README.md's threat model.
+first when large: `upload.hand_over`) -> unpacked -> test.sh under its guard (`subreaper.py`: a process it
+started that outlived it withholds the reward), with everything it left stopped and killed the moment it ends
+-> a root pass kills what is still there -> the reward read as Harbor does, without following a symlink; for a
+test.sh run as root, all of it one command (`commands.root_test_sh`), three with another `[verifier] user`. The
+in-sandbox commands and the reward rules are in `verifier.py`; why each step is there is README.md's threat model.
 """
 
 from __future__ import annotations
@@ -30,12 +30,14 @@ from agentbake.runner.harness.verifier import (
     PROTECTED_ROOTS,
     REFUSED_HOSTS,
     REMOVE_ESCAPING_LINKS,
-    RUN_TEST_SH,
+    Guard,
     RewardError,
+    guard_from,
     network_failure,
     parse_reward_files,
     removed_links,
     reward_from,
+    survivors,
 )
 from agentbake.runner.result import Status
 from agentbake.runner.sandbox import ExecResult, SandboxHandle
@@ -104,7 +106,7 @@ class VerifierPhase:
         if self.network == "bridge":  # the agent is dead and its links into /tests are gone
             self.handle.connect_network()
         if user == "root":
-            result, ended = self._run_as_root({**envs, **archive.envs}, archive.unpack())
+            result, ended, guard = self._run_as_root({**envs, **archive.envs}, archive.unpack())
         else:
             give = f"{shlex.quote(str(owner))} {HARBOR_TESTS_DIR} {HARBOR_VERIFIER_LOGS}"
             self.root(  # /tests and the reward's folder are that user's (and root's) alone
@@ -113,25 +115,34 @@ class VerifierPhase:
                 cwd="/",
                 envs=archive.envs,
             )
-            result = self.handle.exec(
-                ["sh", "-c", RUN_TEST_SH, "sh", self.own_processes],
+            command = commands.user_test_sh(self.handle.python).render()
+            ran = self.handle.exec(
+                ["sh", "-c", command.script, "sh", self.own_processes],
                 envs=envs,
                 cwd=self.workdir,
                 timeout=self.task.verifier_timeout_sec,
                 user=user,
             )
+            result, guard = self._guarded(ran, command.split(ran.stdout))
             ended = self._kill_then_read_rewards()
+            left = survivors(ended.stdout)
+            if guard is not None and left:  # its own stop and kill left them: they could have printed the verdict
+                guard = replace(
+                    guard,
+                    withheld=f"processes (pids {' '.join(left)}) were still running after the [verifier] user's "
+                    "command had stopped and killed what tests/test.sh left: its reward is not counted",
+                )
         self.save("verifier/stdout.txt", result.stdout)
         self.save("verifier/stderr.txt", result.stderr)
-        self._judge(result, ended)
+        self._judge(result, ended, guard)
 
-    def _run_as_root(self, envs: Mapping[str, str], unpack: str) -> tuple[ExecResult, ExecResult]:
-        """tests/ unpacked (the shell `unpack`; its archive's variables, if any, in `envs`), test.sh as root, what
-        it left killed and the reward files described, in one command (`commands.root_test_sh`); returns test.sh's
-        result (its part's output) and the kill-and-read's, as the two commands of another user's test.sh would.
-        A command cut short (its deadline, a test.sh that kills it) is followed by the kill-and-read of its own,
-        as those are."""
-        command = commands.root_test_sh(self._pack_logs).render()
+    def _run_as_root(self, envs: Mapping[str, str], unpack: str) -> tuple[ExecResult, ExecResult, Guard | None]:
+        """tests/ unpacked (the shell `unpack`; its archive's variables, if any, in `envs`), test.sh as root under the
+        guard, what it left killed and the reward files described, in one command (`commands.root_test_sh`); returns
+        test.sh's result (its part's output), the kill-and-read's, and what the guard said (None when the command did
+        not get that far), as the commands of another user's test.sh would. A command cut short (its deadline, a
+        test.sh that kills it) is followed by the kill-and-read of its own, as those are."""
+        command = commands.root_test_sh(self._pack_logs, self.handle.python).render()
         both = self.handle.exec(
             ["sh", "-c", command.script, "sh", self.own_processes, unpack],
             envs=envs,
@@ -142,13 +153,19 @@ class VerifierPhase:
         parts = command.split(both.stdout)
         if "test.sh" not in parts and both.exit_code == 4:  # before test.sh: the unpack failed
             raise SandboxError(f"in sandbox {self.handle.sandbox_id}: {tail(both.stderr)}")
-        status = parts.get("status", "").strip()
-        if both.timed_out or "rewards" not in parts or not status.isdigit():
-            return both, self._kill_then_read_rewards()
+        result, guard = self._guarded(both, parts)
+        if both.timed_out or "rewards" not in parts or guard is None:
+            return result, self._kill_then_read_rewards(), guard
         self._take_logs(parts)
-        return ExecResult(int(status), parts["test.sh"], both.stderr), ExecResult(
-            both.exit_code, parts["rewards"], both.stderr
-        )
+        return result, ExecResult(both.exit_code, parts["rewards"], both.stderr), guard
+
+    @staticmethod
+    def _guarded(ran: ExecResult, parts: Mapping[str, str]) -> tuple[ExecResult, Guard | None]:
+        """test.sh's result out of the command that ran it (`test.sh`: its output; its exit status as the guard
+        said), and what the guard said (`status`), None when the command ended before saying it."""
+        guard = guard_from(parts["status"]) if "status" in parts else None
+        exit_code = guard.exit_code if guard is not None and guard.exit_code is not None else ran.exit_code
+        return replace(ran, exit_code=exit_code, stdout=parts.get("test.sh", ran.stdout)), guard
 
     def _kill_then_read_rewards(self) -> ExecResult:
         """What a timed-out test.sh left, and what any user but root left, dies here; the reward is read after (and
@@ -195,7 +212,7 @@ class VerifierPhase:
         """Where tests/'s archive is written when it does not ride in the environment."""
         return f"{self.private}/tests.tar"
 
-    def _judge(self, result: ExecResult, ended: ExecResult) -> None:
+    def _judge(self, result: ExecResult, ended: ExecResult, guard: Guard | None) -> None:
         task = self.task
         if result.timed_out:
             self.outcome.fail(Status.VERIFIER_TIMEOUT, f"tests/test.sh ran past {task.verifier_timeout_sec:g} s")
@@ -203,6 +220,17 @@ class VerifierPhase:
         self.outcome.verifier_exit_code = result.exit_code
         if ended.exit_code != 0:
             self.outcome.fail(Status.VERIFIER_ERROR, f"after tests/test.sh: {tail(ended.stderr or ended.stdout)}")
+            return
+        if guard is None:
+            guard = Guard(
+                None,
+                withheld=f"the command that ran tests/test.sh ended (exit {result.exit_code}) before "
+                "its guard said whether a process test.sh started outlived it: its reward is not counted",
+            )
+        if guard.unguarded:
+            self.outcome.notes.append(guard.unguarded)
+        if guard.withheld:  # the reward that is there may not be test.sh's
+            self.outcome.fail(Status.VERIFIER_ERROR, guard.withheld)
             return
         offline = self._offline(result.stdout + "\n" + result.stderr)
         try:

@@ -243,6 +243,7 @@ class RemoteSandbox(SandboxHandle):
         self.user = facts.user
         self.home = ""  # asked from the sandbox by RemoteBackend.adopt
         self.paths = dict(facts.paths)
+        self.python = facts.python
         self.model_url = model_url
         self.rollout_id = rollout_id
         self.killed = False

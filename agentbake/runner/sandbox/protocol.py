@@ -134,6 +134,9 @@ class SandboxHandle(abc.ABC):
     None when the backend cannot measure them."""
     git: str = "git"
     """The git the harness snapshots and diffs the workdir with (a task image's: the agent bundle's)."""
+    python: str | None = None
+    """The sandbox's own python (label `dev.agentbake.python`; a task image's: the agent bundle's, read-only), which
+    runs the guard around tests/test.sh (`harness/subreaper.py`); None when the image has none."""
 
     @abc.abstractmethod
     def exec(

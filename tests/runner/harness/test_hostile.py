@@ -147,7 +147,8 @@ def test_copy_out_attacks_are_cut_with_notes_and_cost_the_host_little(
     log = (loud.out_dir / "agent" / "oracle.log").stat().st_size
     assert log == budget.file_bytes  # the tee'd copy in the agent-log dir, cut at the per-file cap
     assert any("oracle.log: 1073741824 bytes, cut at" in note for note in loud.notes)
-    assert all(not leftovers(engine, name) for name in COPY_OUT)
+    left = {name: leftovers(engine, name) for name in COPY_OUT}
+    assert not any(left.values()), left
 
 
 BREAKS_ITS_SANDBOX = {

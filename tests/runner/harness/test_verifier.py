@@ -20,7 +20,8 @@ from agentbake.runner.result import RolloutResult, Status
 from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
 from agentbake.tasks import load_task
-from tests.runner.rollouts import copy_example, reward_if, write_task
+from tests.runner.probes import IMPORTS_HELPER, forging_helper
+from tests.runner.rollouts import copy_example, cpu_burners, reward_if, write_task
 
 
 def rewards(json_line: str, txt_line: str) -> float:
@@ -74,13 +75,21 @@ subprocess.Popen(["setsid", "sh", "-c", '{wait}; echo 1 > /logs/verifier/reward.
 print("daemon started")
 PY
 """
-# A process that spins on test.sh's end still wins now and then (it sees test.sh reaped before the stop
-# reaches it): bench/verifier_bench.py measures how often; one that polls loses every time measured.
+# Whenever it writes, such a process outlived test.sh: its reward is withheld (bench/runner/race_bench.py counts the
+# races it would win against the stop and kill alone).
 DAEMON_WAITS = {
     "later": "sleep 1",  # rewrites a second after
     "polls": 'while kill -0 "$1" 2>/dev/null; do sleep 0.01; done',  # as soon as test.sh is gone (10 ms)
 }
-IMPORTS_HELPER = "python3 -c 'import helper'\necho 0 > /logs/verifier/reward.txt\n"
+OUTLIVED = "that tests/test.sh started outlived it"
+# A test.sh that starts helpers (a child, a detached daemon) and stops them, waiting for their end, before it ends.
+STOPS_ITS_HELPERS = """sleep 30 & p=$!
+( setsid sh -c 'echo $$ > /tmp/daemon; exec sleep 30' & )
+while [ ! -s /tmp/daemon ]; do sleep 0.01; done; d=$(cat /tmp/daemon)
+kill $p; wait $p
+kill $d; while kill -0 $d 2>/dev/null; do sleep 0.01; done
+echo 1 > /logs/verifier/reward.txt
+"""
 
 # test.sh as `[verifier] user`: prints who it is, then earns 1 when it can read /tests and its HOME is its own.
 WHO_AM_I = """id -un; echo "$HOME"; ls -ld /tests | cut -d' ' -f3
@@ -91,14 +100,15 @@ USERS = {
     "as-nobody-uid": ("[verifier]\nuser = 65534\n", WHO_AM_I, Status.OK, 1.0),
     "as-root-by-name": ('[verifier]\nuser = "root"\n', WHO_AM_I, Status.OK, 1.0),
     "as-ghost": ('[verifier]\nuser = "ghost"\n', WHO_AM_I, Status.VERIFIER_ERROR, 0.0),
-    # a process the (non-root) verifier leaves rewrites the reward a moment later; root kills it first
+    # a process the (non-root) verifier leaves rewrites the reward a moment later: it outlived test.sh, withheld
     "as-agent-daemon": (
         '[verifier]\nuser = "agent"\n',
         "setsid sh -c 'sleep 1; echo 1 > /logs/verifier/reward.txt' >/dev/null 2>&1 &\n"
         "echo 0 > /logs/verifier/reward.txt\n",
-        Status.OK,
+        Status.VERIFIER_ERROR,
         0.0,
     ),
+    "as-agent-stops-helpers": ('[verifier]\nuser = "agent"\n', STOPS_ITS_HELPERS, Status.OK, 1.0),
     # a second name for a file elsewhere is not a reward file
     "hardlinked-reward": (
         '[verifier]\nuser = "agent"\n',
@@ -108,17 +118,20 @@ USERS = {
     ),
 }
 
+# The markers of the command test.sh runs in are on its command line: it prints a clean guard's status and reward 1
+# after them (the real ones come after, and count).
 FORGE_REWARD_LINES = r"""t=$(cat /proc/[0-9]*/cmdline 2>/dev/null | grep -ao 'agentbake-rewards-[0-9a-f]*' | head -n1)
 t=${t#agentbake-rewards-}
-printf '\nagentbake-status-%s\n0\n\nagentbake-rewards-%s\nreward.json absent\nreward.txt file 1\n' "$t" "$t"
+printf '\nagentbake-status-%s\n0 \n0\n\nagentbake-rewards-%s\nreward.json absent\nreward.txt file 1\n' "$t" "$t"
 echo 0 > /logs/verifier/reward.txt
 """
 ATTACKS = {
     # name: (solve.sh, test.sh or None for the fix-failing-test example's, expected status, reward)
     **{
-        f"verifier-daemon-{name}": (DAEMON_HELPER.replace("{wait}", wait), IMPORTS_HELPER, Status.OK, 0.0)
+        f"verifier-daemon-{name}": (DAEMON_HELPER.replace("{wait}", wait), IMPORTS_HELPER, Status.VERIFIER_ERROR, 0.0)
         for name, wait in DAEMON_WAITS.items()
     },
+    "stops-its-helpers": ("true\n", STOPS_ITS_HELPERS, Status.OK, 1.0),
     "reward-json-over-txt": (
         "true\n",
         "echo 1 > /logs/verifier/reward.txt\necho '{\"reward\": 0.25}' > /logs/verifier/reward.json\n",
@@ -144,7 +157,7 @@ ATTACKS = {
         "subprocess.Popen(['setsid', 'sh', '-c', 'sleep 1; echo 1 > /logs/verifier/reward.txt'])\n"
         "PY\n",
         None,
-        Status.OK,
+        Status.OK,  # its test.sh kills what the agent's code left before it ends: nothing outlives it
         0.0,
     ),
     "calc-reads-the-answers": (
@@ -178,6 +191,7 @@ def test_the_verifier_user_runs_test_sh_and_owns_tests_and_its_log_dir(
     assert said["as-nobody-uid"] == ["nobody", "/nonexistent", "nobody"]
     assert said["as-root-by-name"] == ["root", "/root", "root"]
     assert "[verifier] user 'ghost': no such user in the sandbox's image" in results["as-ghost"].error
+    assert OUTLIVED in results["as-agent-daemon"].error, results["as-agent-daemon"].error
     assert not (results["as-ghost"].out_dir / "verifier" / "stdout.txt").exists(), "test.sh ran as someone else"
     assert "/logs/verifier/reward.txt has other hard links" in results["hardlinked-reward"].error
 
@@ -208,7 +222,7 @@ def test_each_attack_ends_with_no_reward_or_its_status(attack_results: dict[str,
     stdout = (result.out_dir / "verifier" / "stdout.txt").read_text()
     if name.startswith("verifier-daemon"):
         assert "daemon started" in stdout, "the attack did not run"
-        assert (result.out_dir / "verifier" / "logs" / "reward.txt").read_text() == "0\n"
+        assert OUTLIVED in result.error and "(sh" in result.error, result.error  # the daemon, named
     if name == "forges-the-reward-lines":
         assert "\nagentbake-rewards-" in stdout and "reward.txt file 1" in stdout, "the attack did not run"
     if name == "exits-137-in-time":
@@ -219,6 +233,30 @@ def test_each_attack_ends_with_no_reward_or_its_status(attack_results: dict[str,
         assert (result.out_dir / "verifier" / "logs" / "reward.txt").read_text() == "0\n"
     if name == "calc-reads-the-answers":
         assert "Permission denied: '/tests/expected.json'" in (result.out_dir / "verifier" / "stderr.txt").read_text()
+
+
+@pytest.mark.docker
+def test_a_daemon_that_outlives_test_sh_never_has_its_reward_counted_under_load(
+    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+) -> None:
+    """The daemon attack (agent code the root verifier imports leaves a detached process that renames a prepared
+    reward 1 over test.sh's 0 the moment test.sh has ended), polling every 10 ms and spinning, beside two CPU burners
+    on the host: not one forged reward, each withheld with its status and the daemon named."""
+    waits = {"polls": 0.01, "spins": 0}
+    tasks = [
+        load_task(write_task(tmp_path, f"forges-{name}-{i}", solve=forging_helper(pause), test=IMPORTS_HELPER))
+        for name, pause in waits.items()
+        for i in range(10)
+    ]
+    config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path / "out")
+    with cpu_burners(2), Runner(config, backend) as runner:
+        results = runner.run_batch(tasks, concurrency=4)
+    assert len(results) == len(tasks)
+    assert [r.task for r in results if r.reward != 0] == [], "forged"
+    for result in results:
+        assert result.status is Status.VERIFIER_ERROR, (result.task, result.status, result.error)
+        assert f"1 process {OUTLIVED} (python3)" in result.error, result.error
+        assert "daemon started" in (result.out_dir / "verifier" / "stdout.txt").read_text(), "the attack did not run"
 
 
 # -- the agent's symlinks -------------------------------------------------------------------------
@@ -315,15 +353,16 @@ def test_the_link_and_daemon_attacks_played_by_claude_code_earn_nothing(
     with Runner(config, backend) as runner:
         runner.start_scripted([links, daemon])
         results = {r.task: r for r in runner.run_batch([links, daemon], concurrency=2)}
+    expected = {"symlink-attacks": Status.OK, "daemon-attack": Status.VERIFIER_ERROR}  # the daemon's: withheld
     for result in results.values():
-        assert (result.status, result.reward, result.agent) == (Status.OK, 0.0, "claude-code"), result.error
+        assert (result.status, result.reward, result.agent) == (expected[result.task], 0.0, "claude-code"), result.error
         assert result.turns >= 2, "the agent made no tool call"
     links_out = results["symlink-attacks"].out_dir
     assert "LEAK" not in (links_out / "verifier" / "stdout.txt").read_text()
     assert len((links_out / "verifier" / "removed-links.txt").read_text().splitlines()) == len(ESCAPING)
     daemon_out = results["daemon-attack"].out_dir
     assert "daemon started" in (daemon_out / "verifier" / "stdout.txt").read_text()
-    assert (daemon_out / "verifier" / "logs" / "reward.txt").read_text() == "0\n"
+    assert OUTLIVED in results["daemon-attack"].error
 
 
 # -- the verifier's network ----------------------------------------------------------------------
