@@ -85,7 +85,9 @@ def test_no_example_task_is_forgeable(tag: str, group: str) -> None:
         assert lines[(task, "nothing")]["reward"] == 0 and lines[(task, "solution")]["reward"] == 1, task
         for name in exploits:
             line = lines[(task, name)]
-            assert not line["forged"] and line["status"] == "ok", line
+            # a root agent's startup hooks are caught before test.sh runs: the reward is withheld, not scored
+            held = line["status"] == "verifier_error" and line["reward"] is None and "toolchain" in line["error"]
+            assert not line["forged"] and (line["status"] == "ok" or held), line
 
 
 TRUSTING_FORGED = ("import-exit", "conftest-pass", "pytest-config", "shadow-stdlib")

@@ -32,6 +32,8 @@ from agentbake.runner.sandbox.output import CappedOutput
 READ_MAX_BYTES = 64 * 1024 * 1024
 """Largest file `read_bytes` returns (reward files, the diff, /etc/passwd); a larger one is an error."""
 _ARCHIVE_CHUNK = 1024 * 1024
+_CHANGE_KINDS = {0: "changed", 1: "added", 2: "deleted"}
+"""The engine's `Kind` of a diff entry."""
 # Creates the missing parents of $1 (shallowest first) and gives only those to $2 (uid:gid).
 _MKDIRS = 't=$1; o=$2; set --; while [ ! -e "$t" ]; do set -- "$t" "$@"; t=${t%/*}; t=${t:-/}; done; '
 _MKDIRS += '[ $# -eq 0 ] || { mkdir -- "$@" && chown "$o" -- "$@"; }'
@@ -216,6 +218,14 @@ class DockerSandbox(SandboxHandle):
         except docker.errors.DockerException as exc:
             raise self._error("measure the disk use of", exc) from None
         return int(found[0].get("SizeRw") or 0) if found else None
+
+    def changed_files(self) -> list[tuple[str, str]] | None:
+        """The engine's diff of the container's writable layer against its image."""
+        try:
+            changes = self._api.diff(self.sandbox_id) or []
+        except docker.errors.DockerException as exc:
+            raise self._error("list the changed files of", exc) from None
+        return [(_CHANGE_KINDS.get(change["Kind"], "changed"), change["Path"]) for change in changes]
 
     def restart(self) -> None:
         """SIGKILL to the container's init ends every process in it; the container then starts again with its

@@ -298,9 +298,7 @@ class Harness:
             self.agent_uid,
             diff=f"cd {shlex.quote(self.workdir)} && {self._diff_command}",
             diff_file=self._diff_file,
-            toolchain=toolchain.check_part(self.private, self.toolchain)
-            if isinstance(self.toolchain, toolchain.Baseline)
-            else toolchain.unchecked_part(self.toolchain),
+            toolchain=self._toolchain_check(),
             clear_the_way=clear_the_way(self.private, since=self.agent_started),
             pack=self.packed.pack(agent_logs),
         )
@@ -324,6 +322,8 @@ class Harness:
         self.services = parse_services(printed.get("services", ""), printed.get("ports", ""))
         note_removed_links(printed.get("links", ""), self.outcome, self._save)
         self._judge_toolchain(printed.get("toolchain"))
+        if self.agent_uid == "0" and self.verifier_mode == "shared" and not self.toolchain_changed:
+            self._judge_harness_tools()
         if stopped.restarted:
             self.outcome.notes.append(stopped.restarted)
             # init and the relay started anew: they are the processes that outlive test.sh now
@@ -336,10 +336,19 @@ class Harness:
             self.diff = printed_diff(inline.strip())
         self.diff_exit = made.strip()
 
+    def _toolchain_check(self) -> str:
+        """The stop step's check of the verifier's toolchain; none in separate mode, whose verifier runs in a fresh
+        sandbox of the image, where nothing the agent changed exists."""
+        if self.verifier_mode == "separate":
+            return ":"
+        if isinstance(self.toolchain, toolchain.Baseline):
+            return toolchain.check_part(self.private, self.toolchain)
+        return toolchain.unchecked_part(self.toolchain)
+
     def _judge_toolchain(self, printed: str | None) -> None:
         """Withhold the reward, and skip the verifier, when the stop step found the verifier's toolchain changed
         (`toolchain.judge`): test.sh would run the agent's code as root, so its reward could be anything."""
-        if printed is None:  # the part did not run: the stop step failed, which is the rollout's failure already
+        if printed is None or self.verifier_mode == "separate":  # None: the stop step failed, the rollout with it
             return
         verdict = toolchain.judge(printed, root_agent=self.agent_uid == "0")
         if verdict.listing:
@@ -349,6 +358,17 @@ class Harness:
         if verdict.withheld:
             self.toolchain_changed = True
             self.outcome.fail(Status.VERIFIER_ERROR, verdict.withheld, decisive=True)
+
+    def _judge_harness_tools(self) -> None:
+        """Withhold the reward when a root agent changed what the harness's own steps run on (`awk`, `sh`, the
+        loader): those steps, the check above included, could then say anything. The engine's list of changed
+        files is asked, which nothing in the sandbox can forge."""
+        changed = self.handle.changed_files()
+        found = toolchain.harness_tools_changed(changed) if changed is not None else []
+        if found:
+            self._save("verifier/harness-tools.txt", "".join(f"{line}\n" for line in found))
+            self.toolchain_changed = True
+            self.outcome.fail(Status.VERIFIER_ERROR, toolchain.describe_harness_tools(found), decisive=True)
 
     def _save_diff(self) -> None:
         """Save the diff the stop step made (as it printed it when small, else read from its file); when the stop

@@ -224,6 +224,11 @@ class SandboxHandle(abc.ABC):
         the backend cannot tell."""
         return None
 
+    def changed_files(self) -> list[tuple[str, str]] | None:
+        """The sandbox's files that differ from its image, as its engine sees them: (`added`, `changed` or
+        `deleted`, path), a list no process inside the sandbox can forge; None when the backend cannot tell."""
+        return None
+
     def restart(self) -> None:
         """Kill every process in the sandbox and start it again with its files as they are: the way out when a
         fork loop holds every process slot, so no command can start. SandboxError when the backend cannot."""

@@ -74,7 +74,7 @@ def task_image(
         yield runner.images.resolve(load_task(root))
     for image in engine.images.list(filters={"label": "dev.agentbake.task.name=toolchain-debian"}):
         engine.images.remove(image.id, force=True)
-    for name in ("toolchain-forged", "toolchain-honest"):
+    for name in ("toolchain-forged", "toolchain-honest", "toolchain-blinded"):
         for image in engine.images.list(filters={"label": f"dev.agentbake.task.name={name}"}):
             engine.images.remove(image.id, force=True)
     for image in engine.images.list(name="agentbake-task/toolchain-debian"):
@@ -144,6 +144,15 @@ ATTACKS = {
         {("changed", "/usr/bin/grep")},
     ),
     "perl removed": ("rm /usr/bin/perl", {("gone", "/usr/bin/perl")}),
+    "an alternative pointed at another packaged command": (
+        "ln -sf /usr/bin/true /etc/alternatives/which",  # awk itself blinds this check: the engine's list tells
+        {("changed", "/etc/alternatives/which")},
+    ),
+    "a preload in the locale file PAM reads": (
+        "printf 'LANG=C.UTF-8\\nLD_PRELOAD=/opt/evil.so\\n' > /etc/default/locale",
+        {("hook", "/etc/default/locale")},
+    ),
+    "a locale named by a path": ("echo LC_ALL=/opt/evil > /etc/default/locale", {("hook", "/etc/default/locale")}),
 }
 
 
@@ -191,12 +200,20 @@ def test_what_an_honest_root_solution_does_is_not_flagged(catalog_sandbox: Docke
     v2 = _deb(
         "abprobe", "2.0", {"/usr/bin/abprobe": "two\n", "/usr/lib/abprobe/data": "2"}, {"/usr/bin/abprobe-l": "abprobe"}
     )
-    # Installed in the image, before the agent: its files are part of the baseline.
-    assert sandbox.exec(f"set -e\n{v1}\n{v2}\ndpkg -i /tmp/abprobe_1.0.deb", user="root").exit_code == 0
+    pager = _deb("abless", "1.0", {"/usr/bin/abless": "less\n"}, {})
+    # Installed in the image, before the agent: its files and its alternative are part of the baseline.
+    image = f"set -e\n{v1}\n{v2}\n{pager}\ndpkg -i /tmp/abprobe_1.0.deb\n"
+    image += "update-alternatives --install /usr/bin/abpager abpager /usr/bin/abprobe 50 >/dev/null"
+    assert sandbox.exec(image, user="root").exit_code == 0
     sandbox.write_bytes("/tmp/tinypkg-1.0-py3-none-any.whl", _wheel())
     honest = (
         "dpkg -i /tmp/abprobe_2.0.deb >/dev/null\n"  # an upgrade: existing files replaced by the package's new ones
         '[ "$(cat /usr/bin/abprobe)" = two ]\n'
+        # a new package that takes over an alternative, as installing less makes it the pager
+        "dpkg -i /tmp/abless_1.0.deb >/dev/null\n"
+        "update-alternatives --install /usr/bin/abpager abpager /usr/bin/abless 77 >/dev/null\n"
+        '[ "$(readlink -f /usr/bin/abpager)" = /usr/bin/abless ]\n'
+        "ln -s ../locale.conf /etc/default/locale\n"  # systemd's install links it to a file that is not there
         "useradd -m webuser\n"
         "mkdir -p /etc/nginx/conf.d && echo 'server {}' > /etc/nginx/conf.d/site.conf\n"
         "python3 -m zipfile -e /tmp/tinypkg-1.0-py3-none-any.whl /usr/local/lib/python3.11/dist-packages\n"
@@ -279,3 +296,54 @@ def test_a_root_oracle_that_replaces_a_command_of_the_verifier_gets_no_reward(
     assert not (tmp_path / "out" / bad.rollout_id / "verifier" / "stdout.txt").exists()  # it never ran
     assert (tmp_path / "out" / bad.rollout_id / "verifier" / "toolchain.txt").read_text() == "changed /usr/bin/grep\n"
     assert (good.status, good.reward) == (Status.OK, 1.0), good.error
+
+
+def test_the_engines_list_names_a_change_of_what_the_harness_runs_on() -> None:
+    changes = [
+        ("changed", "/etc/alternatives/awk"),  # awk pointed elsewhere: the check above runs on it
+        ("added", "/usr/local/bin/find"),  # put first on PATH
+        ("changed", "/usr/bin/dash"),
+        ("added", "/usr/local/lib/libc.so.6"),
+        ("added", "/etc/ld.so.preload"),
+        ("deleted", "/usr/bin"),
+        ("changed", "/usr/lib/x86_64-linux-gnu/libselinux.so.1"),
+    ]
+    honest = [
+        ("changed", "/etc/alternatives/pager"),  # a new less becomes the pager
+        ("added", "/usr/bin/gawk"),  # installed, not (yet) awk
+        ("added", "/usr/bin/nginx"),
+        ("changed", "/usr/bin"),  # a folder whose entries changed
+        ("added", "/usr/lib/x86_64-linux-gnu/libcrypto.so.3"),
+        ("changed", "/etc/ld.so.cache"),
+        ("added", "/app/sh"),  # not on PATH
+    ]
+    found = toolchain.harness_tools_changed(changes + honest)
+    assert found == [f"{path} ({kind})" for kind, path in changes]
+    assert "/etc/alternatives/awk (changed)" in toolchain.describe_harness_tools(found)
+
+
+def test_a_root_agent_that_blinds_the_check_gets_no_reward_in_shared_mode_and_its_own_in_separate(
+    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+) -> None:
+    """awk pointed at `true` makes the check in the sandbox print nothing; with cmp replaced by `exit 0` test.sh
+    would pass. The engine's list of changed files names awk: the reward is withheld. In separate mode the verifier
+    runs in a fresh sandbox of the image, where neither change exists: test.sh's own verdict, 0."""
+    test = reward_if("echo solved | cmp -s - /app/answer")
+    solve = "ln -sf /usr/bin/true /etc/alternatives/awk\nprintf '#!/bin/sh\\nexit 0\\n' > /usr/bin/cmp\n"
+    blinded = write_task(tmp_path, "toolchain-blinded", solve=solve, test=test)
+    (blinded / "environment").mkdir()
+    (blinded / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    results = {}
+    for mode in ("shared", "separate"):
+        config = RunnerConfig(
+            image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path / mode, verifier_mode=mode
+        )
+        with Runner(config, backend) as runner:
+            results[mode] = runner.run(load_task(blinded))
+    shared, separate = results["shared"], results["separate"]
+    assert (shared.status, shared.reward) == (Status.VERIFIER_ERROR, 0.0)
+    assert "what the harness's own steps run on: /etc/alternatives/awk (changed)" in (shared.error or ""), shared.error
+    assert "/usr/bin/cmp" not in (shared.error or "")  # named by the check in the sandbox, which awk blinded
+    listed = (tmp_path / "shared" / shared.rollout_id / "verifier" / "harness-tools.txt").read_text()
+    assert listed == "/etc/alternatives/awk (changed)\n"
+    assert (separate.status, separate.reward) == (Status.OK, 0.0), separate.error
