@@ -86,7 +86,7 @@ def test_no_example_task_is_forgeable(tag: str, group: str) -> None:
         for name in exploits:
             line = lines[(task, name)]
             # a root agent's startup hooks are caught before test.sh runs: the reward is withheld, not scored
-            held = line["status"] == "verifier_error" and line["reward"] is None and "toolchain" in line["error"]
+            held = line["status"] == "verifier_error" and not line["reward"] and "toolchain" in line["error"]
             assert not line["forged"] and (line["status"] == "ok" or held), line
 
 

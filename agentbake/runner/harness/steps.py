@@ -364,11 +364,26 @@ class Harness:
         loader): those steps, the check above included, could then say anything. The engine's list of changed
         files is asked, which nothing in the sandbox can forge."""
         changed = self.handle.changed_files()
-        found = toolchain.harness_tools_changed(changed) if changed is not None else []
+        if changed is None:
+            return
+        commands = self._image_commands() if toolchain.adds_commands(changed) else frozenset()
+        found = toolchain.harness_tools_changed(changed, commands)
         if found:
             self._save("verifier/harness-tools.txt", "".join(f"{line}\n" for line in found))
             self.toolchain_changed = True
             self.outcome.fail(Status.VERIFIER_ERROR, toolchain.describe_harness_tools(found), decisive=True)
+
+    def _image_commands(self) -> frozenset[str] | None:
+        """The command names the image had on PATH, from the snapshot step's list read through the engine and
+        checked against the md5 the harness kept; None when it cannot be had or trusted."""
+        if not isinstance(self.toolchain, toolchain.Baseline):
+            return None
+        try:
+            listed = self.handle.read_bytes(f"{self.private}/toolchain-baseline")
+            named = self.handle.read_bytes(f"{self.private}/toolchain-named")
+        except (OSError, SandboxError):
+            return None
+        return toolchain.image_commands(listed, named, self.toolchain)
 
     def _save_diff(self) -> None:
         """Save the diff the stop step made (as it printed it when small, else read from its file); when the stop

@@ -33,6 +33,7 @@ agent could write such a RECORD line too: that forgery is left to the audit (`ag
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
 from dataclasses import dataclass
@@ -340,17 +341,40 @@ _LOADER_NAMES = re.compile(r"libc\.so\.6|ld-linux[^/]*\.so\.[0-9]+")
 """The loader and libc: flagged wherever one is changed, removed or added (no honest install adds another)."""
 
 
-def harness_tools_changed(changes: list[tuple[str, str]]) -> list[str]:
+def adds_commands(changes: list[tuple[str, str]]) -> bool:
+    """Whether the engine's list adds a file named like a command the harness runs to a PATH folder: a new
+    command, or one put before the image's (`harness_tools_changed` needs `image_commands` then)."""
+    return any(kind == "added" and _on_path(path) for kind, path in changes)
+
+
+def image_commands(listed: bytes, named: bytes, baseline: Baseline) -> frozenset[str] | None:
+    """The command names the image had in PATH folders, from the snapshot step's list (`baseline_part`'s two files,
+    read through the engine); None when their md5 is not the one the harness kept (a root agent rewrote them)."""
+    if hashlib.md5(listed + named).hexdigest() != baseline.md5:
+        return None
+    names = set()
+    for line in listed.decode("utf-8", "surrogateescape").splitlines():
+        folder, _, name = line.rpartition("/")
+        if (folder or "/") in PATH_DIRS:
+            names.add(name)
+    return frozenset(names)
+
+
+def harness_tools_changed(changes: list[tuple[str, str]], commands: frozenset[str] | None) -> list[str]:
     """The entries of the engine's list of changed files (`SandboxHandle.changed_files`) that touch what the
-    harness's own root steps run on: a root agent that changed one could make every later step lie, this check
-    in the sandbox included, so the engine's list, which it cannot forge, is asked."""
+    harness's own root steps run on. A root agent that changed one could make every later step lie, this check in
+    the sandbox included, so the engine's list, which it cannot forge, is asked. `commands`: the names the image
+    had on PATH (`image_commands`), so that a new command is told from one put before the image's (None: every
+    added one counts)."""
     found = []
     for kind, path in changes:
         folder, _, name = path.rpartition("/")
         folder = folder or "/"
+        shadows = kind != "added" or commands is None or name in commands
         if (
             path == "/etc/ld.so.preload"
-            or ((folder in PATH_DIRS or folder == "/etc/alternatives") and name in HARNESS_TOOLS)
+            or (_on_path(path) and shadows)
+            or (folder == "/etc/alternatives" and name in HARNESS_TOOLS)
             or (folder in PATH_DIRS and name in _IMPLEMENTATIONS and kind != "added")
             or (_HARNESS_LIBS.fullmatch(name) and kind != "added")
             or _LOADER_NAMES.fullmatch(name)
@@ -358,6 +382,12 @@ def harness_tools_changed(changes: list[tuple[str, str]]) -> list[str]:
         ):
             found.append(f"{path} ({kind})")
     return found
+
+
+def _on_path(path: str) -> bool:
+    """A path in a PATH folder named like a command the harness runs."""
+    folder, _, name = path.rpartition("/")
+    return (folder or "/") in PATH_DIRS and name in HARNESS_TOOLS
 
 
 def describe_harness_tools(found: list[str], *, most: int = 8) -> str:
