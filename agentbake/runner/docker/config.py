@@ -34,11 +34,21 @@ class DockerConfig(BaseModel):
     pids_limit: int = Field(default=1024, ge=16)
     """Most processes (threads count) the sandbox may hold at once: a fork bomb stops there."""
 
-    root_capabilities: tuple[str, ...] = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID")
+    root_capabilities: tuple[str, ...] = (
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "FOWNER",
+        "KILL",
+        "SETGID",
+        "SETUID",
+        "SYS_CHROOT",
+        "NET_BIND_SERVICE",
+    )
     """Capabilities left after `cap_drop=ALL`, usable only by root's processes (setup.sh, the verifier,
     the forwarder): own and write the agent's files, stop its processes, and drop to another user
-    (`setpriv`, `runuser`: a verifier runs the agent's code as the agent's user, not as root). The
-    agent's user runs with no-new-privileges and holds none of them."""
+    (`setpriv`, `runuser`: a verifier runs the agent's code as the agent's user, not as root), and what a root
+    agent's services need of Docker's defaults (`sshd`'s privilege separation chroots; a web server on port 80).
+    The agent's user runs with no-new-privileges and holds none of them."""
 
     user: str | None = None
     """Run the agent's commands as this user instead of the image's (label `dev.agentbake.user`, else

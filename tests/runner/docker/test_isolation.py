@@ -26,7 +26,8 @@ from tests.resources import Peak
 from tests.runner.probes import STILL_OPEN
 
 SECRET = "sk-isolation-test-4f1d9c2b7e"
-CAPS_OF_ROOT = 0xEB  # CHOWN(0) DAC_OVERRIDE(1) FOWNER(3) KILL(5) SETGID(6) SETUID(7): root_capabilities
+CAPS_OF_ROOT = 0x404EB  # CHOWN(0) DAC_OVERRIDE(1) FOWNER(3) KILL(5) SETGID(6) SETUID(7) NET_BIND_SERVICE(10)
+# SYS_CHROOT(18): root_capabilities
 
 # Run by the image's python inside the sandbox: "host port" pairs -> what a 2 s connect did.
 PROBE = """
