@@ -7,8 +7,9 @@ and how many of the solution's steps the conversation already holds (its calls t
 with the next step as one tool call, or, once every step has run, ends the turn with a short message.
 
 Steps (`shell_steps`): solve.sh's blank-line blocks, played as one bash running the file would (the
-directory, variables, functions and options carry from step to step). When a step ends the script (`exit`,
-a failure under `set -e`), its tool result says so and the turn ends there.
+directory, variables, functions and options carry from step to step); the first also places the task's
+solution/ files at /solution, as the oracle has them. When a step ends the
+script (`exit`, a failure under `set -e`), its tool result says so and the turn ends there.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from agentbake.errors import TaskError
 from agentbake.scripted.script import Reply
 from agentbake.scripted.shell_steps import END_MARK, solution_steps, state_folder
+from agentbake.scripted.solution_files import read_solution_files
 from agentbake.scripted.tokens import content_text
 from agentbake.tasks import Task, load_tasks
 
@@ -47,7 +49,8 @@ def load_scripted_tasks(tasks: Iterable[Task | str | Path]) -> list[ScriptedTask
     out = []
     for task in load_tasks(tasks):
         script = task.solution_script.read_text(encoding="utf-8") if task.solution_script else ""
-        steps = tuple(solution_steps(script))
+        files = read_solution_files(task.solution_script.parent) if task.solution_script else None
+        steps = tuple(solution_steps(script, files=files))
         if task.solution_script and not steps:
             raise TaskError(f"{task.solution_script}: holds no command; the scripted model plays solve.sh's commands")
         out.append(ScriptedTask(task.name, _normalize(task.instruction), steps, state_folder(script)))

@@ -7,6 +7,8 @@ block, verbatim, to a file under a private folder of the agent's temp dir and ru
 functions, options, traps), so the agent's shell tool only has to run commands: a fresh shell per call
 (OpenCode, Pi) or one that keeps its directory (Claude Code) give the same result. A step that ends the
 script (`exit`, a failure under `set -e`) prints `END_MARK` on stderr, and every later step only says so.
+The first step also places the solution/ folder's files at /solution, as the oracle has them
+(`solution_files`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import subprocess
 from pathlib import Path
 
 from agentbake.errors import TaskError
+from agentbake.scripted.solution_files import SOLUTION_DIR, SolutionFiles, heredoc_delimiter, placing_lines
 
 PLAYER = Path(__file__).with_name("play_step.bash")
 """The bash script each step runs (restore the state, run the block, save the state)."""
@@ -32,30 +35,39 @@ def state_folder(script: str) -> str:
     return _FOLDER + hashlib.sha256(script.encode()).hexdigest()[:12]
 
 
-def solution_steps(script: str) -> list[str]:
-    """The shell commands that play a solve.sh, one per blank-line block; see the module docstring."""
+def solution_steps(
+    script: str,
+    *,
+    files: SolutionFiles | None = None,
+    solution_dir: str = SOLUTION_DIR,
+) -> list[str]:
+    """The shell commands that play a solve.sh, one per blank-line block; the first also places `files` (the
+    task's solution/, `solution_files.read_solution_files`) at `solution_dir`."""
     lines = script.splitlines()
     if lines and lines[0].startswith("#!"):
         lines = lines[1:]
     blocks = [block for block in _blocks(lines) if not all(_is_comment(line) for line in block)]
-    folder = f"${{TMPDIR:-/tmp}}/{state_folder(script)}"
+    folder = state_folder(script)
     steps = []
     for number, block in enumerate(blocks, 1):
-        head = [f"S={folder}"]
+        head = [f"S=${{TMPDIR:-/tmp}}/{folder}"]
         if number == 1:
-            head += ['rm -rf -- "$S" && mkdir -m 700 -- "$S" && ' + _write('"$S/run"', PLAYER.read_text())]
+            head += _first_lines(folder, files or SolutionFiles({}), solution_dir)
         steps.append(
             "\n".join([*head, _write('"$S/step"', "\n".join(block) + "\n"), f'bash "$S/run" {number} {len(blocks)}'])
         )
     return steps
 
 
+def _first_lines(folder: str, files: SolutionFiles, solution_dir: str) -> list[str]:
+    """What only the first step does: a fresh state folder with the player, and the solution files."""
+    lines = ['rm -rf -- "$S" && mkdir -m 700 -- "$S" && ' + _write('"$S/run"', PLAYER.read_text())]
+    return lines + placing_lines(files, folder, solution_dir)
+
+
 def _write(path: str, text: str) -> str:
     """A command writing `text` to `path` verbatim: a quoted here-document with a delimiter no line of it is."""
-    delimiter = "AGENTBAKE_END"
-    lines = set(text.splitlines())
-    while delimiter in lines:
-        delimiter += "_"
+    delimiter = heredoc_delimiter(text)
     return f"cat > {path} <<'{delimiter}'\n{text}{delimiter}"
 
 
