@@ -1,4 +1,4 @@
-"""The gateway as one raw ASGI application: routing and the two dialects' handlers.
+"""The gateway as one raw ASGI application: routing and the three dialects' handlers.
 
 Raw ASGI rather than a framework because every microsecond here is added to each model call; the
 per-request work is a body read, one orjson parse, the translation and one pooled upstream request.
@@ -10,11 +10,12 @@ from __future__ import annotations
 import gc
 import logging
 import math
+from collections.abc import Callable
 
 import orjson
 
 from agentbake.gateway.asgi import BodyBudget, Receive, Scope, Send, carries_token, parse_json, read_body, respond
-from agentbake.gateway.calls import Calls, StreamEnd, error_message
+from agentbake.gateway.calls import Call, Calls, StreamEnd, error_message
 from agentbake.gateway.capture import strip_injected
 from agentbake.gateway.config import ROLLOUT_ID, GatewayConfig
 from agentbake.gateway.errors import (
@@ -26,9 +27,13 @@ from agentbake.gateway.errors import (
     UpstreamError,
     upstream_status_error,
 )
+from agentbake.gateway.responses_output import ResponseShape, openai_to_responses
+from agentbake.gateway.responses_stream import ResponsesStream
 from agentbake.gateway.sse import sse_data, sse_event, sse_events
 from agentbake.gateway.translate_request import anthropic_to_openai
 from agentbake.gateway.translate_response import StreamTranslator, openai_to_anthropic, used_tool_ids
+from agentbake.gateway.translate_responses_request import responses_to_openai
+from agentbake.gateway.upstream import UpstreamResponse
 
 logger = logging.getLogger("agentbake.gateway")
 
@@ -86,7 +91,7 @@ class Gateway:
         if path.startswith("/r/"):
             path_rollout, _, rest = path[3:].partition("/")
             path = "/" + rest
-        anthropic = path.startswith("/v1/messages")
+        error_body = _error_shape(path)
         receive = counted = self.bodies.receiver(receive)
         try:
             if self._accepted is not None and path != "/healthz" and not carries_token(scope, self._accepted):
@@ -99,6 +104,8 @@ class Gateway:
                 await self._messages(scope, receive, send, rollout_id)
             elif route == ("POST", "/v1/chat/completions"):
                 await self._chat(scope, receive, send, rollout_id)
+            elif route == ("POST", "/v1/responses"):
+                await self._responses(scope, receive, send, rollout_id)
             elif route == ("POST", "/v1/messages/count_tokens"):
                 await self._count_tokens(scope, receive, send)
             elif route == ("GET", "/v1/models"):
@@ -108,13 +115,11 @@ class Gateway:
             else:
                 raise RouteNotFound(f"no endpoint {method} {scope['path']}")
         except GatewayError as error:
-            body = error.anthropic_body() if anthropic else error.openai_body()
-            await respond(send, error.status, orjson.dumps(body), extra=error.headers)
+            await respond(send, error.status, orjson.dumps(error_body(error)), extra=error.headers)
         except Exception as exc:
             logger.exception("unexpected gateway failure on %s %s", method, path)
             error = GatewayError(f"gateway error: {exc!r}")
-            body = error.anthropic_body() if anthropic else error.openai_body()
-            await respond(send, error.status, orjson.dumps(body))
+            await respond(send, error.status, orjson.dumps(error_body(error)))
         finally:
             counted.release()
 
@@ -133,16 +138,7 @@ class Gateway:
         client_model = body["model"]
         stops = upstream_body.get("stop", [])
         call = self.calls.begin("anthropic", rollout_id, upstream_body)
-        response = await self.calls.open(call)
-        if response.status != 200:
-            content = await self.calls.read_all(call, response)
-            error = upstream_status_error(
-                response.status,
-                error_message(content),
-                response.headers.get("retry-after", "").encode() or None,
-            )
-            self.calls.record(call, response=None, status=response.status, error=error.message)
-            raise error
+        response = await self._open_translated(call)
         taken_ids = used_tool_ids(upstream_body["messages"])
         if not upstream_body.get("stream"):
             await self.calls.unary(
@@ -171,6 +167,48 @@ class Gateway:
             render=lambda chunk: sse_events(translator.feed(chunk)),
             tail=tail,
             keep_alive=sse_event("ping", {"type": "ping"}),
+        )
+
+    async def _open_translated(self, call: Call) -> UpstreamResponse:
+        """Send a translated dialect's call upstream; an error status is recorded and raised as the error its
+        client acts on (errors.py), with `retry-after` kept."""
+        response = await self.calls.open(call)
+        if response.status != 200:
+            content = await self.calls.read_all(call, response)
+            error = upstream_status_error(
+                response.status,
+                error_message(content),
+                response.headers.get("retry-after", "").encode() or None,
+            )
+            self.calls.record(call, response=None, status=response.status, error=error.message)
+            raise error
+        return response
+
+    async def _responses(self, scope: Scope, receive: Receive, send: Send, rollout_id: str | None) -> None:
+        """`POST /v1/responses`: translated to one chat-completions call, answered as a `response` or its events."""
+        body = parse_json(await read_body(scope, receive, self.config.max_body_bytes))
+        upstream_body, custom_tools = responses_to_openai(body, inner_system_as_user=self.config.inner_system_as_user)
+        call = self.calls.begin("responses", rollout_id, upstream_body)
+        response = await self._open_translated(call)
+        shape = ResponseShape(body, custom_tools, used_tool_ids(upstream_body["messages"]))
+        if not upstream_body.get("stream"):
+            await self.calls.unary(call, response, send, lambda data: orjson.dumps(openai_to_responses(data, shape)))
+            return
+
+        translator = ResponsesStream(shape)
+
+        def tail(end: StreamEnd) -> bytes:
+            # After the 200 a failure is a `response.failed` event, which makes Codex re-send the call.
+            return sse_events(translator.fail(end.fatal) if end.fatal else translator.finish())
+
+        await self.calls.relay(
+            call,
+            response,
+            send,
+            head=sse_events(translator.start()),
+            render=lambda chunk: sse_events(translator.feed(chunk)),
+            tail=tail,
+            keep_alive=b": keep-alive\n\n",
         )
 
     async def _count_tokens(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -262,6 +300,15 @@ class Gateway:
             response.close()
         content_type = response.headers.get("content-type", "application/json").encode()
         await respond(send, response.status, content, content_type)
+
+
+def _error_shape(path: str) -> Callable[[GatewayError], dict]:
+    """How errors on `path` are written: in the Anthropic, Responses or chat-completions envelope."""
+    if path.startswith("/v1/messages"):
+        return GatewayError.anthropic_body
+    if path == "/v1/responses":
+        return GatewayError.responses_body
+    return GatewayError.openai_body
 
 
 def create_app(config: GatewayConfig) -> Gateway:

@@ -45,7 +45,7 @@ SECRET_FIELDS = ("client_token",)
     help="Environment variable holding the client token every request must carry (see client_token).",
 )
 def gateway(no_token_ids: bool, client_token_env: str | None, **fields: object) -> None:
-    """Serve the gateway: OpenAI and Anthropic dialects in front of an OpenAI-compatible upstream."""
+    """Serve the gateway: OpenAI chat, Responses and Anthropic dialects in front of an OpenAI-compatible upstream."""
     from agentbake.errors import ConfigError, ServeError
     from agentbake.gateway.app import create_app
     from agentbake.serve import serve

@@ -1,4 +1,4 @@
-"""Gateway exceptions and their mapping to the Anthropic and OpenAI error shapes.
+"""Gateway exceptions and their mapping to the Anthropic, OpenAI chat and OpenAI Responses error shapes.
 
 Status codes are chosen for what the client does with them: Claude Code retries 5xx/529 and honours
 `retry-after` on 429, but gives up on 400/404 (see "What Claude Code sends and needs" in README.md).
@@ -15,20 +15,38 @@ class GatewayError(AgentbakeError):
     status = 500
     error_type = "api_error"
 
-    def __init__(self, message: str, *, status: int | None = None, error_type: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        error_type: str | None = None,
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         if status is not None:
             self.status = status
         if error_type is not None:
             self.error_type = error_type
+        self.param = param
+        """The request field at fault (a JSON path such as `input[2].call_id`), if one is."""
+        self.code = code
+        """A machine-readable code for Responses clients (`previous_response_not_found`), if any."""
         self.headers: list[tuple[bytes, bytes]] = []
 
     def anthropic_body(self) -> dict:
+        """The Anthropic Messages error envelope."""
         return {"type": "error", "error": {"type": self.error_type, "message": self.message}}
 
     def openai_body(self) -> dict:
-        return {"error": {"message": self.message, "type": self.error_type, "code": self.status}}
+        """The chat-completions error envelope, as vLLM writes it (`code` is the HTTP status)."""
+        return {"error": {"message": self.message, "type": self.error_type, "param": self.param, "code": self.status}}
+
+    def responses_body(self) -> dict:
+        """The Responses API error envelope (`code` a string or null, as OpenAI's Responses errors have it)."""
+        return {"error": {"message": self.message, "type": self.error_type, "param": self.param, "code": self.code}}
 
 
 class InvalidRequest(GatewayError):

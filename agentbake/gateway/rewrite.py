@@ -16,7 +16,7 @@ def rewrite_request(body: dict, config: GatewayConfig, refused: frozenset[str] |
         body["model"] = config.model_override
     model = body.get("model")
     if not isinstance(model, str):
-        raise InvalidRequest("model: expected a string")
+        raise InvalidRequest("model: expected a string", param="model")
 
     for key in SAMPLING_FIELDS:
         value = getattr(config, key)
@@ -28,7 +28,7 @@ def rewrite_request(body: dict, config: GatewayConfig, refused: frozenset[str] |
         if value is None:
             continue
         if not isinstance(value, int) or isinstance(value, bool):
-            raise InvalidRequest(f"{key}: expected an integer")
+            raise InvalidRequest(f"{key}: expected an integer", param=key)
         if config.max_tokens_cap is not None and value > config.max_tokens_cap:
             body[key] = config.max_tokens_cap
     if "max_tokens" in body and any(fnmatchcase(model, p) for p in config.max_completion_tokens_models):

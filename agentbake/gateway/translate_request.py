@@ -21,8 +21,9 @@ _SCHEMA_KEYS_DROPPED = frozenset({"$schema", "$id"})
 _EFFORTS = {"low": "low", "medium": "medium", "high": "high", "max": "high"}
 
 
-def _fail(path: str, problem: str) -> InvalidRequest:
-    return InvalidRequest(f"{path}: {problem}")
+def fail(path: str, problem: str) -> InvalidRequest:
+    """A 400 naming the JSON path at fault, in the message and as the error's `param`."""
+    return InvalidRequest(f"{path}: {problem}", param=path)
 
 
 def _type_name(value: object) -> str:
@@ -31,10 +32,11 @@ def _type_name(value: object) -> str:
     )
 
 
-def _want(value: Any, kind: type | tuple[type, ...], path: str, what: str) -> Any:
+def want(value: Any, kind: type | tuple[type, ...], path: str, what: str) -> Any:
+    """`value` when it is of `kind`, else a 400 saying what `path` should hold."""
     # bool is an int in Python; JSON booleans must not pass as numbers.
     if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _as_tuple(kind)):
-        raise _fail(path, f"expected {what}, got {_type_name(value)}")
+        raise fail(path, f"expected {what}, got {_type_name(value)}")
     return value
 
 
@@ -43,10 +45,10 @@ def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
 
 
 def _block_type(block: Any, path: str) -> str:
-    _want(block, dict, path, "a content block object")
+    want(block, dict, path, "a content block object")
     kind = block.get("type")
     if not isinstance(kind, str):
-        raise _fail(f"{path}.type", "missing block type")
+        raise fail(f"{path}.type", "missing block type")
     return kind
 
 
@@ -54,13 +56,13 @@ def _text_of(content: Any, path: str) -> str:
     """Plain text of a string or a list of text blocks (system prompts, system messages)."""
     if isinstance(content, str):
         return content
-    _want(content, list, path, "a string or an array of text blocks")
+    want(content, list, path, "a string or an array of text blocks")
     parts = []
     for i, block in enumerate(content):
         kind = _block_type(block, f"{path}[{i}]")
         if kind != "text":
-            raise _fail(f"{path}[{i}].type", f"expected a text block, got '{kind}'")
-        parts.append(_want(block.get("text"), str, f"{path}[{i}].text", "a string"))
+            raise fail(f"{path}[{i}].type", f"expected a text block, got '{kind}'")
+        parts.append(want(block.get("text"), str, f"{path}[{i}].text", "a string"))
     return "\n\n".join(parts)
 
 
@@ -68,7 +70,7 @@ def _system_blocks(system: Any, drop_billing_header: bool) -> str:
     if isinstance(system, str):
         blocks = [{"type": "text", "text": system}]
     else:
-        blocks = _want(system, list, "system", "a string or an array of text blocks")
+        blocks = want(system, list, "system", "a string or an array of text blocks")
     if drop_billing_header:
         blocks = [
             b for b in blocks if not (isinstance(b, dict) and str(b.get("text", "")).startswith(BILLING_HEADER_PREFIX))
@@ -77,29 +79,29 @@ def _system_blocks(system: Any, drop_billing_header: bool) -> str:
 
 
 def _image_part(block: dict, path: str) -> dict:
-    source = _want(block.get("source"), dict, f"{path}.source", "an image source object")
+    source = want(block.get("source"), dict, f"{path}.source", "an image source object")
     kind = source.get("type")
     if kind == "base64":
-        media = _want(source.get("media_type"), str, f"{path}.source.media_type", "a string")
-        data = _want(source.get("data"), str, f"{path}.source.data", "a string")
+        media = want(source.get("media_type"), str, f"{path}.source.media_type", "a string")
+        data = want(source.get("data"), str, f"{path}.source.data", "a string")
         return {"type": "image_url", "image_url": {"url": f"data:{media};base64,{data}"}}
     if kind == "url":
-        url = _want(source.get("url"), str, f"{path}.source.url", "a string")
+        url = want(source.get("url"), str, f"{path}.source.url", "a string")
         return {"type": "image_url", "image_url": {"url": url}}
-    raise _fail(f"{path}.source.type", f"unsupported image source '{kind}' (base64 and url are supported)")
+    raise fail(f"{path}.source.type", f"unsupported image source '{kind}' (base64 and url are supported)")
 
 
 def _document_text(block: dict, path: str) -> str:
-    source = _want(block.get("source"), dict, f"{path}.source", "a document source object")
+    source = want(block.get("source"), dict, f"{path}.source", "a document source object")
     kind = source.get("type")
     if kind == "text":
-        text = _want(source.get("data"), str, f"{path}.source.data", "a string")
+        text = want(source.get("data"), str, f"{path}.source.data", "a string")
     elif kind == "content":
         text = "\n\n".join(
             p["text"] for p in _content_parts(source.get("content"), f"{path}.source.content") if "text" in p
         )
     else:
-        raise _fail(
+        raise fail(
             f"{path}.source.type",
             f"document source '{kind}' cannot be sent to an OpenAI-compatible upstream; send it as text",
         )
@@ -111,25 +113,25 @@ def _content_part(block: Any, where: str) -> dict:
     """The OpenAI content part for one user-side text, image, document or tool_reference block."""
     kind = _block_type(block, where)
     if kind == "text":
-        return {"type": "text", "text": _want(block.get("text"), str, f"{where}.text", "a string")}
+        return {"type": "text", "text": want(block.get("text"), str, f"{where}.text", "a string")}
     if kind == "image":
         return _image_part(block, where)
     if kind == "document":
         return {"type": "text", "text": _document_text(block, where)}
     if kind == "tool_reference":
-        name = _want(block.get("tool_name"), str, f"{where}.tool_name", "a string")
+        name = want(block.get("tool_name"), str, f"{where}.tool_name", "a string")
         return {"type": "text", "text": f"Tool loaded: {name}"}
-    raise _fail(f"{where}.type", f"unknown content block type '{kind}'")
+    raise fail(f"{where}.type", f"unknown content block type '{kind}'")
 
 
 def _content_parts(content: Any, path: str) -> list[dict]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
-    _want(content, list, path, "a string or an array of content blocks")
+    want(content, list, path, "a string or an array of content blocks")
     return [_content_part(block, f"{path}[{i}]") for i, block in enumerate(content)]
 
 
-def _flatten(parts: list[dict]) -> str | list[dict]:
+def flatten(parts: list[dict]) -> str | list[dict]:
     """A bare string when the parts are all text: many chat templates handle nothing else."""
     if all(p["type"] == "text" for p in parts):
         return "\n\n".join(p["text"] for p in parts)
@@ -139,13 +141,13 @@ def _flatten(parts: list[dict]) -> str | list[dict]:
 def _tool_result(block: dict, path: str) -> tuple[dict, list[dict]]:
     """The `role: tool` message for a tool_result block, plus image parts that must follow as a user
     message (tool messages carry text only on most servers)."""
-    tool_id = _want(block.get("tool_use_id"), str, f"{path}.tool_use_id", "a string")
+    tool_id = want(block.get("tool_use_id"), str, f"{path}.tool_use_id", "a string")
     content = block.get("content", "")
     parts = _content_parts(content, f"{path}.content")
     text = "\n\n".join(p["text"] for p in parts if p["type"] == "text")
     images = [p for p in parts if p["type"] != "text"]
     is_error = block.get("is_error", False)
-    _want(is_error, bool, f"{path}.is_error", "a boolean")
+    want(is_error, bool, f"{path}.is_error", "a boolean")
     if is_error:
         # OpenAI has no error flag on tool messages; the model must still learn the tool failed.
         text = f"Error: {text}" if text else "Error"
@@ -155,7 +157,7 @@ def _tool_result(block: dict, path: str) -> tuple[dict, list[dict]]:
 def _user_messages(content: Any, path: str) -> list[dict]:
     if isinstance(content, str):
         return [{"role": "user", "content": content}]
-    _want(content, list, path, "a string or an array of content blocks")
+    want(content, list, path, "a string or an array of content blocks")
     # Tool results must directly follow the assistant's tool_calls, so they go first, in block order.
     tool_messages: list[dict] = []
     images: list[dict] = []
@@ -170,28 +172,28 @@ def _user_messages(content: Any, path: str) -> list[dict]:
     out = tool_messages
     parts = images + [_content_part(block, f"{path}[{i}]") for i, block in rest]
     if parts:
-        out.append({"role": "user", "content": _flatten(parts)})
+        out.append({"role": "user", "content": flatten(parts)})
     return out
 
 
 def _assistant_message(content: Any, path: str) -> dict:
     if isinstance(content, str):
         return {"role": "assistant", "content": content}
-    _want(content, list, path, "a string or an array of content blocks")
+    want(content, list, path, "a string or an array of content blocks")
     texts: list[str] = []
     calls: list[dict] = []
     for i, block in enumerate(content):
         where = f"{path}[{i}]"
         kind = _block_type(block, where)
         if kind == "text":
-            texts.append(_want(block.get("text"), str, f"{where}.text", "a string"))
+            texts.append(want(block.get("text"), str, f"{where}.text", "a string"))
         elif kind == "tool_use":
-            name = _want(block.get("name"), str, f"{where}.name", "a string")
+            name = want(block.get("name"), str, f"{where}.name", "a string")
             tool_input = block.get("input", {})
-            _want(tool_input, dict, f"{where}.input", "an object")
+            want(tool_input, dict, f"{where}.input", "an object")
             calls.append(
                 {
-                    "id": _want(block.get("id"), str, f"{where}.id", "a string"),
+                    "id": want(block.get("id"), str, f"{where}.id", "a string"),
                     "type": "function",
                     "function": {"name": name, "arguments": orjson.dumps(tool_input).decode()},
                 }
@@ -200,7 +202,7 @@ def _assistant_message(content: Any, path: str) -> dict:
             # Clients drop returned thinking; upstream chat templates re-derive it or reject it.
             continue
         else:
-            raise _fail(f"{where}.type", f"unknown content block type '{kind}' in an assistant message")
+            raise fail(f"{where}.type", f"unknown content block type '{kind}' in an assistant message")
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
     if calls:
         message["tool_calls"] = calls
@@ -219,27 +221,27 @@ def clean_schema(schema: Any) -> Any:
 
 
 def _tools(tools: Any) -> list[dict]:
-    _want(tools, list, "tools", "an array of tools")
+    want(tools, list, "tools", "an array of tools")
     out = []
     for i, tool in enumerate(tools):
         where = f"tools[{i}]"
-        _want(tool, dict, where, "a tool object")
+        want(tool, dict, where, "a tool object")
         if "input_schema" not in tool:
             # Server tools (web_search_*, ...) run at Anthropic; an OpenAI upstream cannot run them.
             continue
-        name = _want(tool.get("name"), str, f"{where}.name", "a string")
-        schema = _want(tool["input_schema"], dict, f"{where}.input_schema", "a JSON schema object")
+        name = want(tool.get("name"), str, f"{where}.name", "a string")
+        schema = want(tool["input_schema"], dict, f"{where}.input_schema", "a JSON schema object")
         function: dict[str, Any] = {"name": name, "parameters": clean_schema(schema)}
         description = tool.get("description")
         if description is not None:
-            function["description"] = _want(description, str, f"{where}.description", "a string")
+            function["description"] = want(description, str, f"{where}.description", "a string")
         # `defer_loading` is an Anthropic tool-search hint; dropping it keeps the tool callable.
         out.append({"type": "function", "function": function})
     return out
 
 
 def _tool_choice(choice: Any, out: dict) -> None:
-    _want(choice, dict, "tool_choice", "an object")
+    want(choice, dict, "tool_choice", "an object")
     kind = choice.get("type")
     if kind == "auto":
         out["tool_choice"] = "auto"
@@ -248,16 +250,16 @@ def _tool_choice(choice: Any, out: dict) -> None:
     elif kind == "none":
         out["tool_choice"] = "none"
     elif kind == "tool":
-        name = _want(choice.get("name"), str, "tool_choice.name", "a string")
+        name = want(choice.get("name"), str, "tool_choice.name", "a string")
         out["tool_choice"] = {"type": "function", "function": {"name": name}}
     else:
-        raise _fail("tool_choice.type", f"unknown tool_choice type '{kind}'")
+        raise fail("tool_choice.type", f"unknown tool_choice type '{kind}'")
     if choice.get("disable_parallel_tool_use") is True:
         out["parallel_tool_calls"] = False
 
 
 def _output_config(config: Any, out: dict) -> None:
-    _want(config, dict, "output_config", "an object")
+    want(config, dict, "output_config", "an object")
     effort = config.get("effort")
     if isinstance(effort, str) and effort in _EFFORTS:
         out["reasoning_effort"] = _EFFORTS[effort]
@@ -278,9 +280,9 @@ def anthropic_to_openai(body: Any, *, drop_billing_header: bool = True, inner_sy
     Fields without an OpenAI equivalent (`metadata`, `context_management`, `cache_control`, unknown
     top-level keys from newer clients) are dropped rather than refused.
     """
-    _want(body, dict, "body", "a JSON object")
-    model = _want(body.get("model"), str, "model", "a string")
-    raw_messages = _want(body.get("messages"), list, "messages", "an array of messages")
+    want(body, dict, "body", "a JSON object")
+    model = want(body.get("model"), str, "model", "a string")
+    raw_messages = want(body.get("messages"), list, "messages", "an array of messages")
     messages: list[dict] = []
     if body.get("system") is not None:
         system = _system_blocks(body["system"], drop_billing_header)
@@ -288,10 +290,10 @@ def anthropic_to_openai(body: Any, *, drop_billing_header: bool = True, inner_sy
             messages.append({"role": "system", "content": system})
     for i, message in enumerate(raw_messages):
         where = f"messages[{i}]"
-        _want(message, dict, where, "a message object")
+        want(message, dict, where, "a message object")
         role = message.get("role")
         if "content" not in message:
-            raise _fail(f"{where}.content", "missing")
+            raise fail(f"{where}.content", "missing")
         content = message["content"]
         if role == "user":
             messages.extend(_user_messages(content, f"{where}.content"))
@@ -301,19 +303,19 @@ def anthropic_to_openai(body: Any, *, drop_billing_header: bool = True, inner_sy
             text = _text_of(content, f"{where}.content")
             messages.append({"role": "user" if inner_system_as_user else "system", "content": text})
         else:
-            raise _fail(f"{where}.role", f"expected 'user', 'assistant' or 'system', got {role!r}")
+            raise fail(f"{where}.role", f"expected 'user', 'assistant' or 'system', got {role!r}")
 
     out: dict[str, Any] = {"model": model, "messages": messages}
     if "max_tokens" in body:
-        out["max_tokens"] = _want(body["max_tokens"], int, "max_tokens", "an integer")
+        out["max_tokens"] = want(body["max_tokens"], int, "max_tokens", "an integer")
     for key, kind, what in (("temperature", (int, float), "a number"), ("top_p", (int, float), "a number")):
         if body.get(key) is not None:
-            out[key] = _want(body[key], kind, key, what)
+            out[key] = want(body[key], kind, key, what)
     if body.get("top_k") is not None:
-        out["top_k"] = _want(body["top_k"], int, "top_k", "an integer")
+        out["top_k"] = want(body["top_k"], int, "top_k", "an integer")
     if body.get("stop_sequences") is not None:
-        stops = _want(body["stop_sequences"], list, "stop_sequences", "an array of strings")
-        out["stop"] = [_want(s, str, f"stop_sequences[{i}]", "a string") for i, s in enumerate(stops)]
+        stops = want(body["stop_sequences"], list, "stop_sequences", "an array of strings")
+        out["stop"] = [want(s, str, f"stop_sequences[{i}]", "a string") for i, s in enumerate(stops)]
     if body.get("tools"):
         tools = _tools(body["tools"])
         if tools:
@@ -322,13 +324,13 @@ def anthropic_to_openai(body: Any, *, drop_billing_header: bool = True, inner_sy
         _tool_choice(body["tool_choice"], out)
     thinking = body.get("thinking")
     if thinking is not None:
-        _want(thinking, dict, "thinking", "an object")
+        want(thinking, dict, "thinking", "an object")
         if thinking.get("type") == "disabled":
             out["chat_template_kwargs"] = {"enable_thinking": False}
     if body.get("output_config") is not None:
         _output_config(body["output_config"], out)
     stream = body.get("stream", False)
-    if _want(stream, bool, "stream", "a boolean"):
+    if want(stream, bool, "stream", "a boolean"):
         out["stream"] = True
         out["stream_options"] = {"include_usage": True}
     return out

@@ -1,10 +1,11 @@
-"""Upstream failures mapped to what an Anthropic client acts on."""
+"""Upstream failures mapped to what an Anthropic client acts on, and the error envelopes."""
 
 from __future__ import annotations
 
 import pytest
 
 from agentbake.gateway.errors import upstream_status_error, upstream_timeout, upstream_unavailable
+from agentbake.gateway.translate_request import fail
 
 
 @pytest.mark.parametrize(
@@ -37,3 +38,11 @@ def test_retry_after_is_kept_and_transport_failures_are_retryable():
     assert upstream_status_error(429, "slow", b"12").headers == [(b"retry-after", b"12")]
     assert upstream_unavailable("refused").status == 529
     assert upstream_timeout("read").status == 504
+
+
+def test_the_openai_envelopes_name_the_field_at_fault():
+    error = fail("input[2].call_id", "expected a string, got null")
+    message = "input[2].call_id: expected a string, got null"
+    fields = {"message": message, "type": "invalid_request_error", "param": "input[2].call_id"}
+    assert error.responses_body() == {"error": {**fields, "code": None}}
+    assert error.openai_body() == {"error": {**fields, "code": 400}}  # vLLM's: the status as code

@@ -1,4 +1,4 @@
-"""Every wire shape of vLLM 0.34 through the gateway, streaming and unary, in both dialects.
+"""Every wire shape of vLLM 0.34 through the gateway, streaming and unary, in all three dialects.
 
 The scripted upstream emits each shape exactly as vLLM does (tests/scripted/test_contract.py holds it to
 typed models of vLLM's answers). The official SDKs are the clients. The truth is the upstream's own wire:
@@ -235,6 +235,35 @@ def run_anthropic(gw, shape: Shape, stream: bool, script: Reply | Fault) -> None
     assert message.stop_sequence == ("END" if shape.anthropic_stop == "stop_sequence" else None)
 
 
+def run_responses(gw, shape: Shape, stream: bool, script: Reply | Fault) -> None:
+    """The Responses dialect has no stop sequences: a matched stop string is an ordinary `completed`."""
+    client = openai.OpenAI(base_url=gw.url + "/v1", api_key="k", max_retries=0)
+    kwargs: dict[str, Any] = {"model": "m", "input": "hi"}
+    if refused(script, stream):
+        with pytest.raises(openai.APIStatusError) as raised:
+            client.responses.create(stream=stream, **kwargs)
+        assert raised.value.status_code == (script.status if isinstance(script, Fault) else 400)
+        return
+    if stream:
+        events = list(client.responses.create(stream=True, **kwargs))
+        assert [e.sequence_number for e in events] == list(range(len(events)))
+        if script.error_after is not None:
+            assert events[-1].type == "response.failed"
+            assert "scripted engine failure" in events[-1].response.error.message
+            return
+        response = events[-1].response
+    else:
+        response = client.responses.create(**kwargs)
+    text, reasoning = expected_text(script)
+    items = response.output
+    assert response.output_text == text
+    assert "".join(part.text for i in items if i.type == "reasoning" for part in i.content) == reasoning
+    calls = [(i.name, orjson.loads(i.arguments)) for i in items if i.type == "function_call"]
+    assert calls == [(name, args) for name, args in script.tool_calls]
+    cut = script.finish_reason in ("length", "abort")
+    assert response.status == ("incomplete" if cut else "completed")
+
+
 @dataclass
 class Gateway:
     url: str
@@ -252,7 +281,10 @@ def shapes_gateway(_upstream_server, tmp_path_factory) -> Any:
         yield served.url, trace
 
 
-@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+RUN = {"openai": run_openai, "anthropic": run_anthropic, "responses": run_responses}
+
+
+@pytest.mark.parametrize("dialect", list(RUN))
 @pytest.mark.parametrize("mode", ["stream", "unary"])
 @pytest.mark.parametrize("shape", SHAPES, ids=[s.name for s in SHAPES])
 def test_vllm_shape_passes_through_intact(shapes_gateway, upstream, shape: Shape, mode: str, dialect: str):
@@ -261,7 +293,7 @@ def test_vllm_shape_passes_through_intact(shapes_gateway, upstream, shape: Shape
     url, trace = shapes_gateway
     rollout = f"{shape.name}.{mode}.{dialect}"
     upstream.fake.script = [script]
-    (run_openai if dialect == "openai" else run_anthropic)(Gateway(f"{url}/r/{rollout}", trace), shape, stream, script)
+    RUN[dialect](Gateway(f"{url}/r/{rollout}", trace), shape, stream, script)
 
     (record,) = [r for r in read_trace(trace) if r.rollout_id == rollout]  # exactly one, whatever happened
     sent = upstream.fake.requests[0]
@@ -301,18 +333,22 @@ def test_vllm_shape_passes_through_intact(shapes_gateway, upstream, shape: Shape
         assert "scripted engine failure" in record.upstream_error
 
 
-@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+@pytest.mark.parametrize("dialect", list(RUN))
 def test_keep_alive_comments_keep_the_client_alive_too(shapes_gateway, upstream, dialect: str):
     url, _ = shapes_gateway
     upstream.fake.script = [Reply(text="a b c", keep_alive=True)]
     if dialect == "openai":
         target, body = f"{url}/v1/chat/completions", {"model": "m", "messages": USER, "stream": True}
+    elif dialect == "responses":
+        target, body = f"{url}/v1/responses", {"model": "m", "input": "hi", "stream": True}
     else:
         target, body = f"{url}/v1/messages", {"model": "m", "max_tokens": 50, "messages": USER, "stream": True}
     with httpx.stream("POST", target, json=body, timeout=10) as response:
         lines = [line for line in response.iter_lines() if line]
     if dialect == "openai":
         assert lines.count(": keep-alive") >= 4 and lines[-1] == "data: [DONE]"
+    elif dialect == "responses":  # a comment per upstream keep-alive, between named events
+        assert lines.count(": keep-alive") >= 4 and lines[-2] == "event: response.completed"
     else:  # the initial ping, then one per upstream keep-alive
         assert lines.count("event: ping") >= 5 and lines[-2] == "event: message_stop"
 
