@@ -132,7 +132,8 @@ def _configure_uvicorn_logging() -> None:
 
 def _limited_protocol(limits: ConnectionLimits) -> type:
     """uvicorn's httptools protocol with `limits` applied (uvicorn alone bounds neither connections nor the
-    time before a first request, nor the size of a head)."""
+    time before a first request, nor the size of a head). It relies on the protocol's internals, so
+    pyproject.toml allows only the uvicorn minor it was tested with."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class LimitedHttpToolsProtocol(HttpToolsProtocol):

@@ -30,6 +30,22 @@ def _imported(argv: list[str], modules: tuple[str, ...]) -> list[str]:
     return json.loads(out.splitlines()[-1])
 
 
+def test_help_lists_every_command_with_its_summary_and_imports_none() -> None:
+    result = CliRunner().invoke(main, ["--help"])
+    assert result.exit_code == 0
+    listed = dict(line.split(maxsplit=1) for line in result.output.split("Commands:\n")[1].splitlines())
+    assert listed == {name: summary for name, (_, summary) in COMMANDS.items()}
+    heavy = ("docker", "pydantic", "jinja2", "rich", *(target.split(":")[0] for target, _ in COMMANDS.values()))
+    assert _imported(["--help"], heavy) == []
+
+
+def test_h_is_help_everywhere() -> None:
+    for argv in ([], ["run"], ["trace"], ["trace", "summary"]):
+        short, long = (CliRunner().invoke(main, [*argv, option]) for option in ("-h", "--help"))
+        assert short.exit_code == long.exit_code == 0, argv
+        assert short.output == long.output and "-h, --help" in short.output, argv
+
+
 def test_gateway_does_not_import_the_build_kit() -> None:
     assert _imported(["gateway", "--help"], ("docker", "rich", "agentbake.buildkit")) == []
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import docker
 import pytest
 
+import agentbake
 from agentbake.buildkit.build import build
 from agentbake.buildkit.ca import detect_ca_bundle
 from agentbake.buildkit.catalog import Catalog, builtin_root
@@ -121,6 +122,23 @@ def test_the_image_locks_still_match_the_gateway_extra() -> None:
     extra = sorted(pyproject["project"]["optional-dependencies"]["gateway"])
     for lock in sorted((builtin_root() / "images").glob("*/lock.json")):
         assert json.loads(lock.read_text())["inputs"]["python"]["requirements"] == extra, lock
+
+
+def test_wheel_is_typed_licensed_and_versioned_from_the_package(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        (name,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        metadata = email.message_from_bytes(archive.read(name))
+    dist_info = name.removesuffix("METADATA")
+    assert {"agentbake/py.typed", f"{dist_info}licenses/LICENSE", f"{dist_info}licenses/NOTICE"} <= names
+    assert metadata["Version"] == agentbake.__version__
+    assert metadata["License-Expression"] == "Apache-2.0"
+    assert {url.split(",")[0] for url in metadata.get_all("Project-URL")} == {
+        "Homepage",
+        "Documentation",
+        "Changelog",
+        "Issues",
+    }
 
 
 def test_wheel_ships_the_catalog_and_uses_it(wheel: Path, tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from agentbake.errors import EngineError
 _API_VERSIONS: dict[str, str] = {}
 """The API version each engine address (DOCKER_HOST, or a backend's base_url; "" for the default socket)
 negotiated in this process. The first client asks the engine (a /version request, ~10-20 ms); the next ones,
-the runner's and its backend's after the CLI's, reuse it (issue 17)."""
+the runner's and its backend's after the CLI's, reuse it and skip that request."""
 
 
 def connect(timeout: int = 600) -> docker.DockerClient:

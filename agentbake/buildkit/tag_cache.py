@@ -1,13 +1,13 @@
 """A catalog name's content tag, remembered between runs: `agentbake run claude-code` finds
-`agentbake/claude-code:<hash12>` without rendering it again (issue 17: jinja2, the lock's checks and the spec
-models cost ~100 ms of imports, the render ~40 ms, on every run).
+`agentbake/claude-code:<hash12>` without rendering it again, which would cost every run ~100 ms of imports
+(jinja2, the lock's checks and the spec models) and ~40 ms of rendering.
 
 An entry is keyed on every input of the tag but one: the catalog's spec and lock files (every image's, so an
 `extends` chain is covered), every template file, the CA bundle, the build kit's own code, jinja2's version,
 the checkout's pyproject.toml (the lock's staleness check reads its gateway extra) and agentbake's version. The
 one left, the base image's id, is in the entry and asked of the engine again on each use: a rebuilt base is a
-miss. A miss (no entry, a corrupt or foreign one, another base) costs what it did before: the caller plans
-(render + hash) and remembers the result. Entries are files `<user cache>/agentbake/tags/<key>.json`, each
+miss. A miss (no entry, a corrupt or foreign one, another base) costs a full plan: the caller renders, hashes
+and remembers the result. Entries are files `<user cache>/agentbake/tags/<key>.json`, each
 written whole (a temporary file renamed over it), so concurrent runs never read half of one.
 """
 

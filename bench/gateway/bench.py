@@ -36,7 +36,7 @@ CCR_PREFIX = CACHE / "ccr"
 MODEL = "fake-model"
 FIRST_TOKEN = b"Hello"  # the fake upstream's first content token
 THROUGHPUT_SECONDS = 20.0
-SUSTAINED_RATE = 500  # the target, requests per second through one gateway process
+SUSTAINED_RATE = 500  # the target (README): requests per second through one gateway process
 
 
 # ------------------------------------------------------------------ a small keep-alive HTTP client

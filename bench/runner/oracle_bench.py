@@ -1,4 +1,4 @@
-"""Oracle rollout latency: the CLI and the runner beside the engine's floor, phase by phase (issue 17).
+"""Oracle rollout latency: the CLI and the runner beside the engine's floor, phase by phase.
 
     .venv/bin/python bench/runner/oracle_bench.py                      # ~4 min on 2 loaded cores
     .venv/bin/python bench/runner/oracle_bench.py --runs 5 --batch 16 --task DIR

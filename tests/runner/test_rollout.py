@@ -218,7 +218,7 @@ def test_a_real_agent_whose_model_refuses_every_call_is_an_agent_error_and_still
 def test_a_sandbox_that_cannot_be_removed_is_a_sandbox_error_once_its_gateway_has_stopped(
     built_images: dict[str, BuildResult], engine: docker.DockerClient, tmp_path: Path
 ) -> None:
-    """The sandbox's removal runs beside the gateway's stop (issue 17); its failure is still the rollout's status
+    """The sandbox's removal runs in a thread while the gateway stops; its failure is still the rollout's status
     in result.json, and the gateway has stopped first: the trace is whole, its socket folder gone."""
     host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
     if not host.startswith("unix://"):

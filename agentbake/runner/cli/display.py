@@ -70,7 +70,7 @@ _RICH_DROPS = str.maketrans("", "", "\a\b\v\f\r")
 
 def _plain_stderr() -> bool:
     """stderr is no terminal (a pipe, a log file) and no colour is forced: rich would print the same lines
-    uncoloured, so they are written as they are, without importing it (issue 17: a run's start-up)."""
+    uncoloured, so they are written as they are, without importing it (its import would lengthen a run's start-up)."""
     return not sys.stderr.isatty() and not os.environ.get("FORCE_COLOR")
 
 

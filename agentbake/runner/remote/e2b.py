@@ -36,7 +36,7 @@ _KEY_UNSAFE = re.compile(r"[^a-z0-9-]")
 def transient(exc: Exception) -> bool:
     """E2B answers worth another try: rate limits, a busy or failing service, broken connections."""
     import e2b
-    import httpx  # the SDK's control-plane client, installed with it
+    import httpx  # the SDK's control-plane client (declared in the `e2b` extra)
 
     if isinstance(exc, e2b.RateLimitException | e2b.ServiceBusyException | httpx.TransportError | OSError):
         return True

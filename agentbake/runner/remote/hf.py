@@ -37,7 +37,7 @@ _JOBS_DIR = "/run/agentbake-jobs"
 
 def transient(exc: Exception) -> bool:
     """Hub answers worth another try: rate limits, 5xx, broken connections."""
-    import httpx2  # huggingface_hub's HTTP client, installed with it
+    import httpx2  # huggingface_hub's HTTP client (declared in the `hf` extra)
     from huggingface_hub.errors import HfHubHTTPError
 
     response = exc.response if isinstance(exc, HfHubHTTPError) else None

@@ -1,4 +1,4 @@
-"""Log paths packed by a root command that runs anyway, so collecting them costs no archive round trip (issue 17).
+"""Log paths packed by a root command that runs anyway, so collecting them costs no archive round trip.
 
 Each copy through a backend's file API is a round trip of its own (Docker: ~50-100 ms, the engine re-executes
 itself for every archive). The harness's root commands that run once a path is final also pack it: the stop
@@ -8,7 +8,7 @@ and everything it left are dead, packs the verifier's log dir. `PackedLogs.pack`
 and each archive printed (base64) when it holds at most MAX_PACKED_BYTES.
 `SandboxHandle.copy_out_all` extracts a printed archive as it would the backend's (`copyout.extract`: the same
 caps and notes, spent in the same order); any other path (larger, not packed because its command failed or
-never ran, the image's link on its way, a tar that cannot sort) is copied by the backend as before. A path with
+never ran, the image's link on its way, a tar that cannot sort) is copied by the backend's file API. A path with
 a link the agent made on its way (owned by another user than root, or changed after the agent started: a root
 agent's) is not collected at all, with a note: the backend's copy would follow it (Docker resolves links in an
 archive path's parent folders).

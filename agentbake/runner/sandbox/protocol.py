@@ -45,8 +45,8 @@ class Capabilities:
     clouds: their sandboxes reach the internet throughout)."""
     large_exec_env: bool = False
     """A command's environment may hold large values (up to 128 KiB each, about 1 MiB in all), passed to it as
-    given: the harness hands a small archive to the command that unpacks it there (`harness/upload.py`), one file
-    write fewer (issue 17). Without it (the clouds' command APIs, whose limits on it are not known) archives are
+    given: the harness hands a small archive to the command that unpacks it there (`harness/upload.py`), which
+    spares a file write. Without it (the clouds' command APIs, whose limits on it are not known) archives are
     written as files first."""
     verifier_sandbox: bool = False
     """The verifier can run in a sandbox of its own made from the agent's once the agent is stopped

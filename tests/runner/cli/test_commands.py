@@ -29,7 +29,7 @@ def agentbake(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
 
 
 # What an oracle run (no model, so no gateway), piped or --json, never needs: the gateway's config and server, rich,
-# the templates' rendering (its tag comes from the user's cache), the remote backends' configs (issue 17).
+# the templates' rendering (its tag comes from the user's cache), the remote backends' configs.
 NOT_FOR_AN_ORACLE_RUN = (
     "agentbake.gateway.config",
     "agentbake.gateway.app",

@@ -249,7 +249,7 @@ time.sleep(2)
 
 
 def test_the_forwarder_relays_at_most_max_connections_at_once(sandbox: DockerSandbox) -> None:
-    """An agent opening 200 idle connections holds 64 of the host's descriptors, not 200 (issue 15)."""
+    """An agent opening 200 idle connections holds 64 of the host's descriptors, not 200."""
     from agentbake.runner.docker.forwarder import MAX_CONNECTIONS
 
     wait_for_model(sandbox)

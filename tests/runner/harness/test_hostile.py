@@ -1,4 +1,4 @@
-"""Hostile tasks through the real engine (issue 15): `--oracle` runs solve.sh as the agent, and solve.sh is the
+"""Hostile tasks through the real engine: `--oracle` runs solve.sh as the agent, and solve.sh is the
 attack. Each attack ends with its reward and status while the runner's memory, its descriptors, the host's disk
 and the rest of the batch stay unharmed. Every group runs as one batch beside a healthy task."""
 
@@ -271,8 +271,8 @@ PY
 def test_an_agent_flooding_its_gateway_costs_the_runner_bounded_descriptors_and_memory(
     image: str, engine: docker.DockerClient, tmp_path: Path
 ) -> None:
-    """The issue-15 gateway attacks through the real path: Claude Code's Bash tool, the in-sandbox relay, the
-    rollout's gateway in this process (once ~510 descriptors and ~890 MB of the runner)."""
+    """Gateway floods through the real path: Claude Code's Bash tool, the in-sandbox relay, the rollout's
+    gateway in this process (unbounded, they would cost the runner ~510 descriptors and ~890 MB)."""
     task = load_task(write_task(tmp_path, "gateway-flood", solve=GATEWAY_FLOOD, test=NOT_SOLVED))
     backend = DockerBackend(DockerConfig(memory_mb=1024, cpus=1))
     config = RunnerConfig(image=image, model="scripted", out_dir=tmp_path / "out")
@@ -314,7 +314,7 @@ done >> /tmp/spy/found 2>/dev/null
 def test_the_tests_ride_to_the_verifier_unseen_by_a_process_of_the_agent_left_alive(
     backend: DockerBackend, image: str, tmp_path: Path
 ) -> None:
-    """tests/ rides in the environment of the root command that runs test.sh (issue 17). Were a process of the
+    """tests/ rides in the environment of the root command that runs test.sh. Were a process of the
     agent's user alive then (the stop step sees to it that none is: here one is started after it), it could
     read that command's /proc/<pid>/cmdline but not its environ: it finds the command (so it was looking while
     test.sh ran) and its own environment's canary (so it reads what it may), never the tests."""

@@ -137,7 +137,7 @@ def test_root_unpacks_and_gives_the_user_exactly_what_its_own_tar_would_have_mad
         sandbox = backend.create(SandboxRequest(image=image, rollout_id=f"test-upload-{secrets.token_hex(4)}"))
         try:
             run(sandbox, IMAGE_STATE)
-            if as_user:  # before issue 17: the archive unpacked by the image's user
+            if as_user:  # the reference: the archive unpacked by the image's user with its own tar
                 sandbox.write_bytes("/home/agent/up.tar", tar_archive(files))
                 run(sandbox, "tar -x -f ~/up.tar -C / && rm ~/up.tar", user="agent")
             else:
@@ -272,7 +272,7 @@ def test_small_archives_ride_in_the_environment_and_large_ones_are_written_count
     built_images: dict[str, BuildResult], engine_socket: str, tmp_path: Path
 ) -> None:
     """Through a relay that counts the engine's archive PUTs: a task of small files gets none, one whose
-    environment/ and tests/ each pass `ENV_ARCHIVE_MAX` gets two (each archive written, as before issue 17)."""
+    environment/ and tests/ each pass `ENV_ARCHIVE_MAX` gets two (each archive written as a file first)."""
     tasks = {}
     for name, size in (("small-files", 1000), ("large-files", ENV_ARCHIVE_MAX + 1)):
         path = write_task(

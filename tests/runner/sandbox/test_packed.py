@@ -129,7 +129,7 @@ def test_a_root_link_made_after_the_agent_started_is_the_agents(sandbox: DockerS
     packed = PackedLogs(SCRATCH, since=f"@{started.stdout.strip()}")
     command = RootCommand().then("pack", packed.pack(paths)).render()
     packed.take(command.split(sandbox.exec(["sh", "-c", command.script], user="root").stdout).get("pack"), paths)
-    assert packed.archives == {paths[0]: THROUGH_AGENT_LINK}  # the image's: left to the backend's copy, as before
+    assert packed.archives == {paths[0]: THROUGH_AGENT_LINK}  # the image's: left to the backend's file API
     missing = PackedLogs(SCRATCH, since="@0")  # the agent started at the epoch: every root link is refused
     command = RootCommand().then("pack", missing.pack(paths[1:])).render()
     missing.take(command.split(sandbox.exec(["sh", "-c", command.script], user="root").stdout).get("pack"), paths[1:])
