@@ -1,17 +1,17 @@
-"""The agent's files into the sandbox in one archive and no round trip of their own (issue 17).
+"""The agent's files into the sandbox in one archive and no round trip of their own.
 
 The harness writes one archive as root (`tar_archive`) beside its scratch dir, with a list of what it makes in
 the image user's dirs (home, workdir, the image's labelled dirs; `made_in_user_dirs`). Its first root step, the
 one that makes the scratch dir, runs `unpack_command`: the directories of that list that do not exist yet are
 noted, the archive is unpacked as root, then exactly those directories (with all below them: the archive's) and
 the archive's files in directories that did exist are given to the user. The user owns what it would have owned
-had it unpacked the archive itself (`tar -x` as the user, before issue 17), and nothing more: a directory or file
+had it unpacked the archive itself (`tar -x` as the user), and nothing more: a directory or file
 of the image in those dirs keeps its owner. Modes are masked as the user's umask (022) would. Nothing of the
 agent has run yet, so root unpacks only what the task and the launch hold.
 
 An archive of at most `ENV_ARCHIVE_MAX` reaches that command in its own environment (`hand_over`: base64, split
 across variables, decoded by `base64 -d` into the `tar -x`), on a backend whose commands take that much
-(`Capabilities.large_exec_env`): no file write of its own either (issue 17). The variables are unset before
+(`Capabilities.large_exec_env`): no file write of its own either. The variables are unset before
 anything else runs in that command, and only that command gets them; its /proc/<pid>/environ is readable by
 root alone (its cmdline, readable by every user, names the variables only). A larger archive, or on another
 backend, is written as a root-only file first, as before. The verifier's tests/ travel the same way.

@@ -21,7 +21,7 @@ MAX_DIFF_FILE_MB = 16
 MAX_DIFF_BYTES anyway)."""
 MAX_PRINTED_DIFF_BYTES = 1024 * 1024
 """A diff up to this size is printed by the command that made it (`print_diff_command`): no file read of its own
-(an archive round trip, issue 17); a larger one is read from its file. Its base64 stays well inside the first
+(an archive round trip); a larger one is read from its file. Its base64 stays well inside the first
 half of a command's kept output (`sandbox/output.py`)."""
 _ATTRIBUTES = "* !diff !text !eol !crlf !ident !filter !working-tree-encoding"
 RECREATED = "recreated"
