@@ -222,7 +222,8 @@ def test_each_attack_ends_with_no_reward_or_its_status(attack_results: dict[str,
     stdout = (result.out_dir / "verifier" / "stdout.txt").read_text()
     if name.startswith("verifier-daemon"):
         assert "daemon started" in stdout, "the attack did not run"
-        assert OUTLIVED in result.error and "(sh" in result.error, result.error  # the daemon, named
+        # the daemon, named: sh, or setsid when the guard looked before setsid had become sh (under load)
+        assert OUTLIVED in result.error and ("(sh" in result.error or "(setsid" in result.error), result.error
     if name == "forges-the-reward-lines":
         assert "\nagentbake-rewards-" in stdout and "reward.txt file 1" in stdout, "the attack did not run"
     if name == "exits-137-in-time":
