@@ -1,4 +1,4 @@
-"""The gateway as one raw ASGI application: routing and the three dialects' handlers.
+"""The gateway as one raw ASGI application: routing and the four dialects' handlers.
 
 Raw ASGI rather than a framework because every microsecond here is added to each model call; the
 per-request work is a body read, one orjson parse, the translation and one pooled upstream request.
@@ -9,15 +9,25 @@ from __future__ import annotations
 
 import gc
 import logging
-import math
 from collections.abc import Callable
 
 import orjson
 
-from agentbake.gateway.asgi import BodyBudget, Receive, Scope, Send, carries_token, parse_json, read_body, respond
+from agentbake.gateway.asgi import (
+    BodyBudget,
+    Receive,
+    Scope,
+    Send,
+    carries_token,
+    parse_json,
+    query,
+    read_body,
+    respond,
+)
 from agentbake.gateway.calls import Call, Calls, StreamEnd, error_message
 from agentbake.gateway.capture import strip_injected
 from agentbake.gateway.config import ROLLOUT_ID, GatewayConfig
+from agentbake.gateway.counting import TokenCounter
 from agentbake.gateway.errors import (
     Forbidden,
     GatewayError,
@@ -27,6 +37,8 @@ from agentbake.gateway.errors import (
     UpstreamError,
     upstream_status_error,
 )
+from agentbake.gateway.google_request import google_to_openai
+from agentbake.gateway.google_response import GoogleShape, GoogleStream, openai_to_google
 from agentbake.gateway.responses_output import ResponseShape, openai_to_responses
 from agentbake.gateway.responses_stream import ResponsesStream
 from agentbake.gateway.sse import sse_data, sse_event, sse_events
@@ -45,7 +57,7 @@ class Gateway:
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
         self.calls = Calls(config)
-        self._tokenize_works = True
+        self.counter = TokenCounter(self.calls)
         self.bodies = BodyBudget(config.max_body_bytes_in_flight)
         """Request bodies held by the requests in progress (`max_body_bytes_in_flight`)."""
         token = config.client_token.get_secret_value().encode() if config.client_token else None
@@ -96,11 +108,15 @@ class Gateway:
         try:
             if self._accepted is not None and path != "/healthz" and not carries_token(scope, self._accepted):
                 raise Unauthorized(
-                    "missing or wrong gateway token: send this rollout's token as x-api-key or Authorization: Bearer"
+                    "missing or wrong gateway token: send this rollout's token as x-api-key or Authorization: "
+                    "Bearer (Gemini clients: x-goog-api-key or ?key=)"
                 )
             rollout_id = self._rollout(path_rollout)
             route = (method, path)
-            if route == ("POST", "/v1/messages"):
+            google = _google_route(path) if method == "POST" else None
+            if google is not None:
+                await self._google(scope, receive, send, rollout_id, *google)
+            elif route == ("POST", "/v1/messages"):
                 await self._messages(scope, receive, send, rollout_id)
             elif route == ("POST", "/v1/chat/completions"):
                 await self._chat(scope, receive, send, rollout_id)
@@ -115,11 +131,12 @@ class Gateway:
             else:
                 raise RouteNotFound(f"no endpoint {method} {scope['path']}")
         except GatewayError as error:
-            await respond(send, error.status, orjson.dumps(error_body(error)), extra=error.headers)
+            status, body = error_body(error)
+            await respond(send, status, orjson.dumps(body), extra=error.headers)
         except Exception as exc:
             logger.exception("unexpected gateway failure on %s %s", method, path)
-            error = GatewayError(f"gateway error: {exc!r}")
-            await respond(send, error.status, orjson.dumps(error_body(error)))
+            status, body = error_body(GatewayError(f"gateway error: {exc!r}"))
+            await respond(send, status, orjson.dumps(body))
         finally:
             counted.release()
 
@@ -213,38 +230,53 @@ class Gateway:
 
     async def _count_tokens(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = parse_json(await read_body(scope, receive, self.config.max_body_bytes))
-        converted = self._translate(body)
-        payload = {
-            "model": self.config.model_override or converted["model"],
-            "messages": converted["messages"],
-            "add_generation_prompt": True,
-        }
-        if "tools" in converted:
-            payload["tools"] = converted["tools"]
-        count = await self._tokenize(payload) if self._tokenize_works else None
-        if count is None:
-            # Without a tokenizer: ~4 bytes of JSON per token, the usual rough ratio for English and code.
-            count = math.ceil(len(orjson.dumps(payload["messages"])) / 4)
-            count += math.ceil(len(orjson.dumps(payload.get("tools", []))) / 4)
+        count = await self.counter.count(self._translate(body))
         await respond(send, 200, orjson.dumps({"input_tokens": count}))
 
-    async def _tokenize(self, payload: dict) -> int | None:
-        try:
-            response = await self.calls.client.request("POST", self.config.resolved_tokenize_url, orjson.dumps(payload))
-            try:
-                content = await response.read()
-            finally:
-                response.close()
-        except UpstreamError:
-            return None
-        if response.status in (404, 405):
-            self._tokenize_works = False  # not vLLM: stop asking
-            return None
-        try:
-            count = orjson.loads(content).get("count")
-        except (orjson.JSONDecodeError, AttributeError):
-            return None
-        return count if isinstance(count, int) and response.status == 200 else None
+    async def _google(
+        self, scope: Scope, receive: Receive, send: Send, rollout_id: str | None, model: str, method: str
+    ) -> None:
+        """`POST .../models/{model}:generateContent`, `:streamGenerateContent?alt=sse` (one chat-completions
+        call, answered as GenerateContentResponses) and `:countTokens`."""
+        stream = method == "streamGenerateContent"
+        if stream and query(scope).get("alt") != "sse":
+            raise InvalidRequest(
+                "alt: streamGenerateContent is answered as server-sent events only: add ?alt=sse "
+                "(the JSON-array stream is not supported)",
+                param="alt",
+            )
+        body = parse_json(await read_body(scope, receive, self.config.max_body_bytes))
+        if method == "countTokens":
+            request = body.get("generateContentRequest", body)
+            count = await self.counter.count(google_to_openai(request, model, stream=False).body)
+            await respond(send, 200, orjson.dumps({"totalTokens": count}))
+            return
+        upstream_body, include_thoughts = google_to_openai(body, model, stream=stream)
+        call = self.calls.begin("google", rollout_id, upstream_body)
+        response = await self._open_translated(call)
+        shape = GoogleShape(model, include_thoughts, used_tool_ids(upstream_body["messages"]))
+        if not stream:
+            await self.calls.unary(call, response, send, lambda data: orjson.dumps(openai_to_google(data, shape)))
+            return
+
+        translator = GoogleStream(shape)
+
+        def tail(end: StreamEnd) -> bytes:
+            # After the 200 a failure is one event holding Gemini's error envelope (the SDKs raise it).
+            if end.fatal:
+                return sse_data(UpstreamError(end.fatal).google_error()[1])
+            return b"".join(sse_data(chunk) for chunk in translator.finish())
+
+        # No keep-alive comments: Google sends none, and the google-genai SDK takes one for a broken chunk.
+        await self.calls.relay(
+            call,
+            response,
+            send,
+            head=b"",
+            render=lambda chunk: b"".join(sse_data(out) for out in translator.feed(chunk)),
+            tail=tail,
+            keep_alive=None,
+        )
 
     async def _chat(self, scope: Scope, receive: Receive, send: Send, rollout_id: str | None) -> None:
         body = parse_json(await read_body(scope, receive, self.config.max_body_bytes))
@@ -302,13 +334,30 @@ class Gateway:
         await respond(send, response.status, content, content_type)
 
 
-def _error_shape(path: str) -> Callable[[GatewayError], dict]:
-    """How errors on `path` are written: in the Anthropic, Responses or chat-completions envelope."""
+_GOOGLE_PREFIXES = ("/v1beta/models/", "/v1/models/")
+_GOOGLE_METHODS = ("generateContent", "streamGenerateContent", "countTokens")
+
+
+def _google_route(path: str) -> tuple[str, str] | None:
+    """(model, method) of a Gemini API path, `/v1beta/models/{model}:{method}` or the same under `/v1/`."""
+    for prefix in _GOOGLE_PREFIXES:
+        if path.startswith(prefix):
+            model, colon, method = path[len(prefix) :].rpartition(":")
+            if colon and model and method in _GOOGLE_METHODS:
+                return model, method
+    return None
+
+
+def _error_shape(path: str) -> Callable[[GatewayError], tuple[int, dict]]:
+    """How errors on `path` are answered: the status and the Anthropic, Responses, Gemini or chat-completions
+    envelope."""
     if path.startswith("/v1/messages"):
-        return GatewayError.anthropic_body
+        return lambda error: (error.status, error.anthropic_body())
     if path == "/v1/responses":
-        return GatewayError.responses_body
-    return GatewayError.openai_body
+        return lambda error: (error.status, error.responses_body())
+    if path.startswith("/v1beta/") or _google_route(path) is not None:
+        return GatewayError.google_error
+    return lambda error: (error.status, error.openai_body())
 
 
 def create_app(config: GatewayConfig) -> Gateway:

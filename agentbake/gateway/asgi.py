@@ -8,6 +8,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import parse_qsl
 
 import orjson
 
@@ -100,16 +101,23 @@ def parse_json(raw: bytes | bytearray) -> dict:
     return body
 
 
+def query(scope: Scope) -> dict[str, str]:
+    """The request's query parameters (the last value of a repeated one)."""
+    return dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+
+
 def carries_token(scope: Scope, accepted: tuple[bytes, bytes]) -> bool:
-    """Whether the request carries the gateway token as `x-api-key` or `Authorization: Bearer`."""
+    """Whether the request carries the gateway token as `x-api-key`, `Authorization: Bearer`, or as Gemini
+    clients send their key: `x-goog-api-key` or `?key=`."""
     api_key, bearer = accepted
     for name, value in scope["headers"]:
         # compare_digest: the time taken says nothing about how much of the token matched.
-        if name == b"x-api-key" and hmac.compare_digest(value, api_key):
+        if name in (b"x-api-key", b"x-goog-api-key") and hmac.compare_digest(value, api_key):
             return True
         if name == b"authorization" and hmac.compare_digest(value, bearer):
             return True
-    return False
+    key = query(scope).get("key") if scope.get("query_string") else None
+    return key is not None and hmac.compare_digest(key.encode(), api_key)
 
 
 async def respond(send: Send, status: int, body: bytes, content_type: bytes = JSON, extra: list | None = None) -> None:

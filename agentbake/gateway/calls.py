@@ -295,11 +295,11 @@ class Calls:
         head: bytes,
         render: Callable[[dict], bytes],
         tail: Callable[[StreamEnd], bytes],
-        keep_alive: bytes,
+        keep_alive: bytes | None,
     ) -> None:
         """Stream an upstream answer to the client as it arrives: SSE headers and `head` at once, each
-        chunk as `render` turns it into client bytes, `keep_alive` for each upstream keep-alive, then the
-        record, then `tail(end)`."""
+        chunk as `render` turns it into client bytes, `keep_alive` for each upstream keep-alive (None: the
+        client gets none), then the record, then `tail(end)`."""
         assembler = ChunkAssembler()
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         if head:
@@ -314,7 +314,7 @@ class Calls:
         async def ping() -> None:
             await send({"type": "http.response.body", "body": keep_alive, "more_body": True})
 
-        end = await self.events(call, response, forward, ping)
+        end = await self.events(call, response, forward, ping if keep_alive is not None else None)
         try:
             self.record(
                 call,

@@ -1,4 +1,4 @@
-"""Gateway exceptions and their mapping to the Anthropic, OpenAI chat and OpenAI Responses error shapes.
+"""Gateway exceptions and their mapping to the Anthropic, OpenAI chat, OpenAI Responses and Gemini error shapes.
 
 Status codes are chosen for what the client does with them: Claude Code retries 5xx/529 and honours
 `retry-after` on 429, but gives up on 400/404 (see "What Claude Code sends and needs" in README.md).
@@ -47,6 +47,13 @@ class GatewayError(AgentbakeError):
     def responses_body(self) -> dict:
         """The Responses API error envelope (`code` a string or null, as OpenAI's Responses errors have it)."""
         return {"error": {"message": self.message, "type": self.error_type, "param": self.param, "code": self.code}}
+
+    def google_error(self) -> tuple[int, dict]:
+        """The HTTP status and Gemini error envelope `{"error": {"code", "message", "status"}}`: 529 (a
+        status Google never sends) becomes 503 UNAVAILABLE, which Gemini clients retry."""
+        status = 503 if self.status == 529 else self.status
+        name = _GOOGLE_STATUS.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")
+        return status, {"error": {"code": status, "message": self.message, "status": name}}
 
 
 class InvalidRequest(GatewayError):
@@ -98,6 +105,20 @@ class RouteNotFound(GatewayError):
 class UpstreamError(GatewayError):
     """The upstream failed: an HTTP error status, no connection, a timeout or a broken stream."""
 
+
+# HTTP status -> Google's canonical status name (google.rpc.Code), as Gemini errors carry it.
+_GOOGLE_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    413: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    501: "UNIMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
 
 # Upstream status -> (status for an Anthropic client, Anthropic error type).
 # 503 and 529 both mean "try again later": Claude Code retries 529 with backoff.

@@ -57,8 +57,8 @@ class TraceRecord:
     rollout_id: str | None = None
     """From the `/r/<rollout_id>/` path prefix, or None."""
     dialect: str = "openai"
-    """The API the client spoke: "openai" (chat completions), "anthropic" (messages, translated) or "responses"
-    (OpenAI's Responses API, translated)."""
+    """The API the client spoke: "openai" (chat completions), "anthropic" (messages, translated), "responses"
+    (OpenAI's Responses API, translated) or "google" (Gemini's generateContent, translated)."""
     prompt_token_ids: list[int] | None = None
     """Prompt token ids when the upstream returned them (vLLM `return_token_ids`)."""
     upstream_status: int | None = None

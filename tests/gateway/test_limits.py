@@ -106,8 +106,8 @@ sys.stdin.readline()
 
 
 def test_a_flood_of_idle_connections_and_big_bodies_holds_bounded_descriptors_and_memory(tmp_path):
-    """The memory attack: 12 concurrent 60 MiB requests (~890 MB of the runner without the limits) and 600 idle connections
-    (once ~510 descriptors), from one agent. Nothing upstream: the bodies are what is measured."""
+    """The memory attack: 12 concurrent 60 MiB requests (~890 MB of the runner without the limits) and 600 idle
+    connections (once ~510 descriptors), from one agent. Nothing upstream: the bodies are what is measured."""
     token = secrets.token_urlsafe(24)
     uds = tmp_path / "gw.sock"
     config = GatewayConfig(upstream="http://127.0.0.1:9/v1", client_token=token, uds=uds)  # defaults otherwise

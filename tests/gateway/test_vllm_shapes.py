@@ -1,4 +1,4 @@
-"""Every wire shape of vLLM 0.34 through the gateway, streaming and unary, in all three dialects.
+"""Every wire shape of vLLM 0.34 through the gateway, streaming and unary, in all four dialects.
 
 The scripted upstream emits each shape exactly as vLLM does (tests/scripted/test_contract.py holds it to
 typed models of vLLM's answers). The official SDKs are the clients. The truth is the upstream's own wire:
@@ -19,6 +19,9 @@ import httpx
 import openai
 import orjson
 import pytest
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types as genai_types
 
 from agentbake.gateway import GatewayConfig, create_app, read_trace
 from agentbake.scripted import Fault, Reply
@@ -264,6 +267,38 @@ def run_responses(gw, shape: Shape, stream: bool, script: Reply | Fault) -> None
     assert response.status == ("incomplete" if cut else "completed")
 
 
+def run_google(gw, shape: Shape, stream: bool, script: Reply | Fault) -> None:
+    """Gemini has no stop-sequence reason: a matched stop string is an ordinary STOP; thoughts are asked for."""
+    client = genai.Client(api_key="k", http_options=genai_types.HttpOptions(base_url=gw.url, api_version="v1beta"))
+    config = genai_types.GenerateContentConfig(
+        stop_sequences=shape.stop or None, thinking_config=genai_types.ThinkingConfig(include_thoughts=True)
+    )
+    kwargs: dict[str, Any] = {"model": "m", "contents": "hi", "config": config}
+    if refused(script, stream):
+        with pytest.raises(genai_errors.APIError) as raised:
+            if stream:
+                list(client.models.generate_content_stream(**kwargs))
+            else:
+                client.models.generate_content(**kwargs)
+        assert raised.value.code == (script.status if isinstance(script, Fault) else 400)
+        return
+    if stream and script.error_after is not None:
+        with pytest.raises(genai_errors.ServerError, match="scripted engine failure"):
+            list(client.models.generate_content_stream(**kwargs))
+        return
+    answers = (
+        list(client.models.generate_content_stream(**kwargs)) if stream else [client.models.generate_content(**kwargs)]
+    )
+    parts = [part for answer in answers for part in (answer.candidates[0].content or genai_types.Content()).parts or []]
+    text, reasoning = expected_text(script)
+    assert "".join(p.text for p in parts if p.text and not p.thought) == text
+    assert "".join(p.text for p in parts if p.text and p.thought) == reasoning
+    calls = [(p.function_call.name, p.function_call.args) for p in parts if p.function_call]
+    assert calls == [(name, args) for name, args in script.tool_calls]
+    cut = script.finish_reason in ("length", "abort")
+    assert answers[-1].candidates[0].finish_reason == ("MAX_TOKENS" if cut else "STOP")
+
+
 @dataclass
 class Gateway:
     url: str
@@ -281,7 +316,7 @@ def shapes_gateway(_upstream_server, tmp_path_factory) -> Any:
         yield served.url, trace
 
 
-RUN = {"openai": run_openai, "anthropic": run_anthropic, "responses": run_responses}
+RUN = {"openai": run_openai, "anthropic": run_anthropic, "responses": run_responses, "google": run_google}
 
 
 @pytest.mark.parametrize("dialect", list(RUN))
@@ -341,6 +376,11 @@ def test_keep_alive_comments_keep_the_client_alive_too(shapes_gateway, upstream,
         target, body = f"{url}/v1/chat/completions", {"model": "m", "messages": USER, "stream": True}
     elif dialect == "responses":
         target, body = f"{url}/v1/responses", {"model": "m", "input": "hi", "stream": True}
+    elif dialect == "google":
+        target, body = (
+            f"{url}/v1beta/models/m:streamGenerateContent?alt=sse",
+            {"contents": [{"parts": [{"text": "hi"}]}]},
+        )
     else:
         target, body = f"{url}/v1/messages", {"model": "m", "max_tokens": 50, "messages": USER, "stream": True}
     with httpx.stream("POST", target, json=body, timeout=10) as response:
@@ -349,6 +389,8 @@ def test_keep_alive_comments_keep_the_client_alive_too(shapes_gateway, upstream,
         assert lines.count(": keep-alive") >= 4 and lines[-1] == "data: [DONE]"
     elif dialect == "responses":  # a comment per upstream keep-alive, between named events
         assert lines.count(": keep-alive") >= 4 and lines[-2] == "event: response.completed"
+    elif dialect == "google":  # none: the google-genai SDK takes a comment line for a broken chunk
+        assert all(line.startswith("data: ") for line in lines) and '"finishReason":"STOP"' in lines[-1]
     else:  # the initial ping, then one per upstream keep-alive
         assert lines.count("event: ping") >= 5 and lines[-2] == "event: message_stop"
 
