@@ -151,7 +151,7 @@ def resolve(spec: ImageSpec) -> dict[str, Any]:
                 f"optional dependency of {agent.package}@{version}; pick one of: {', '.join(sorted(optional))}"
             )
         lock["agent"] = {"package": agent.package, "version": version}
-        lock["native"] = _artifact(agent.native_package, optional[agent.native_package])
+        lock["native"] = _artifact(*_aliased(agent.native_package, optional[agent.native_package]))
     else:
         lock["npm"] = _artifact("npm", _max_version(_npm_view(f"npm@{agent.npm}", "version")))
         lockfile = _npm_lockfile(agent.package, agent.version)
@@ -191,6 +191,15 @@ def _version_key(version: str) -> tuple[Any, ...]:
 
 def _max_version(found: str | list[str]) -> str:
     return max(found, key=_version_key) if isinstance(found, list) else found
+
+
+def _aliased(name: str, version: str) -> tuple[str, str]:
+    """(package, version) an optional dependency resolves to: an npm alias (`npm:@openai/codex@0.1.0-linux-x64`)
+    names another package's version, any other entry is a version of `name` itself."""
+    if not version.startswith("npm:"):
+        return name, version
+    package, _, aliased = version.removeprefix("npm:").rpartition("@")
+    return package, aliased
 
 
 def _artifact(package: str, version: str) -> dict[str, str]:

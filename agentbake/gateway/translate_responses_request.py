@@ -2,7 +2,8 @@
 
 `responses_to_openai` is the one entry point. The gateway keeps no conversation state, so `input` must hold
 the whole conversation (what Codex sends). Client mistakes, and what a chat-completions upstream cannot run
-(hosted tools, stored prompts, `previous_response_id`), raise `InvalidRequest` naming the JSON path at fault.
+(stored prompts, `previous_response_id`), raise `InvalidRequest` naming the JSON path at fault; hosted tools are
+left out.
 """
 
 from __future__ import annotations
@@ -169,7 +170,9 @@ def _input(body: dict, inner_system_as_user: bool) -> list[dict]:
 
 
 def _tools(tools: Any) -> tuple[list[dict], frozenset[str]]:
-    """Chat function tools for `function` and `custom` tools, and the names of the custom ones."""
+    """Chat function tools for `function` and `custom` tools, and the names of the custom ones; any other type
+    (`web_search`, `local_shell`, `namespace`, ...) runs at OpenAI or needs items a chat upstream never sends,
+    so it is left out and the model is not offered it."""
     want(tools, list, "tools", "an array of tools")
     out: list[dict] = []
     custom: set[str] = set()
@@ -177,7 +180,9 @@ def _tools(tools: Any) -> tuple[list[dict], frozenset[str]]:
         where = f"tools[{i}]"
         want(tool, dict, where, "a tool object")
         kind = tool.get("type")
-        name = want(tool.get("name"), str, f"{where}.name", "a string") if kind in ("function", "custom") else ""
+        if kind not in ("function", "custom"):
+            continue
+        name = want(tool.get("name"), str, f"{where}.name", "a string")
         if kind == "function":
             parameters = tool.get("parameters")
             schema = {"type": "object", "properties": {}} if parameters is None else parameters
@@ -185,7 +190,7 @@ def _tools(tools: Any) -> tuple[list[dict], frozenset[str]]:
             function: dict[str, Any] = {"name": name, "parameters": clean_schema(schema)}
             if isinstance(tool.get("strict"), bool):
                 function["strict"] = tool["strict"]
-        elif kind == "custom":
+        else:
             # A freeform tool becomes a function of one string; its `format` (a grammar) is not enforced.
             custom.add(name)
             text = {"type": "string", "description": "The tool's whole input, as free text."}
@@ -193,12 +198,6 @@ def _tools(tools: Any) -> tuple[list[dict], frozenset[str]]:
                 "name": name,
                 "parameters": {"type": "object", "properties": {CUSTOM_INPUT: text}, "required": [CUSTOM_INPUT]},
             }
-        else:
-            raise fail(
-                f"{where}.type",
-                f"tool type {kind!r} runs at OpenAI, not on a chat-completions upstream: leave it out "
-                "(function and custom tools are translated)",
-            )
         if tool.get("description") is not None:
             function["description"] = want(tool["description"], str, f"{where}.description", "a string")
         out.append({"type": "function", "function": function})
@@ -279,7 +278,9 @@ def responses_to_openai(body: Any, *, inner_system_as_user: bool = False) -> Tra
     out: dict[str, Any] = {"model": model, "messages": _input(body, inner_system_as_user)}
     custom: frozenset[str] = frozenset()
     if body.get("tools"):
-        out["tools"], custom = _tools(body["tools"])
+        tools, custom = _tools(body["tools"])
+        if tools:
+            out["tools"] = tools
     choice = _tool_choice(body["tool_choice"]) if body.get("tool_choice") is not None else None
     parallel = body.get("parallel_tool_calls")
     if parallel is not None:

@@ -2,7 +2,8 @@
 
 For each request it finds the task (the task whose instruction text appears in the conversation's user
 messages; the longest such instruction wins), the agent's shell tool among the request's `tools` (Claude
-Code's `Bash`, OpenCode's and Pi's `bash`: a tool named bash or shell with a string `command` parameter),
+Code's `Bash`, OpenCode's and Pi's `bash`, Codex's `exec_command`: a tool of one of those names, or shell, with a
+string `command` or `cmd` parameter),
 and how many of the solution's steps the conversation already holds (its calls to that tool). It answers
 with the next step as one tool call, or, once every step has run, ends the turn with a short message.
 
@@ -29,6 +30,10 @@ from agentbake.tasks import Task, load_tasks
 
 _SPACE = re.compile(r"\s+")
 _COMMAND_KEYS = ("command", "cmd")
+_SHELL_NAMES = ("bash", "shell", "exec_command")
+_WAITS = {"yield_time_ms": 30_000}
+"""Optional numeric parameters set on every step: Codex's `exec_command` answers after `yield_time_ms` (10 s by
+default, at most 30 s) with the command still running, and the next step must not start before it ends."""
 
 
 @dataclass(frozen=True)
@@ -67,17 +72,19 @@ class ShellTool:
     command_key: str
     required: tuple[tuple[str, str], ...]
     """(name, JSON type) of the other required parameters."""
+    waits: tuple[tuple[str, int], ...] = ()
+    """(name, value) of the optional parameters in `_WAITS` that the tool has."""
 
 
 def find_shell_tool(tools: Any) -> ShellTool | None:
-    """The agent's shell tool among OpenAI-style `tools`: named bash or shell, with a string command."""
+    """The agent's shell tool among OpenAI-style `tools`: named bash, shell or exec_command, with a string command."""
     candidates = []
     for tool in tools if isinstance(tools, list) else []:
         function = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
             continue
         name = function["name"]
-        if name.lower() not in ("bash", "shell"):
+        if name.lower() not in _SHELL_NAMES:
             continue
         schema = function.get("parameters") or {}
         properties = schema.get("properties") or {}
@@ -89,7 +96,12 @@ def find_shell_tool(tools: Any) -> ShellTool | None:
             for field in schema.get("required") or []
             if field != key
         )
-        candidates.append(ShellTool(name, key, required))
+        waits = tuple(
+            (field, value)
+            for field, value in _WAITS.items()
+            if (properties.get(field) or {}).get("type") in ("number", "integer")
+        )
+        candidates.append(ShellTool(name, key, required, waits))
     return candidates[0] if candidates else None
 
 
@@ -136,7 +148,7 @@ class SolutionPolicy:
         if done >= len(task.steps):
             plural = "s" if len(task.steps) > 1 else ""
             return Reply(text=f"Done: ran the reference solution of {task.name} ({len(task.steps)} step{plural}).")
-        arguments: dict[str, Any] = {tool.command_key: task.steps[done]}
+        arguments: dict[str, Any] = {tool.command_key: task.steps[done], **dict(tool.waits)}
         for field, kind in tool.required:
             if kind == "string":
                 arguments[field] = f"Step {done + 1} of {len(task.steps)} of the reference solution"

@@ -60,8 +60,10 @@ def solution_steps(
 
 
 def _first_lines(folder: str, files: SolutionFiles, solution_dir: str) -> list[str]:
-    """What only the first step does: a fresh state folder with the player, and the solution files."""
-    lines = ['rm -rf -- "$S" && mkdir -m 700 -- "$S" && ' + _write('"$S/run"', PLAYER.read_text())]
+    """What only the first step does: a fresh state folder with the player, and the solution files. No `rm -f`:
+    Codex refuses any command holding one (outside here-documents) in every mode; mkdir fails if rm could not
+    clear the folder."""
+    lines = ['rm -r -- "$S" 2>/dev/null; mkdir -m 700 -- "$S" && ' + _write('"$S/run"', PLAYER.read_text())]
     return lines + placing_lines(files, folder, solution_dir)
 
 

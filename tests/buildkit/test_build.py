@@ -39,7 +39,7 @@ def run_in(engine: docker.DockerClient, tag: str, command: str) -> str:
     return output.decode()
 
 
-@pytest.mark.parametrize("name", ["claude-code", "opencode", "pi"])
+@pytest.mark.parametrize("name", ["claude-code", "codex", "opencode", "pi"])
 def test_agent_runs_as_the_non_root_user(
     engine: docker.DockerClient, built_images: dict[str, BuildResult], catalog: Catalog, name: str
 ) -> None:
@@ -50,7 +50,7 @@ def test_agent_runs_as_the_non_root_user(
     assert spec.agent.version in version
 
 
-@pytest.mark.parametrize("name", ["claude-code", "opencode", "pi"])
+@pytest.mark.parametrize("name", ["claude-code", "codex", "opencode", "pi"])
 def test_image_carries_what_sandboxes_need(
     engine: docker.DockerClient, built_images: dict[str, BuildResult], catalog: Catalog, name: str
 ) -> None:
@@ -73,16 +73,17 @@ def test_image_carries_what_sandboxes_need(
     assert image.attrs["Config"]["User"] == "agent"
 
 
-@pytest.mark.parametrize("name", ["claude-code", "opencode"])
-def test_native_images_carry_one_binary_and_no_node(
-    engine: docker.DockerClient, built_images: dict[str, BuildResult], name: str
+# Codex ships its code-mode host beside the CLI in the same platform package.
+@pytest.mark.parametrize(("name", "binaries"), [("claude-code", 1), ("codex", 2), ("opencode", 1)])
+def test_native_images_carry_their_binaries_and_no_node(
+    engine: docker.DockerClient, built_images: dict[str, BuildResult], name: str, binaries: int
 ) -> None:
     output = run_in(
         engine,
         built_images[name].tag,
         "command -v node || command -v npm || echo no-node; find /opt/agentbake/agent -type f -size +50M | wc -l",
     )
-    assert output.split() == ["no-node", "1"]
+    assert output.split() == ["no-node", str(binaries)]
 
 
 def test_second_build_is_cached_without_calling_the_builder(

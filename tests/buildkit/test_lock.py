@@ -62,12 +62,14 @@ def test_requirements_require_hashes(catalog: Catalog) -> None:
     assert any(line.startswith("uvicorn==") for line in lines)
 
 
-def test_lock_resolves_a_range_to_exact_hashed_artifacts(user_catalog: Path, catalog: Catalog) -> None:
+# Codex's platform package is an npm alias (`npm:@openai/codex@<version>-linux-x64`) of its own package.
+@pytest.mark.parametrize("name", ["claude-code", "codex"])
+def test_lock_resolves_a_range_to_exact_hashed_artifacts(user_catalog: Path, catalog: Catalog, name: str) -> None:
     """A real resolution against the npm registry and PyPI, for a range instead of a pinned version.
 
     The range ends at the committed lock's version, so it resolves to that exact artifact whatever the
     registry published since: the test never depends on the newest release of the day."""
-    original = catalog.load("claude-code")
+    original = catalog.load(name)
     locked = read_lock(original)
     pinned = locked["agent"]["version"]
     major, minor, _ = pinned.split(".")
@@ -75,10 +77,10 @@ def test_lock_resolves_a_range_to_exact_hashed_artifacts(user_catalog: Path, cat
     assert f'version = "{pinned}"' in text
     write_spec(
         user_catalog,
-        "claude-range",
+        f"{name}-range",
         text.replace(f'version = "{pinned}"', f'version = ">={major}.{minor}.0 <={pinned}"'),
     )
-    spec = Catalog.discover(user_catalog).load("claude-range")
+    spec = Catalog.discover(user_catalog).load(f"{name}-range")
     lock = write_lock(spec)
     assert read_lock(spec) == lock == json.loads(spec.lock_path.read_text())
     assert lock["agent"] == locked["agent"]  # the highest version in the range, exactly

@@ -298,6 +298,20 @@ def test_custom_tool_calls_go_back_as_custom_tool_call_items(gateway, upstream):
     assert done.input == patch and events[-1].response.output[0].input == patch
 
 
+def test_hosted_tools_are_left_out_and_the_model_is_offered_the_rest(gateway, upstream):
+    """Codex sends `web_search` and a `namespace` of subagent tools beside its functions: the chat upstream
+    cannot run them, so they are dropped; with nothing else offered, no tools and no tool_choice go upstream."""
+    namespace = {"type": "namespace", "name": "multi_agent_v1", "tools": [{"type": "function", "name": "spawn"}]}
+    hosted = [{"type": "web_search", "external_web_access": True}, namespace, {"type": "local_shell"}]
+    upstream.fake.script = [Reply(text="ok"), Reply(text="ok")]
+    client = oai(gateway)
+    client.responses.create(model="m", input="hi", tools=[*hosted[:2], SHELL, hosted[2]], tool_choice="auto")
+    client.responses.create(model="m", input="hi", tools=hosted, tool_choice="auto")
+    with_shell, bare = upstream.fake.requests
+    assert [tool["function"]["name"] for tool in with_shell["tools"]] == [SHELL["name"]]
+    assert with_shell["tool_choice"] == "auto" and "tools" not in bare and "tool_choice" not in bare
+
+
 # ------------------------------------------------------------------ settings
 
 
@@ -369,7 +383,6 @@ def test_the_rollout_path_and_token_apply(make_gateway, upstream, tmp_path):
             "input[0].content[0].type",
             "input_file",
         ),
-        ({"input": "hi", "tools": [{"type": "web_search"}]}, "tools[0].type", "'web_search' runs at OpenAI"),
         ({"input": "hi", "tools": [{"type": "function", "parameters": {}}]}, "tools[0].name", "expected a string"),
         ({"input": "hi", "tool_choice": {"type": "file_search"}}, "tool_choice.type", "unsupported tool_choice"),
         ({"input": "hi", "text": {"format": {"type": "grammar"}}}, "text.format.type", "unsupported format"),

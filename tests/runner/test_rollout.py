@@ -1,8 +1,8 @@
 """Whole rollouts with a model: the real agent CLIs in their real images, the scripted model behind a
 gateway per rollout, token ids in the trace, and the upstream key kept out of the sandbox.
 
-The agent x task matrix is trimmed to each agent once and each task once (three pairs, ~15 s together):
-every agent against every task would add six more runs that exercise no further code path."""
+The agent x task matrix is trimmed to each agent once (four pairs, ~20 s together): every agent against every
+task would add more runs that exercise no further code path."""
 
 from __future__ import annotations
 
@@ -40,13 +40,23 @@ def backend(engine: docker.DockerClient) -> Iterator[DockerBackend]:
     backend.close()
 
 
-TRANSCRIPTS = {"claude-code": "projects/*/*.jsonl", "opencode": "log/*.log", "pi": "pi-sessions/*.jsonl"}
+TRANSCRIPTS = {
+    "claude-code": "projects/*/*.jsonl",
+    "codex": "sessions/*/*/*/rollout-*.jsonl",
+    "opencode": "log/*.log",
+    "pi": "pi-sessions/*.jsonl",
+}
 """Each agent's session transcript under out/<id>/agent/."""
 
 
 @pytest.mark.parametrize(
     ("agent", "task_name"),
-    [("claude-code", "write-file"), ("opencode", "fix-failing-test"), ("pi", "multi-step-report")],
+    [
+        ("claude-code", "write-file"),
+        ("codex", "fix-failing-test"),
+        ("opencode", "fix-failing-test"),
+        ("pi", "multi-step-report"),
+    ],
 )
 def test_each_agent_solves_a_task_with_the_scripted_model_and_every_call_has_token_ids(
     built_images: dict[str, BuildResult],
@@ -116,7 +126,7 @@ STATEFUL_TEST = reward_if(
 
 # OpenCode and Pi pass too (a fresh shell per call, as tests/scripted/test_shell_steps.py plays the steps), but
 # their runs take 40-130 s on a loaded 2-core machine.
-@pytest.mark.parametrize("agent", ["oracle", "claude-code"])
+@pytest.mark.parametrize("agent", ["oracle", "claude-code", "codex"])
 def test_a_solve_sh_with_state_across_blocks_solves_its_task_as_the_oracle_does(
     built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path, agent: str
 ) -> None:
@@ -138,7 +148,7 @@ def test_a_solve_sh_with_state_across_blocks_solves_its_task_as_the_oracle_does(
 
 
 KEY_PREFIX = "sk-agentbake-probe-"
-# Played through Claude Code's Bash tool: every process's environment and command line, the agent's own
+# Played through the agent's shell tool: every process's environment and command line, the agent's own
 # environment and every file it can read, searched for anything shaped like the key (the prefix alone
 # appears in this script's own command line, which shows the search saw the processes).
 PROBE = f"""P='{KEY_PREFIX}'
@@ -149,8 +159,13 @@ echo probed >> probe.txt
 """
 
 
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
 def test_the_upstream_key_reaches_the_upstream_and_never_the_sandbox(
-    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    built_images: dict[str, BuildResult],
+    backend: DockerBackend,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    agent: str,
 ) -> None:
     key = KEY_PREFIX + secrets.token_hex(16)
     monkeypatch.setenv("AGENTBAKE_TEST_PROBE_KEY", key)
@@ -158,7 +173,7 @@ def test_the_upstream_key_reaches_the_upstream_and_never_the_sandbox(
     model = ScriptedModel(tasks=[task])
     with serve_in_thread(model) as upstream:
         config = RunnerConfig(
-            image=built_images["claude-code"].tag,
+            image=built_images[agent].tag,
             model=f"{upstream.url}/v1",
             model_name="probe-model",
             api_key_env="AGENTBAKE_TEST_PROBE_KEY",
@@ -174,6 +189,29 @@ def test_the_upstream_key_reaches_the_upstream_and_never_the_sandbox(
     assert not any(key in line for line in found), "the upstream key is readable inside the sandbox"
     for path in result.out_dir.rglob("*"):  # nor in anything the rollout wrote
         assert not path.is_file() or key.encode() not in path.read_bytes(), path
+
+
+def test_codex_reaches_nothing_but_its_gateway(
+    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+) -> None:
+    """Every host is refused in the agent phase but one nobody calls, and each refusal is a note: the solution's
+    own request is the only one, so Codex itself called nothing (update check, plugin sync, telemetry) but its
+    gateway, which it reaches with no network."""
+    solve = "curl -s -o /dev/null https://example.com/ || true\necho hello > hello.txt\n"
+    test = reward_if("grep -qx hello hello.txt")
+    task = load_task(write_task(tmp_path / "tasks", "no-route-out", solve=solve, test=test))
+    config = RunnerConfig(
+        image=built_images["codex"].tag,
+        model="scripted",
+        agent_network="allowlist",
+        allowed_hosts=("127.0.0.2",),
+        out_dir=tmp_path / "out",
+    )
+    with Runner(config, backend) as runner:
+        runner.start_scripted([task])
+        result = runner.run(task)
+    assert (result.status, result.reward) == (Status.OK, 1.0), result.error
+    assert [note.split(" (")[0] for note in result.notes] == ["network: example.com refused once in the agent phase"]
 
 
 def test_a_batch_shares_one_runner_and_keeps_traces_apart(

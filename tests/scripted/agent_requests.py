@@ -1,9 +1,10 @@
 """Requests shaped like each agent's, as they reach the model: tools, message forms and body keys.
 
-Claude Code speaks Anthropic's Messages API and reaches the model through the gateway; OpenCode and Pi
-speak OpenAI chat completions directly (their shapes as observed on the wire: OpenCode sends a string
-user message, `tool_choice: "auto"` and a bash tool whose `description` is required; Pi sends the user
-message as text parts, `strict: false` tools, `store: false`, and `content: null` beside tool calls).
+Claude Code speaks Anthropic's Messages API and Codex OpenAI's Responses API, both reaching the model through
+the gateway; OpenCode and Pi speak OpenAI chat completions directly (their shapes as observed on the wire:
+OpenCode sends a string user message, `tool_choice: "auto"` and a bash tool whose `description` is required; Pi
+sends the user message as text parts, `strict: false` tools, `store: false`, and `content: null` beside tool
+calls; Codex sends developer messages, an `exec_command` function whose `cmd` is the command, and hosted tools).
 """
 
 from __future__ import annotations
@@ -125,3 +126,53 @@ def pi_body(instruction: str) -> dict[str, Any]:
 
 # Each OpenAI-dialect agent: its first request, and the assistant content it sends beside tool calls.
 OPENAI_AGENTS = {"opencode": (opencode_body, ""), "pi": (pi_body, None)}
+
+
+CODEX_TOOLS = [
+    {
+        "type": "function",
+        "name": "exec_command",
+        "description": "Runs a command in a PTY, returning output or a session ID for ongoing interaction.",
+        "strict": False,
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "cmd": {"type": "string", "description": "Shell command to execute."},
+                "login": {"type": "boolean"},
+                "workdir": {"type": "string"},
+                "yield_time_ms": {"type": "number", "description": "Defaults to 10000 ms; range 250-30000 ms."},
+            },
+            "required": ["cmd"],
+            "additionalProperties": False,
+        },
+    },
+    {
+        "type": "function",
+        "name": "write_stdin",
+        "description": "Writes characters to an existing unified exec session and returns recent output.",
+        "strict": False,
+        "parameters": {
+            "type": "object",
+            "properties": {"chars": {"type": "string"}, "session_id": {"type": "number"}},
+            "required": ["session_id"],
+            "additionalProperties": False,
+        },
+    },
+    {"type": "web_search", "external_web_access": True},
+]
+
+
+def codex_body(instruction: str) -> dict[str, Any]:
+    return {
+        "model": "test-model",
+        "instructions": None,
+        "input": [
+            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are Codex."}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": instruction}]},
+        ],
+        "tools": CODEX_TOOLS,
+        "tool_choice": "auto",
+        "parallel_tool_calls": True,
+        "store": False,
+        "include": ["reasoning.encrypted_content"],
+    }

@@ -18,7 +18,7 @@ from agentbake.gateway import GatewayConfig, create_app
 from agentbake.scripted import ScriptedModel, SolutionPolicy, solution_steps, start_scripted_model
 from agentbake.serve import serve_in_thread
 from agentbake.tasks import load_task
-from tests.scripted.agent_requests import CLAUDE_SYSTEM, CLAUDE_TOOLS, OPENAI_AGENTS, claude_user
+from tests.scripted.agent_requests import CLAUDE_SYSTEM, CLAUDE_TOOLS, OPENAI_AGENTS, claude_user, codex_body
 
 MULTI_STEP = """#!/bin/bash
 set -e
@@ -189,6 +189,38 @@ def test_claude_code_through_the_gateway_gets_each_step_as_a_bash_tool_use(
     assert commands == solution_steps(MULTI_STEP)
     assert message.stop_reason == "end_turn" and [b.type for b in message.content] == ["text"]
     assert message.content[0].text == FINAL
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "unary"])
+def test_codex_through_the_gateway_gets_each_step_as_an_exec_command_call(
+    task_model: str, tmp_path: Path, stream: bool
+):
+    """Codex's shell tool is `exec_command` (string `cmd`); each step waits the longest Codex allows for its end."""
+    config = GatewayConfig(upstream=task_model + "/v1", trace=tmp_path / "trace.jsonl")
+    body = codex_body(INSTRUCTION)
+    commands = []
+    with serve_in_thread(create_app(config), log_level="critical") as gateway:
+        client = openai.OpenAI(base_url=gateway.url + "/v1", api_key="unused", max_retries=0)
+        for _ in range(10):
+            if stream:
+                (response,) = [
+                    e.response for e in client.responses.create(**body, stream=True) if e.type == "response.completed"
+                ]
+            else:
+                response = client.responses.create(**body)
+            calls = [item for item in response.output if item.type == "function_call"]
+            if not calls:
+                break
+            (call,) = calls
+            arguments = json.loads(call.arguments)
+            assert (
+                call.name == "exec_command" and arguments.pop("yield_time_ms") == 30_000 and list(arguments) == ["cmd"]
+            )
+            commands.append(arguments["cmd"])
+            output = {"type": "function_call_output", "call_id": call.call_id, "output": "Process exited with code 0"}
+            body["input"] = [*body["input"], call.model_dump(exclude_none=True), output]
+    assert commands == solution_steps(MULTI_STEP)
+    assert response.output_text == FINAL
 
 
 def test_a_title_call_gets_plain_text(task_model: str):

@@ -42,7 +42,7 @@ def _run(engine: docker.DockerClient, image: str, volume: str, command: list[str
     ).decode()
 
 
-@pytest.mark.parametrize("agent", ["claude-code", "opencode", "pi"])
+@pytest.mark.parametrize("agent", ["claude-code", "codex", "opencode", "pi"])
 def test_bundle_runs_in_images_without_python_or_git(
     engine: docker.DockerClient, built_images: dict[str, BuildResult], agent: str
 ) -> None:

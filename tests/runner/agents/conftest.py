@@ -25,6 +25,7 @@ from agentbake.buildkit.labels import ImageLabels
 from agentbake.gateway import GatewayConfig, TraceRecord, create_app, read_trace
 from agentbake.runner.agents import Agent, AgentImage, AgentLaunch, ModelAccess, get_agent
 from agentbake.scripted import Reply, Script, ScriptedModel
+from agentbake.scripted.policy import find_shell_tool
 from agentbake.serve import serve_in_thread
 
 UPSTREAM_KEY_ENV = "AGENTBAKE_TEST_AGENTS_UPSTREAM_KEY"
@@ -52,10 +53,11 @@ def shell_then_finish(shell_tool: str) -> Callable[[dict], Reply]:
     def respond(request: dict) -> Reply:
         if any(message["role"] == "tool" for message in request["messages"]):
             return Reply(text="All done.")
-        offered = {tool["function"]["name"] for tool in request.get("tools") or []}
-        if shell_tool not in offered:
-            return Reply(text=f"no {shell_tool} tool offered, only {sorted(offered)}")
-        return Reply(text="Running it.", tool_calls=[(shell_tool, {"command": PROOF_COMMAND})])
+        tool = find_shell_tool(request.get("tools"))
+        if tool is None or tool.name != shell_tool:
+            offered = sorted(t["function"]["name"] for t in request.get("tools") or [])
+            return Reply(text=f"no {shell_tool} tool offered, only {offered}")
+        return Reply(text="Running it.", tool_calls=[(shell_tool, {tool.command_key: PROOF_COMMAND})])
 
     return respond
 
@@ -199,7 +201,7 @@ def run_agent(
     )
 
 
-@pytest.fixture(scope="module", params=["claude-code", "opencode", "pi"])
+@pytest.fixture(scope="module", params=["claude-code", "codex", "opencode", "pi"])
 def agent_run(
     request: pytest.FixtureRequest,
     engine: docker.DockerClient,

@@ -64,7 +64,7 @@ def test_no_upstream_key_and_no_token_in_output_or_argv(agent_run: AgentRun) -> 
     assert agent_run.token not in " ".join(agent_run.launch.argv)
 
 
-@pytest.mark.parametrize("name", ["claude-code", "opencode", "pi"])
+@pytest.mark.parametrize("name", ["claude-code", "codex", "opencode", "pi"])
 def test_a_model_that_refuses_every_call_fails_the_run(
     name: str,
     engine: docker.DockerClient,

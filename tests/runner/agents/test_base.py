@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tomllib
 
 import pytest
 
@@ -40,7 +41,7 @@ def test_every_catalog_image_has_a_registered_agent(catalog: Catalog) -> None:
         assert agent_for_labels(labels) is get_agent(spec.name)
 
 
-@pytest.mark.parametrize("name", ["claude-code", "opencode", "pi"])
+@pytest.mark.parametrize("name", ["claude-code", "codex", "opencode", "pi"])
 def test_launch_paths_come_from_home_and_labels(name: str) -> None:
     launch = get_agent(name).launch(AgentImage.from_labels(LABELS), MODEL, "do the task")
     assert launch.argv[:2] == ["bash", "-c"]
@@ -55,7 +56,7 @@ def test_launch_paths_come_from_home_and_labels(name: str) -> None:
     assert not any(path.startswith("/") for path in launch.files)
 
 
-@pytest.mark.parametrize("name", ["claude-code", "opencode", "pi"])
+@pytest.mark.parametrize("name", ["claude-code", "codex", "opencode", "pi"])
 def test_token_is_the_agents_api_key_and_never_on_argv(name: str) -> None:
     launch = get_agent(name).launch(AgentImage.from_labels(LABELS), MODEL, "do the task")
     assert MODEL.token not in " ".join(launch.argv)
@@ -75,6 +76,19 @@ def test_openai_agents_get_the_v1_base_and_the_model_name() -> None:
     assert "--model Qwen/Qwen3-8B" in pi.script
 
 
+def test_codex_gets_a_provider_of_the_v1_base_and_the_token_by_env() -> None:
+    launch = get_agent("codex").launch(AgentImage.from_labels(LABELS), MODEL, "x")
+    config = tomllib.loads(launch.files[".codex/config.toml"])
+    provider = config["model_providers"][config["model_provider"]]
+    assert (config["model"], provider["base_url"]) == ("Qwen/Qwen3-8B", "http://10.9.8.7:4321/r/abc/v1")
+    assert (provider["wire_api"], provider["supports_websockets"]) == ("responses", False)
+    assert launch.env[provider["env_key"]] == MODEL.token
+    assert (
+        "exec --strict-config --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check --json -"
+        in launch.script
+    )
+
+
 def test_sandbox_home_wins_over_the_home_label() -> None:
     labels = LABELS.model_copy(update={"dir_logs_agent": "/root/out/agent", "dir_workdir": "/root/w"})
     image = AgentImage.from_labels(labels, home="/root")
@@ -88,7 +102,7 @@ def test_log_dir_outside_home_is_refused() -> None:
 
 
 def test_unknown_agents_are_refused_with_the_known_ones() -> None:
-    with pytest.raises(AgentError, match=r"unknown agent 'aider'; known agents: claude-code, opencode, pi"):
+    with pytest.raises(AgentError, match=r"unknown agent 'aider'; known agents: claude-code, codex, opencode, pi"):
         get_agent("aider")
     with pytest.raises(AgentError, match=r"no harness for the agent package 'aider-chat'.*opencode-ai \(opencode\)"):
         agent_for_labels(LABELS.model_copy(update={"agent_package": "aider-chat"}))
