@@ -94,7 +94,8 @@ LEFTOVERS_TEST = """alive=0
 for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q 'leftover-[abc]' && alive=$((alive+1)); done
 echo "alive $alive"
 """ + reward_if('[ "$alive" = 0 ]')
-LINKS_SOLVE = """ln -s /tests/expected /app/answer
+LINKS_SOLVE = """while [ ! -e /root/logs/agent/oracle.log ]; do sleep 0.01; done  # tee has it open (load)
+ln -s /tests/expected /app/answer
 mkdir -p /tmp/fake/agent && echo stolen > /tmp/fake/agent/secret
 mv /root/logs /root/logs.old && ln -s /tmp/fake /root/logs
 # the harness's markers moved into the future: its links would look older than them
