@@ -227,6 +227,17 @@ class DockerSandbox(SandboxHandle):
             raise self._error("list the changed files of", exc) from None
         return [(_CHANGE_KINDS.get(change["Kind"], "changed"), change["Path"]) for change in changes]
 
+    def link_target(self, path: str) -> str | None:
+        """The engine's stat of `path` (the archive's header); its stream is closed unread."""
+        try:
+            chunks, stat = self._api.get_archive(self.sandbox_id, self._absolute(path), chunk_size=_ARCHIVE_CHUNK)
+        except docker.errors.NotFound:
+            return None
+        except docker.errors.DockerException as exc:
+            raise self._error(f"look at {path} in", exc) from None
+        chunks.close()  # an archive left open holds the container's lock in the engine
+        return (stat or {}).get("linkTarget") or None
+
     def restart(self) -> None:
         """SIGKILL to the container's init ends every process in it; the container then starts again with its
         writable layer as it was, and its main process (the relay) anew. A container that stopped already (a root

@@ -367,7 +367,8 @@ class Harness:
         if changed is None:
             return
         commands = self._image_commands() if toolchain.adds_commands(changed) else frozenset()
-        found = toolchain.harness_tools_changed(changed, commands)
+        links = {folder: self.handle.link_target(folder) for folder in toolchain.folders_changed(changed)}
+        found = toolchain.harness_tools_changed(changed, commands, links)
         if found:
             self._save("verifier/harness-tools.txt", "".join(f"{line}\n" for line in found))
             self.toolchain_changed = True

@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 PATH_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
@@ -339,6 +340,10 @@ _HARNESS_LIBS = re.compile(
 """The libraries those commands load, by name: changed or removed, they are flagged (an upgrade of one too)."""
 _LOADER_NAMES = re.compile(r"libc\.so\.6|ld-linux[^/]*\.so\.[0-9]+")
 """The loader and libc: flagged wherever one is changed, removed or added (no honest install adds another)."""
+_TOOL_FOLDERS = frozenset((*PATH_DIRS, *LIB_DIRS, "/usr", "/usr/local"))
+"""The folders of commands and libraries, and those above them: none of them may become a link elsewhere."""
+_MERGED_USR = {f"/{name}": (f"usr/{name}", f"/usr/{name}") for name in ("bin", "sbin", "lib", "lib32", "lib64")}
+"""The links a merged-/usr image has in place of these folders."""
 
 
 def adds_commands(changes: list[tuple[str, str]]) -> bool:
@@ -360,13 +365,25 @@ def image_commands(listed: bytes, named: bytes, baseline: Baseline) -> frozenset
     return frozenset(names)
 
 
-def harness_tools_changed(changes: list[tuple[str, str]], commands: frozenset[str] | None) -> list[str]:
+def folders_changed(changes: list[tuple[str, str]]) -> list[str]:
+    """The folders of commands and libraries (and `/usr` above them) the engine lists as changed: each may now be
+    a link to files the engine's list does not show (a tmpfs), so the engine is asked what each is."""
+    return [path for kind, path in changes if kind == "changed" and path in _TOOL_FOLDERS]
+
+
+def harness_tools_changed(
+    changes: list[tuple[str, str]], commands: frozenset[str] | None, links: Mapping[str, str | None]
+) -> list[str]:
     """The entries of the engine's list of changed files (`SandboxHandle.changed_files`) that touch what the
     harness's own root steps run on. A root agent that changed one could make every later step lie, this check in
     the sandbox included, so the engine's list, which it cannot forge, is asked. `commands`: the names the image
     had on PATH (`image_commands`), so that a new command is told from one put before the image's (None: every
-    added one counts)."""
-    found = []
+    added one counts); `links`: what each of `folders_changed` leads to now (`SandboxHandle.link_target`)."""
+    found = [
+        f"{folder} (now a link to {target})"
+        for folder, target in links.items()
+        if target is not None and target not in _MERGED_USR.get(folder, ())
+    ]
     for kind, path in changes:
         folder, _, name = path.rpartition("/")
         folder = folder or "/"

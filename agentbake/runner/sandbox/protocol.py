@@ -229,6 +229,11 @@ class SandboxHandle(abc.ABC):
         `deleted`, path), a list no process inside the sandbox can forge; None when the backend cannot tell."""
         return None
 
+    def link_target(self, path: str) -> str | None:
+        """Where `path` leads when it is a symbolic link, as the engine sees it; None when it is not one (or
+        missing), or when the backend cannot tell."""
+        return None
+
     def restart(self) -> None:
         """Kill every process in the sandbox and start it again with its files as they are: the way out when a
         fork loop holds every process slot, so no command can start. SandboxError when the backend cannot."""

@@ -75,7 +75,7 @@ def task_image(
         yield runner.images.resolve(load_task(root))
     for image in engine.images.list(filters={"label": "dev.agentbake.task.name=toolchain-debian"}):
         engine.images.remove(image.id, force=True)
-    for name in ("toolchain-forged", "toolchain-honest", "toolchain-blinded"):
+    for name in ("toolchain-forged", "toolchain-honest", "toolchain-blinded", "toolchain-relinked"):
         for image in engine.images.list(filters={"label": f"dev.agentbake.task.name={name}"}):
             engine.images.remove(image.id, force=True)
     for image in engine.images.list(name="agentbake-task/toolchain-debian"):
@@ -324,12 +324,17 @@ def test_the_engines_list_names_a_change_of_what_the_harness_runs_on() -> None:
     commands = toolchain.image_commands(listed, named, image)
     assert commands == {"find", "dash", "sh"}
     assert toolchain.adds_commands(changes + honest)
-    found = toolchain.harness_tools_changed(changes + honest, commands)
+    folders = toolchain.folders_changed(changes + honest)
+    assert folders == ["/usr/bin"]
+    found = toolchain.harness_tools_changed(changes + honest, commands, {"/usr/bin": None})
     assert found == [f"{path} ({kind})" for kind, path in changes]
+    # a folder of commands that became a link leads to files the engine's list may not show (a tmpfs)
+    links = {"/usr/local/bin": "/dev/shm/bin", "/bin": "usr/bin", "/usr/lib": None}
+    assert toolchain.harness_tools_changed([], commands, links) == ["/usr/local/bin (now a link to /dev/shm/bin)"]
     assert "/etc/alternatives/awk (changed)" in toolchain.describe_harness_tools(found)
     # a list the agent rewrote is not trusted: every command added to PATH counts then
     assert toolchain.image_commands(listed + b"/usr/bin/kill\n", named, image) is None
-    assert "/usr/bin/kill (added)" in toolchain.harness_tools_changed(honest, None)
+    assert "/usr/bin/kill (added)" in toolchain.harness_tools_changed(honest, None, {})
 
 
 def test_a_root_agent_that_blinds_the_check_gets_no_reward_in_shared_mode_and_its_own_in_separate(
@@ -357,3 +362,24 @@ def test_a_root_agent_that_blinds_the_check_gets_no_reward_in_shared_mode_and_it
     listed = (tmp_path / "shared" / shared.rollout_id / "verifier" / "harness-tools.txt").read_text()
     assert listed == "/etc/alternatives/awk (changed)\n"
     assert (separate.status, separate.reward) == (Status.OK, 0.0), separate.error
+
+
+def test_a_folder_of_commands_turned_into_a_link_withholds_the_reward(
+    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+) -> None:
+    """/usr/local/bin replaced by a link to a folder with an `awk` that prints nothing and a `cmp` that passes:
+    the engine lists only the folder as changed (what it leads to may be a tmpfs), so the engine is asked what
+    it is now."""
+    test = reward_if("echo solved | cmp -s - /app/answer")
+    solve = (
+        "mkdir -p /opt/b && printf '#!/bin/sh\\nexit 0\\n' > /opt/b/cmp && cp /opt/b/cmp /opt/b/awk\n"
+        "chmod 755 /opt/b/* && mv /usr/local/bin /usr/local/bin.old && ln -s /opt/b /usr/local/bin\n"
+    )
+    relinked = write_task(tmp_path, "toolchain-relinked", solve=solve, test=test)
+    (relinked / "environment").mkdir()
+    (relinked / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path / "out")
+    with Runner(config, backend) as runner:
+        result = runner.run(load_task(relinked))
+    assert (result.status, result.reward) == (Status.VERIFIER_ERROR, 0.0)
+    assert "/usr/local/bin (now a link to /opt/b)" in (result.error or ""), result.error
