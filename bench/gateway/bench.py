@@ -3,8 +3,8 @@
     .venv/bin/python bench/gateway/bench.py [--quick] [--skip-peers]
 
 Every server runs on loopback in its own process against one scripted vLLM-like upstream (the one the
-tests use). Rows: the upstream called directly, the gateway (OpenAI dialect; Anthropic dialect unary
-and streaming), LiteLLM's proxy and claude-code-router doing the same translation. Peers are installed
+tests use). Rows: the upstream called directly, the gateway (OpenAI dialect; Anthropic, Responses and Google
+dialects unary and streaming), LiteLLM's proxy and claude-code-router doing the same translation. Peers are installed
 on first use into .cache/bench/ (a venv for LiteLLM, an npm prefix for claude-code-router); a peer
 that cannot be installed or started is printed as unavailable with the reason. All loops are bounded.
 
@@ -377,17 +377,9 @@ def main() -> None:
         )
         servers.append(gateway)
         gateway.wait_ready(gw_port, http_post(gw_port, "/v1/chat/completions", chat, oai_headers), 60)
-        run_proxy(
-            run,
-            gateway,
-            gw_port,
-            "gateway",
-            chat,
-            msgs,
-            oai_headers,
-            anthropic_headers,
-            ("direct + capture fields", "direct + capture (stream)"),
-        )
+        baselines = ("direct + capture fields", "direct + capture (stream)")
+        run_proxy(run, gateway, gw_port, "gateway", chat, msgs, oai_headers, anthropic_headers, baselines)
+        run_dialects(run, gateway, gw_port, baselines)
         for label, port, path, body, headers in (
             ("direct + capture fields", up_port, "/v1/chat/completions", capture, {}),
             ("gateway OpenAI", gw_port, "/v1/chat/completions", chat, oai_headers),
@@ -426,6 +418,36 @@ def run_proxy(run, server, port, label, chat, msgs, oai_headers, anthropic_heade
         run(name, port, http_post(port, path, body, headers), baseline=baseline, streaming=streaming)
         for name, path, body, headers, baseline, streaming in rows
         if body is not None
+    ]
+    rss = tree_rss_mb(server.process.pid)
+    for result in results:
+        result.rss_mb = rss
+
+
+def run_dialects(run, server, port, baselines) -> None:
+    """The gateway's rows for the dialects no peer here speaks: OpenAI Responses (Codex) and Google (Gemini CLI)."""
+    unary, stream = baselines
+    responses = {"model": MODEL, "input": "Say hello.", "max_output_tokens": 256}
+    google = {"contents": [{"role": "user", "parts": [{"text": "Say hello."}]}]}
+    google_headers = {"x-goog-api-key": "dummy"}
+    oai_headers = {"authorization": "Bearer dummy"}
+    generate = f"/v1beta/models/{MODEL}:generateContent"
+    rows = [
+        ("gateway Responses", "/v1/responses", {**responses, "stream": False}, oai_headers, unary, False),
+        ("gateway Responses (stream)", "/v1/responses", {**responses, "stream": True}, oai_headers, stream, True),
+        ("gateway Google", generate, google, google_headers, unary, False),
+        (
+            "gateway Google (stream)",
+            generate.replace(":generate", ":streamGenerate") + "?alt=sse",
+            google,
+            google_headers,
+            stream,
+            True,
+        ),
+    ]
+    results = [
+        run(name, port, http_post(port, path, body, headers), baseline=baseline, streaming=streaming)
+        for name, path, body, headers, baseline, streaming in rows
     ]
     rss = tree_rss_mb(server.process.pid)
     for result in results:
