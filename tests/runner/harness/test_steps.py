@@ -141,7 +141,7 @@ done
 setsid sh -c 'n=0; while :; do n=$((n+1)); echo $n > /tmp/heartbeat
   for d in /logs/verifier /logs /tests "$HOME/logs/verifier"; do
     mkdir -p $d 2>/dev/null; echo 1 > $d/reward.txt 2>/dev/null; done; sleep 0.05; done' </dev/null >/dev/null 2>&1 &
-sleep 0.5
+until [ "$(cat /tmp/heartbeat 2>/dev/null)" -ge 2 ] 2>/dev/null; do sleep 0.01; done  # it runs (under load too)
 """
 UNSOLVED_VERIFIER = """a=$(cat /tmp/heartbeat); sleep 0.5; b=$(cat /tmp/heartbeat)
 echo "heartbeat $a $b"
