@@ -143,7 +143,7 @@ def test_wheel_is_typed_licensed_and_versioned_from_the_package(wheel: Path) -> 
 
 def test_wheel_ships_the_catalog_and_uses_it(wheel: Path, tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    for image in ("claude-code", "codex", "opencode", "pi"):
+    for image in ("claude-code", "codex", "gemini-cli", "opencode", "pi", "qwen-code"):
         assert f"agentbake/_catalog/images/{image}/image.toml" in names
         assert f"agentbake/_catalog/images/{image}/lock.json" in names
     assert "agentbake/_catalog/templates/Dockerfile.j2" in names
@@ -160,7 +160,15 @@ def test_wheel_ships_the_catalog_and_uses_it(wheel: Path, tmp_path: Path) -> Non
         text=True,
         check=True,
     ).stdout.split()
-    assert out == [str(target / "agentbake/_catalog/templates"), "claude-code", "codex", "opencode", "pi"]
+    assert out == [
+        str(target / "agentbake/_catalog/templates"),
+        "claude-code",
+        "codex",
+        "gemini-cli",
+        "opencode",
+        "pi",
+        "qwen-code",
+    ]
 
 
 def test_installed_wheel_is_not_the_checkout(venv: Path, tmp_path: Path) -> None:

@@ -2,8 +2,8 @@
 
 For each request it finds the task (the task whose instruction text appears in the conversation's user
 messages; the longest such instruction wins), the agent's shell tool among the request's `tools` (Claude
-Code's `Bash`, OpenCode's and Pi's `bash`, Codex's `exec_command`: a tool of one of those names, or shell, with a
-string `command` or `cmd` parameter),
+Code's `Bash`, OpenCode's and Pi's `bash`, Codex's `exec_command`, Gemini CLI's and Qwen Code's `run_shell_command`:
+a tool of one of those names, or shell, with a string `command` or `cmd` parameter),
 and how many of the solution's steps the conversation already holds (its calls to that tool). It answers
 with the next step as one tool call, or, once every step has run, ends the turn with a short message.
 
@@ -23,17 +23,23 @@ from typing import Any
 
 from agentbake.errors import TaskError
 from agentbake.scripted.script import Reply
-from agentbake.scripted.shell_steps import END_MARK, solution_steps, state_folder
+from agentbake.scripted.shell_steps import END_MARK, solution_steps, state_folder, without_substitution
 from agentbake.scripted.solution_files import read_solution_files
 from agentbake.scripted.tokens import content_text
 from agentbake.tasks import Task, load_tasks
 
 _SPACE = re.compile(r"\s+")
 _COMMAND_KEYS = ("command", "cmd")
-_SHELL_NAMES = ("bash", "shell", "exec_command")
+_SHELL_NAMES = ("bash", "shell", "exec_command", "run_shell_command")
+_GEMINI_SHELL = "run_shell_command"
+"""Gemini CLI's shell tool (Qwen Code's too): Gemini CLI refuses a command holding a command substitution outside
+single quotes, so such a step goes as `eval` of the step single-quoted."""
 _WAITS = {"yield_time_ms": 30_000}
 """Optional numeric parameters set on every step: Codex's `exec_command` answers after `yield_time_ms` (10 s by
 default, at most 30 s) with the command still running, and the next step must not start before it ends."""
+_TIMEOUT = "timeout"
+"""Set on every step to its schema's `maximum` when it declares one (Qwen Code's: 600000 ms, 2 minutes if unset);
+without a maximum its unit is unknown (Pi's counts seconds) and it is left out."""
 
 
 @dataclass(frozen=True)
@@ -73,11 +79,12 @@ class ShellTool:
     required: tuple[tuple[str, str], ...]
     """(name, JSON type) of the other required parameters."""
     waits: tuple[tuple[str, int], ...] = ()
-    """(name, value) of the optional parameters in `_WAITS` that the tool has."""
+    """(name, value) of the optional parameters set on every step: those in `_WAITS` the tool has, and a `timeout`
+    at its declared maximum."""
 
 
 def find_shell_tool(tools: Any) -> ShellTool | None:
-    """The agent's shell tool among OpenAI-style `tools`: named bash, shell or exec_command, with a string command."""
+    """The agent's shell tool among OpenAI-style `tools`: named as in `_SHELL_NAMES`, with a string command."""
     candidates = []
     for tool in tools if isinstance(tools, list) else []:
         function = tool.get("function") if isinstance(tool, dict) else None
@@ -101,6 +108,9 @@ def find_shell_tool(tools: Any) -> ShellTool | None:
             for field, value in _WAITS.items()
             if (properties.get(field) or {}).get("type") in ("number", "integer")
         )
+        maximum = (properties.get(_TIMEOUT) or {}).get("maximum")
+        if isinstance(maximum, int) and not isinstance(maximum, bool):
+            waits += ((_TIMEOUT, maximum),)
         candidates.append(ShellTool(name, key, required, waits))
     return candidates[0] if candidates else None
 
@@ -148,7 +158,8 @@ class SolutionPolicy:
         if done >= len(task.steps):
             plural = "s" if len(task.steps) > 1 else ""
             return Reply(text=f"Done: ran the reference solution of {task.name} ({len(task.steps)} step{plural}).")
-        arguments: dict[str, Any] = {tool.command_key: task.steps[done], **dict(tool.waits)}
+        step = without_substitution(task.steps[done]) if tool.name == _GEMINI_SHELL else task.steps[done]
+        arguments: dict[str, Any] = {tool.command_key: step, **dict(tool.waits)}
         for field, kind in tool.required:
             if kind == "string":
                 arguments[field] = f"Step {done + 1} of {len(task.steps)} of the reference solution"

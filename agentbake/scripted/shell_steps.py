@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -71,6 +72,32 @@ def _write(path: str, text: str) -> str:
     """A command writing `text` to `path` verbatim: a quoted here-document with a delimiter no line of it is."""
     delimiter = heredoc_delimiter(text)
     return f"cat > {path} <<'{delimiter}'\n{text}{delimiter}"
+
+
+def without_substitution(command: str) -> str:
+    """`command`, or `eval` of it single-quoted when it holds `$(`, a backtick, `<(` or `>(` outside single quotes
+    (here-documents included): Gemini CLI refuses such a command, judging it by those characters alone."""
+    return f"eval {shlex.quote(command)}" if _substitutes(command) else command
+
+
+def _substitutes(command: str) -> bool:
+    """Whether Gemini CLI's check sees a command substitution: its quote tracking, which knows no here-document."""
+    single = double = False
+    i = 0
+    while i < len(command):
+        char, after = command[i], command[i + 1 : i + 2]
+        if char == "'" and not double:
+            single = not single
+        elif char == '"' and not single:
+            double = not double
+        elif single:
+            pass
+        elif char == "\\" and after and (not double or after in '$`"\\\n'):
+            i += 1
+        elif (char == "$" and after == "(") or (char in "<>" and after == "(" and not double) or char == "`":
+            return True
+        i += 1
+    return False
 
 
 def _is_comment(line: str) -> bool:

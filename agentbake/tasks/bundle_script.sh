@@ -23,14 +23,15 @@ copy_libs() {
 }
 
 # runtime/bin/NAME runs BINARY through the bundle's loader (--library-path wins over LD_LIBRARY_PATH; a task
-# image's LD_PRELOAD, built for its own glibc, is dropped); extra `export` lines come first.
+# image's LD_PRELOAD, built for its own glibc, is dropped); extra `export` lines come first, extra arguments
+# before the caller's.
 relocate() {
-    local binary=$1 name=$2 exports=${3:-}
+    local binary=$1 name=$2 exports=${3:-} arguments=${4:-}
     cp -L "$binary" "$R/libexec/$name"
     copy_libs "$binary"
     loader=$(cd "$R/lib" && ls ld-linux-x86-64.so.2)
-    printf '#!/bin/sh\nunset LD_PRELOAD\n%sexec %s/lib/%s --library-path %s/lib %s/libexec/%s "$@"\n' \
-        "$exports" "$M" "$loader" "$M" "$M" "$name" > "$R/bin/$name"
+    printf '#!/bin/sh\nunset LD_PRELOAD\n%sexec %s/lib/%s --library-path %s/lib %s/libexec/%s %s"$@"\n' \
+        "$exports" "$M" "$loader" "$M" "$M" "$name" "$arguments" > "$R/bin/$name"
     chmod 755 "$R/bin/$name"
 }
 
@@ -71,7 +72,14 @@ if [ "$(head -c 4 "$target" | od -An -c | tr -d ' ')" = '177ELF' ]; then
 else
     interpreter=$(head -n 1 "$target" | sed -n -e 's|^#! *\(/usr/bin/env \)\{0,1\}\([^ ]*\).*|\2|p')
     interpreter=$(basename "$interpreter")
-    relocate "$(readlink -f "$(command -v "$interpreter")")" "$interpreter"
+    arguments=
+    if [ "$interpreter" = node ]; then
+        # Node's process.execPath is the loader here: a CLI re-spawning itself by it (Gemini CLI and Qwen Code do,
+        # with node flags the loader takes for its own) gets this wrapper instead.
+        printf 'process.execPath = "%s/bin/node";\n' "$M" > "$R/share/node-exec-path.cjs"
+        arguments="--require $M/share/node-exec-path.cjs "
+    fi
+    relocate "$(readlink -f "$(command -v "$interpreter")")" "$interpreter" "" "$arguments"
     # Debian's node loads some builtins from /usr/share/nodejs at that path: the bundle carries a copy at
     # a path of the same length, and its copies of node's libraries name that one instead.
     if [ -d /usr/share/nodejs ]; then

@@ -37,7 +37,7 @@ def load(folder: Path, text: str, name: str = "img"):
 
 def test_catalog_specs_load_with_their_defaults(catalog: Catalog) -> None:
     specs = {spec.name: spec for spec in catalog.load_all()}
-    assert sorted(specs) == ["claude-code", "codex", "opencode", "pi"]
+    assert sorted(specs) == ["claude-code", "codex", "gemini-cli", "opencode", "pi", "qwen-code"]
     assert specs["pi"].base.suite == "trixie" and specs["pi"].agent.install == "npm"
     assert specs["claude-code"].agent.install == "native"
     assert all(spec.user.name == "agent" and spec.user.uid == 1000 for spec in specs.values())
@@ -94,7 +94,7 @@ def test_extends_adds_packages_to_a_builtin_image(user_catalog: Path) -> None:
     spec, parent = catalog.load("claude-plus"), catalog.load("claude-code")
     assert spec.packages == ["jq"] and spec.agent == parent.agent and spec.base == parent.base
     assert spec.source_dir == user_catalog / "claude-plus"
-    assert catalog.names() == ["claude-code", "claude-plus", "codex", "opencode", "pi"]
+    assert catalog.names() == ["claude-code", "claude-plus", "codex", "gemini-cli", "opencode", "pi", "qwen-code"]
 
 
 def test_same_name_extends_the_builtin_one(user_catalog: Path) -> None:

@@ -1,7 +1,8 @@
-"""Helpers for the harness, rollout and CLI tests: throwaway Harbor tasks and leak checks."""
+"""Helpers for the harness, rollout and CLI tests: throwaway Harbor tasks, leak checks and agent logs."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import tempfile
@@ -83,3 +84,17 @@ def cpu_burners(count: int, seconds: float = 300) -> Iterator[None]:
             burner.terminate()  # timeout passes it on to its loop
         for burner in burners:
             burner.wait()
+
+
+def with_deltas_joined(log: str) -> str:
+    """`log` and, after it, the text of its JSON-line `message` events with `delta: true` joined: Gemini CLI
+    streams the answer in such pieces."""
+    pieces = []
+    for line in log.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("type") == "message" and event.get("delta") is True:
+            pieces.append(str(event.get("content", "")))
+    return log + "\n" + "".join(pieces)

@@ -1,7 +1,7 @@
 """Whole rollouts with a model: the real agent CLIs in their real images, the scripted model behind a
 gateway per rollout, token ids in the trace, and the upstream key kept out of the sandbox.
 
-The agent x task matrix is trimmed to each agent once (four pairs, ~20 s together): every agent against every
+The agent x task matrix is trimmed to each agent once (six pairs, ~40 s together): every agent against every
 task would add more runs that exercise no further code path."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from agentbake.scripted.tokens import request_seed, sampled_logprob
 from agentbake.serve import serve_in_thread
 from agentbake.tasks import load_task
 from tests.runner.faulty_engine import FaultyEngine
-from tests.runner.rollouts import EXAMPLES, leftovers, reward_if, write_task
+from tests.runner.rollouts import EXAMPLES, leftovers, reward_if, with_deltas_joined, write_task
 
 pytestmark = pytest.mark.docker
 
@@ -43,8 +43,10 @@ def backend(engine: docker.DockerClient) -> Iterator[DockerBackend]:
 TRANSCRIPTS = {
     "claude-code": "projects/*/*.jsonl",
     "codex": "sessions/*/*/*/rollout-*.jsonl",
+    "gemini-cli": "tmp/*/chats/session-*.jsonl",
     "opencode": "log/*.log",
     "pi": "pi-sessions/*.jsonl",
+    "qwen-code": "projects/*/chats/*.jsonl",
 }
 """Each agent's session transcript under out/<id>/agent/."""
 
@@ -54,8 +56,10 @@ TRANSCRIPTS = {
     [
         ("claude-code", "write-file"),
         ("codex", "fix-failing-test"),
+        ("gemini-cli", "fix-failing-test"),
         ("opencode", "fix-failing-test"),
         ("pi", "multi-step-report"),
+        ("qwen-code", "fix-failing-test"),
     ],
 )
 def test_each_agent_solves_a_task_with_the_scripted_model_and_every_call_has_token_ids(
@@ -77,9 +81,9 @@ def test_each_agent_solves_a_task_with_the_scripted_model_and_every_call_has_tok
     assert {r.rollout_id for r in records} == {result.rollout_id}
     for record in records:
         assert record.ok and record.completion_token_ids, f"turn {record.turn} captured no token ids"
-        # The scripted model's logprobs are a function of the request it got (the record's, as sent): the
-        # values it emitted, compared token by token, not just counted.
-        seed = request_seed(record.request)
+        # The scripted model's logprobs are a function of the request it got (the record's, as sent) but its sampling
+        # settings (Gemini CLI sends temperature and top_p): the values it emitted, compared token by token.
+        seed = request_seed({k: v for k, v in record.request.items() if k not in ("temperature", "top_p")})
         assert record.per_token_logps == [sampled_logprob(seed, n) for n in range(len(record.completion_token_ids))]
     assert result.trace == records and result.calls_without_token_ids == 0
     assert {r.logprobs_mode for r in records} == {"raw"}  # what the runner's preflight found
@@ -126,7 +130,7 @@ STATEFUL_TEST = reward_if(
 
 # OpenCode and Pi pass too (a fresh shell per call, as tests/scripted/test_shell_steps.py plays the steps), but
 # their runs take 40-130 s on a loaded 2-core machine.
-@pytest.mark.parametrize("agent", ["oracle", "claude-code", "codex"])
+@pytest.mark.parametrize("agent", ["oracle", "claude-code", "codex", "gemini-cli", "qwen-code"])
 def test_a_solve_sh_with_state_across_blocks_solves_its_task_as_the_oracle_does(
     built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path, agent: str
 ) -> None:
@@ -143,7 +147,7 @@ def test_a_solve_sh_with_state_across_blocks_solves_its_task_as_the_oracle_does(
     assert (result.status, result.reward, result.exit_code) == (Status.OK, 1.0, 0), result.error
     if not oracle:
         # Four steps ran (the fifth, after `exit 0`, was never sent), then the closing message.
-        log = (result.out_dir / "agent" / f"{agent}.log").read_text()
+        log = with_deltas_joined((result.out_dir / "agent" / f"{agent}.log").read_text())
         assert "the reference solution of stateful ended at step 4 (exit 0)" in log, log[-2000:]
 
 
@@ -159,7 +163,7 @@ echo probed >> probe.txt
 """
 
 
-@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini-cli", "qwen-code"])
 def test_the_upstream_key_reaches_the_upstream_and_never_the_sandbox(
     built_images: dict[str, BuildResult],
     backend: DockerBackend,
@@ -191,17 +195,18 @@ def test_the_upstream_key_reaches_the_upstream_and_never_the_sandbox(
         assert not path.is_file() or key.encode() not in path.read_bytes(), path
 
 
-def test_codex_reaches_nothing_but_its_gateway(
-    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+@pytest.mark.parametrize("agent", ["codex", "gemini-cli", "qwen-code"])
+def test_the_agent_reaches_nothing_but_its_gateway(
+    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path, agent: str
 ) -> None:
     """Every host is refused in the agent phase but one nobody calls, and each refusal is a note: the solution's
-    own request is the only one, so Codex itself called nothing (update check, plugin sync, telemetry) but its
-    gateway, which it reaches with no network."""
+    own request is the only one, so the agent itself called nothing (update check, plugin sync, telemetry, Google's
+    or Alibaba's own hosts) but its gateway, which it reaches with no network."""
     solve = "curl -s -o /dev/null https://example.com/ || true\necho hello > hello.txt\n"
     test = reward_if("grep -qx hello hello.txt")
     task = load_task(write_task(tmp_path / "tasks", "no-route-out", solve=solve, test=test))
     config = RunnerConfig(
-        image=built_images["codex"].tag,
+        image=built_images[agent].tag,
         model="scripted",
         agent_network="allowlist",
         allowed_hosts=("127.0.0.2",),

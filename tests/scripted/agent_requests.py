@@ -5,6 +5,8 @@ the gateway; OpenCode and Pi speak OpenAI chat completions directly (their shape
 OpenCode sends a string user message, `tool_choice: "auto"` and a bash tool whose `description` is required; Pi
 sends the user message as text parts, `strict: false` tools, `store: false`, and `content: null` beside tool
 calls; Codex sends developer messages, an `exec_command` function whose `cmd` is the command, and hosted tools).
+Gemini CLI speaks Google's Gemini API through the gateway, Qwen Code chat completions; both name their shell tool
+`run_shell_command`.
 """
 
 from __future__ import annotations
@@ -175,4 +177,45 @@ def codex_body(instruction: str) -> dict[str, Any]:
         "parallel_tool_calls": True,
         "store": False,
         "include": ["reasoning.encrypted_content"],
+    }
+
+
+SHELL_COMMAND_PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string", "description": "Exact bash command to execute as `bash -c <command>`"},
+        "description": {"type": "string"},
+        "dir_path": {"type": "string"},
+        "is_background": {"type": "boolean"},
+    },
+    "required": ["command"],
+}
+
+
+def gemini_body(instruction: str) -> dict[str, Any]:
+    return {
+        "contents": [{"role": "user", "parts": [{"text": instruction}]}],
+        "systemInstruction": {"parts": [{"text": "You are Gemini CLI."}]},
+        "tools": [
+            {
+                "functionDeclarations": [
+                    {"name": "read_file", "parametersJsonSchema": {"type": "object", "properties": {}}},
+                    {"name": "run_shell_command", "parametersJsonSchema": SHELL_COMMAND_PARAMETERS},
+                ]
+            }
+        ],
+        "generationConfig": {"temperature": 1, "topP": 0.95, "topK": 64},
+    }
+
+
+def qwen_body(instruction: str) -> dict[str, Any]:
+    properties = {
+        **SHELL_COMMAND_PARAMETERS["properties"],
+        "timeout": {"type": "integer", "minimum": 1, "maximum": 600000, "description": "Optional timeout in ms"},
+    }
+    return {
+        "model": "test-model",
+        "messages": [{"role": "system", "content": "You are Qwen Code."}, {"role": "user", "content": instruction}],
+        "tools": [_function("run_shell_command", {**SHELL_COMMAND_PARAMETERS, "properties": properties})],
+        "max_tokens": 8192,
     }

@@ -10,15 +10,25 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import httpx
 import openai
 import pytest
 
 from agentbake.errors import TaskError
 from agentbake.gateway import GatewayConfig, create_app
 from agentbake.scripted import ScriptedModel, SolutionPolicy, solution_steps, start_scripted_model
+from agentbake.scripted.shell_steps import without_substitution
 from agentbake.serve import serve_in_thread
 from agentbake.tasks import load_task
-from tests.scripted.agent_requests import CLAUDE_SYSTEM, CLAUDE_TOOLS, OPENAI_AGENTS, claude_user, codex_body
+from tests.scripted.agent_requests import (
+    CLAUDE_SYSTEM,
+    CLAUDE_TOOLS,
+    OPENAI_AGENTS,
+    claude_user,
+    codex_body,
+    gemini_body,
+    qwen_body,
+)
 
 MULTI_STEP = """#!/bin/bash
 set -e
@@ -221,6 +231,60 @@ def test_codex_through_the_gateway_gets_each_step_as_an_exec_command_call(
             body["input"] = [*body["input"], call.model_dump(exclude_none=True), output]
     assert commands == solution_steps(MULTI_STEP)
     assert response.output_text == FINAL
+
+
+def test_gemini_cli_through_the_gateway_gets_each_step_with_no_substitution_outside_quotes(
+    task_model: str, tmp_path: Path
+):
+    """Gemini CLI refuses a command holding `$(`, a backtick, `<(` or `>(` outside single quotes, here-documents
+    included: such a step goes as `eval` of it single-quoted, which plays the same."""
+    config = GatewayConfig(upstream=task_model + "/v1", trace=tmp_path / "trace.jsonl")
+    body = gemini_body(INSTRUCTION)
+    commands = []
+    with serve_in_thread(create_app(config), log_level="critical") as gateway:
+        for _ in range(10):
+            answer = httpx.post(f"{gateway.url}/v1beta/models/test-model:generateContent", json=body).json()
+            content = answer["candidates"][0]["content"]
+            calls = [part["functionCall"] for part in content["parts"] if "functionCall" in part]
+            if not calls:
+                break
+            (call,) = calls
+            assert call["name"] == "run_shell_command" and list(call["args"]) == ["command"]
+            commands.append(call["args"]["command"])
+            response = {"id": call["id"], "name": call["name"], "response": {"output": "(no output)"}}
+            body["contents"] = [*body["contents"], content, {"role": "user", "parts": [{"functionResponse": response}]}]
+    steps = solution_steps(MULTI_STEP)
+    assert commands == [without_substitution(step) for step in steps] and commands != steps
+    assert commands[0].startswith("eval '") and all(without_substitution(c) == c for c in commands)
+    assert content["parts"][0]["text"] == FINAL
+    env = {"PATH": os.environ["PATH"], "TMPDIR": str(tmp_path)}
+    for command in commands:  # a fresh `bash -c` per call, as Gemini CLI runs them
+        subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, check=True, text=True)
+    assert (tmp_path / "sub" / "three.txt").read_text() == "a\n\nb\n"
+
+
+def test_qwen_code_gets_each_step_as_a_run_shell_command_call(task_model: str):
+    """Qwen Code's shell tool has Gemini CLI's name: its steps go the same way, each with the longest timeout the
+    tool declares (else 2 minutes end a step)."""
+    client = openai.OpenAI(base_url=task_model + "/v1", api_key="unused", max_retries=0)
+    body = qwen_body(INSTRUCTION)
+    commands = []
+    for _ in range(10):
+        text, calls = _openai_turn(client, body, stream=True)
+        if not calls:
+            break
+        (call,) = calls
+        arguments = json.loads(call["function"]["arguments"])
+        assert call["function"]["name"] == "run_shell_command" and arguments.pop("timeout") == 600_000
+        assert list(arguments) == ["command"]
+        commands.append(arguments["command"])
+        body["messages"] = [
+            *body["messages"],
+            {"role": "assistant", "content": "", "tool_calls": calls},
+            {"role": "tool", "tool_call_id": call["id"], "content": "(no output)"},
+        ]
+    assert commands == [without_substitution(step) for step in solution_steps(MULTI_STEP)]
+    assert text == FINAL
 
 
 def test_a_title_call_gets_plain_text(task_model: str):

@@ -5,6 +5,7 @@ exit status and files are those of `bash solve.sh`."""
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agentbake.scripted import SolutionPolicy, solution_steps
-from agentbake.scripted.shell_steps import END_MARK, state_folder
+from agentbake.scripted.shell_steps import END_MARK, state_folder, without_substitution
 
 STATEFUL = """#!/bin/bash
 set -euo pipefail
@@ -230,3 +231,25 @@ def test_blocks_are_cut_at_blank_lines_outside_heredocs_quotes_and_compound_comm
 def test_a_block_holding_the_delimiter_line_is_written_verbatim(compare):
     c = compare("cat > f.txt <<'AGENTBAKE_END'\nAGENTBAKE_END_\nAGENTBAKE_END\n\ncat f.txt\n")
     assert c.played.stdout == c.whole.stdout == "AGENTBAKE_END_\n" and c.played.statuses == [0, 0]
+
+
+@pytest.mark.parametrize(
+    ("command", "wrapped"),
+    [
+        ("echo hi > a.txt", False),
+        ("echo '$(id)' '`x`'", False),
+        ("echo \\$(id) \\`x\\`", False),
+        ('echo "<(a)"', False),
+        ("echo $(id)", True),
+        ('echo "$(id)"', True),
+        ("echo `id`", True),
+        ("diff <(a) b", True),
+        ("echo 'it'\\''s' $(id)", True),
+        ("cat <<'E'\n$(x)\nE", True),  # a quoted here-document is no quote to Gemini CLI
+    ],
+)
+def test_a_command_with_a_substitution_outside_single_quotes_goes_as_eval(command: str, wrapped: bool) -> None:
+    sent = without_substitution(command)
+    assert (sent != command) is wrapped and without_substitution(sent) == sent
+    if wrapped:
+        assert sent == f"eval {shlex.quote(command)}"

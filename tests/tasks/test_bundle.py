@@ -42,7 +42,7 @@ def _run(engine: docker.DockerClient, image: str, volume: str, command: list[str
     ).decode()
 
 
-@pytest.mark.parametrize("agent", ["claude-code", "codex", "opencode", "pi"])
+@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini-cli", "opencode", "pi", "qwen-code"])
 def test_bundle_runs_in_images_without_python_or_git(
     engine: docker.DockerClient, built_images: dict[str, BuildResult], agent: str
 ) -> None:
@@ -63,8 +63,9 @@ def test_bundle_runs_in_images_without_python_or_git(
         )
         labels = engine.api.inspect_image(built_images[agent].id)["Config"]["Labels"]
         command = labels["dev.agentbake.agent.command"]
+        # Gemini CLI re-spawns its node by process.execPath: the bundle's wrapper, not its glibc loader.
         version = _run(engine, base, first.volume, [f"{BUNDLE_MOUNT}/bin/{command}", "--version"])
-        assert labels["dev.agentbake.agent.version"] in version  # Pi runs on the bundle's own node
+        assert labels["dev.agentbake.agent.version"] in version  # Pi, Gemini CLI, Qwen Code run on the bundle's node
 
 
 def test_a_failed_fill_is_removed_and_redone(engine: docker.DockerClient, built_images: dict[str, BuildResult]) -> None:

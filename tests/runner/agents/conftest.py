@@ -201,7 +201,7 @@ def run_agent(
     )
 
 
-@pytest.fixture(scope="module", params=["claude-code", "codex", "opencode", "pi"])
+@pytest.fixture(scope="module", params=["claude-code", "codex", "gemini-cli", "opencode", "pi", "qwen-code"])
 def agent_run(
     request: pytest.FixtureRequest,
     engine: docker.DockerClient,

@@ -7,7 +7,9 @@ only the per-rollout token while the upstream key stays with the gateway.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import docker
 import pytest
@@ -15,6 +17,7 @@ import pytest
 from agentbake.buildkit.build import BuildResult
 from agentbake.scripted import Fault
 from tests.runner.agents.conftest import PROOF_COMMAND, AgentRun, free_port, run_agent
+from tests.runner.rollouts import with_deltas_joined
 
 pytestmark = pytest.mark.docker
 
@@ -27,7 +30,7 @@ def test_agent_runs_its_shell_tool_and_exits_zero(agent_run: AgentRun) -> None:
     assert len(requests) == 2, [r["messages"][-1] for r in requests]
     tool_results = [m for m in requests[-1]["messages"] if m["role"] == "tool"]
     assert len(tool_results) == 1 and "proof-written" in str(tool_results[0]["content"])
-    assert "All done." in agent_run.stdout
+    assert "All done." in with_deltas_joined(agent_run.stdout)
 
 
 def test_agent_is_offered_its_shell_tool_and_no_web_tool(agent_run: AgentRun) -> None:
@@ -39,7 +42,9 @@ def test_agent_is_offered_its_shell_tool_and_no_web_tool(agent_run: AgentRun) ->
 def test_agent_log_is_written_in_the_agent_log_dir(agent_run: AgentRun) -> None:
     log = agent_run.logs.get(agent_run.launch.log_file, "")
     assert agent_run.launch.log_file.startswith(agent_run.image.logs_dir + "/")
-    assert "All done." in log and log == agent_run.stdout  # tee'd: the harness's stdout and the log file agree
+    assert (
+        "All done." in with_deltas_joined(log) and log == agent_run.stdout
+    )  # tee'd: the harness's stdout and the log file agree
     assert agent_run.launch.stderr_file in agent_run.logs
     # What the agent did (the tool call and its result) is in a collected file (the log or a transcript).
     assert any(PROOF_COMMAND in text and "proof-written" in text for text in agent_run.logs.values())
@@ -48,7 +53,11 @@ def test_agent_log_is_written_in_the_agent_log_dir(agent_run: AgentRun) -> None:
 def test_only_the_token_reaches_the_gateway_and_only_the_key_reaches_upstream(agent_run: AgentRun) -> None:
     assert agent_run.gateway_requests
     for path, headers in agent_run.gateway_requests:
-        credential = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
+        credential = (
+            headers.get("x-api-key")
+            or headers.get("x-goog-api-key")
+            or headers.get("authorization", "").removeprefix("Bearer ")
+        )
         assert credential == agent_run.token, (path, sorted(headers))
     for headers, body in zip(agent_run.upstream.headers, agent_run.upstream.requests, strict=True):
         assert headers["authorization"] == f"Bearer {agent_run.upstream_key}"
@@ -64,9 +73,31 @@ def test_no_upstream_key_and_no_token_in_output_or_argv(agent_run: AgentRun) -> 
     assert agent_run.token not in " ".join(agent_run.launch.argv)
 
 
-@pytest.mark.parametrize("name", ["claude-code", "codex", "opencode", "pi"])
+@pytest.mark.parametrize("name", ["gemini-cli", "qwen-code"])
+def test_a_node_agent_connects_to_its_gateway_and_looks_up_no_host(
+    name: str,
+    engine: docker.DockerClient,
+    built_images: dict[str, BuildResult],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Node's own log of every TCP connection and host lookup (`NODE_DEBUG=net`, fetch's included) names the
+    gateway alone: no call to Google's or Alibaba's hosts, not even one that would fail with no route out."""
+    run = run_agent(engine, built_images, name, tmp_path, monkeypatch, extra_env={"NODE_DEBUG": "net"})
+    assert run.exit_code == 0, run.stderr[-3000:]
+    gateway = urlsplit(run.launch.env.get("GOOGLE_GEMINI_BASE_URL") or run.launch.env["OPENAI_BASE_URL"]).netloc
+    assert set(re.findall(r"connect: attempting to connect to (\S+)", run.stderr)) == {gateway}
+    assert re.findall(r"connect: find host (\S+)", run.stderr) == []
+
+
+# Gemini CLI ends a run its model refused with its own status, 144.
+@pytest.mark.parametrize(
+    ("name", "status"),
+    [("claude-code", 1), ("codex", 1), ("gemini-cli", 144), ("opencode", 1), ("pi", 1), ("qwen-code", 1)],
+)
 def test_a_model_that_refuses_every_call_fails_the_run(
     name: str,
+    status: int,
     engine: docker.DockerClient,
     built_images: dict[str, BuildResult],
     tmp_path: Path,
@@ -75,7 +106,7 @@ def test_a_model_that_refuses_every_call_fails_the_run(
     refuse = Fault(status=400, message="scripted refusal")
     run = run_agent(engine, built_images, name, tmp_path, monkeypatch, responder=lambda request: refuse)
     assert run.upstream.requests  # the agent did ask
-    assert run.exit_code == 1, run.stdout[-2000:]
+    assert run.exit_code == status, run.stdout[-2000:]
     assert run.launch.log_file in run.logs and "proof.txt" not in run.workdir_files
     # stderr is kept in the log dir and still reaches the caller, for the harness's error message
     assert run.stderr == run.logs[run.launch.stderr_file]

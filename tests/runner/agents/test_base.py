@@ -41,7 +41,7 @@ def test_every_catalog_image_has_a_registered_agent(catalog: Catalog) -> None:
         assert agent_for_labels(labels) is get_agent(spec.name)
 
 
-@pytest.mark.parametrize("name", ["claude-code", "codex", "opencode", "pi"])
+@pytest.mark.parametrize("name", ["claude-code", "codex", "gemini-cli", "opencode", "pi", "qwen-code"])
 def test_launch_paths_come_from_home_and_labels(name: str) -> None:
     launch = get_agent(name).launch(AgentImage.from_labels(LABELS), MODEL, "do the task")
     assert launch.argv[:2] == ["bash", "-c"]
@@ -56,7 +56,7 @@ def test_launch_paths_come_from_home_and_labels(name: str) -> None:
     assert not any(path.startswith("/") for path in launch.files)
 
 
-@pytest.mark.parametrize("name", ["claude-code", "codex", "opencode", "pi"])
+@pytest.mark.parametrize("name", ["claude-code", "codex", "gemini-cli", "opencode", "pi", "qwen-code"])
 def test_token_is_the_agents_api_key_and_never_on_argv(name: str) -> None:
     launch = get_agent(name).launch(AgentImage.from_labels(LABELS), MODEL, "do the task")
     assert MODEL.token not in " ".join(launch.argv)
@@ -89,6 +89,27 @@ def test_codex_gets_a_provider_of_the_v1_base_and_the_token_by_env() -> None:
     )
 
 
+def test_gemini_cli_gets_the_bare_base_the_token_by_env_and_the_api_key_auth() -> None:
+    launch = get_agent("gemini-cli").launch(AgentImage.from_labels(LABELS), MODEL, "x")
+    # The SDK appends `/v1beta/models/...` itself.
+    assert launch.env["GOOGLE_GEMINI_BASE_URL"] == "http://10.9.8.7:4321/r/abc"
+    assert (launch.env["GEMINI_API_KEY"], launch.env["GEMINI_CLI_TRUST_WORKSPACE"]) == (MODEL.token, "true")
+    settings = json.loads(launch.files[".gemini/settings.json"])
+    assert settings["security"]["auth"]["selectedType"] == "gemini-api-key"
+    assert settings["privacy"]["usageStatisticsEnabled"] is False and settings["telemetry"]["enabled"] is False
+    assert "--yolo --model Qwen/Qwen3-8B --output-format stream-json <" in launch.script
+
+
+def test_qwen_code_gets_the_v1_base_the_token_and_the_model_by_env() -> None:
+    launch = get_agent("qwen-code").launch(AgentImage.from_labels(LABELS), MODEL, "x")
+    assert launch.env["OPENAI_BASE_URL"] == "http://10.9.8.7:4321/r/abc/v1"
+    assert (launch.env["OPENAI_API_KEY"], launch.env["OPENAI_MODEL"]) == (MODEL.token, "Qwen/Qwen3-8B")
+    settings = json.loads(launch.files[".qwen/settings.json"])
+    assert settings["security"]["auth"]["selectedType"] == "openai"
+    assert settings["privacy"]["usageStatisticsEnabled"] is False and settings["telemetry"]["enabled"] is False
+    assert "--yolo --auth-type openai --model Qwen/Qwen3-8B --output-format stream-json <" in launch.script
+
+
 def test_sandbox_home_wins_over_the_home_label() -> None:
     labels = LABELS.model_copy(update={"dir_logs_agent": "/root/out/agent", "dir_workdir": "/root/w"})
     image = AgentImage.from_labels(labels, home="/root")
@@ -102,7 +123,8 @@ def test_log_dir_outside_home_is_refused() -> None:
 
 
 def test_unknown_agents_are_refused_with_the_known_ones() -> None:
-    with pytest.raises(AgentError, match=r"unknown agent 'aider'; known agents: claude-code, codex, opencode, pi"):
+    known = "claude-code, codex, gemini-cli, opencode, pi, qwen-code"
+    with pytest.raises(AgentError, match=rf"unknown agent 'aider'; known agents: {known}"):
         get_agent("aider")
     with pytest.raises(AgentError, match=r"no harness for the agent package 'aider-chat'.*opencode-ai \(opencode\)"):
         agent_for_labels(LABELS.model_copy(update={"agent_package": "aider-chat"}))
