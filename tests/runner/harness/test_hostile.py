@@ -204,10 +204,11 @@ def test_an_agent_breaking_its_sandbox_gets_a_precise_status_and_the_batch_goes_
         assert any("removed or replaced the workdir" in note for note in result.notes), result.notes
         assert "deleted file mode" in (result.out_dir / "workdir.diff").read_text()
 
-    fork = results["fork-loop"]  # ended with the launch: its `kill -KILL -1` needs no new process
+    # Ended with the launch: its `kill -KILL -1` needs no new process. Under load a fork can race that one kill
+    # and survive it; the stop step then restarts the sandbox, as below. Either way the verifier runs.
+    fork = results["fork-loop"]
     assert fork.status in (Status.OK, Status.AGENT_TIMEOUT) and fork.reward == 0.0, fork.error
     assert fork.verifier_exit_code == 0 and (fork.out_dir / "agent" / "oracle.log").is_file()
-    assert fork.status is Status.AGENT_TIMEOUT or not any("restarted" in note for note in fork.notes), fork.notes
     fork = results["fork-loop-launch-killed"]
     assert fork.status in (Status.AGENT_ERROR, Status.AGENT_TIMEOUT) and fork.reward == 0.0, fork.error
     assert fork.verifier_exit_code == 0 and (fork.out_dir / "agent" / "oracle.log").is_file()
