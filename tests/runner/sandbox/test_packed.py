@@ -122,7 +122,7 @@ def test_a_path_through_a_link_the_agent_made_is_not_collected(sandbox: DockerSa
 def test_a_root_link_made_after_the_agent_started_is_the_agents(sandbox: DockerSandbox, tmp_path: Path) -> None:
     """A root agent's links are root's: told from the image's own (`/image-linked`, older) by their change time."""
     marker = f"{SCRATCH}/started"
-    made = f"touch {marker} && stat -c %Z {marker} && sleep 1.1 && ln -s {sandbox.home}/other /root-agent-linked"
+    made = f"touch {marker} && stat -c %.9Z {marker} && sleep 1.1 && ln -s {sandbox.home}/other /root-agent-linked"
     started = sandbox.exec(made, user="root")
     assert started.exit_code == 0
     paths = ["/root-agent-linked/agent", "/image-linked/agent"]
