@@ -57,7 +57,7 @@ def test_corrupt_lock(user_catalog: Path, catalog: Catalog) -> None:
 
 
 def test_requirements_require_hashes(catalog: Catalog) -> None:
-    lines = requirements_txt(read_lock(catalog.load("claude-code"))).splitlines()
+    lines = requirements_txt(read_lock(catalog.load("claude-code"))["python"]).splitlines()
     assert lines and all("==" in line and "--hash=sha256:" in line for line in lines)
     assert any(line.startswith("uvicorn==") for line in lines)
 
