@@ -39,7 +39,9 @@ def run_in(engine: docker.DockerClient, tag: str, command: str) -> str:
     return output.decode()
 
 
-@pytest.mark.parametrize("name", ["claude-code", "codex", "gemini-cli", "opencode", "pi", "qwen-code"])
+@pytest.mark.parametrize(
+    "name", ["claude-code", "codex", "gemini-cli", "mini-swe-agent", "opencode", "pi", "qwen-code"]
+)
 def test_agent_runs_as_the_non_root_user(
     engine: docker.DockerClient, built_images: dict[str, BuildResult], catalog: Catalog, name: str
 ) -> None:
@@ -50,7 +52,9 @@ def test_agent_runs_as_the_non_root_user(
     assert spec.agent.version in version
 
 
-@pytest.mark.parametrize("name", ["claude-code", "codex", "gemini-cli", "opencode", "pi", "qwen-code"])
+@pytest.mark.parametrize(
+    "name", ["claude-code", "codex", "gemini-cli", "mini-swe-agent", "opencode", "pi", "qwen-code"]
+)
 def test_image_carries_what_sandboxes_need(
     engine: docker.DockerClient, built_images: dict[str, BuildResult], catalog: Catalog, name: str
 ) -> None:

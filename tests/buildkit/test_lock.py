@@ -90,6 +90,23 @@ def test_lock_resolves_a_range_to_exact_hashed_artifacts(user_catalog: Path, cat
     assert digest.hex() == native["sha512"] and len(digest) == hashlib.sha512().digest_size
 
 
+def test_lock_resolves_a_pip_range_to_the_highest_version_with_hashed_wheels(
+    user_catalog: Path, catalog: Catalog
+) -> None:
+    """A Python CLI: a PEP 440 range ending at the committed version, compiled against PyPI like the gateway's."""
+    original = catalog.load("mini-swe-agent")
+    locked = read_lock(original)
+    pinned = locked["agent"]["version"]
+    text = (original.source_dir / "image.toml").read_text()
+    write_spec(user_catalog, "mini-range", text.replace(f'version = "{pinned}"', f'version = ">=2.4,<={pinned}"'))
+    lock = write_lock(Catalog.discover(user_catalog).load("mini-range"))
+    assert lock["agent"] == locked["agent"] and "npm" not in lock and "native" not in lock
+    (wheel,) = [p for p in lock["agent_python"]["packages"] if p["name"] == "mini-swe-agent"]
+    assert wheel in locked["agent_python"]["packages"]  # the same version with the same hashes
+    assert all(p["hashes"] for p in lock["agent_python"]["packages"])
+    assert lock["agent_python"]["version"] == original.base.python
+
+
 def test_lock_rejects_a_native_package_the_agent_does_not_have(user_catalog: Path, catalog: Catalog) -> None:
     text = (catalog.load("claude-code").source_dir / "image.toml").read_text()
     write_spec(user_catalog, "bad", text.replace("claude-code-linux-x64", "claude-code-linux-sparc"))
