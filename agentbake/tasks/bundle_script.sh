@@ -75,7 +75,7 @@ elif venv=$(head -n 1 "$target" | sed -n -e 's|^#! *\(/opt/agentbake/agent\)/bin
     # The venv's packages are added by `site` in the process (PYTHONPATH would reach the agent's commands); the
     # libraries its extension modules load go beside python's.
     packages=$("$venv/bin/python3" -I -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
-    find "$venv" -name '*.so*' -type f | while read -r module; do copy_libs "$module"; done
+    find "$venv" -type f \( -name '*.so' -o -name '*.so.[0-9]*' \) | while read -r module; do copy_libs "$module"; done
     code='import runpy, site, sys; site.addsitedir(sys.argv.pop(1)); sys.argv.pop(0); runpy.run_path(sys.argv[0], run_name="__main__")'
     printf "#!/bin/sh\nexec %s/bin/python3 -I -c '%s' %s %s \"\$@\"\n" "$M" "$code" "$packages" "$target" > "$B/bin/$command_name"
     chmod 755 "$B/bin/$command_name"
