@@ -89,6 +89,8 @@ def lock_inputs(spec: ImageSpec) -> dict[str, Any]:
         inputs["agent"]["native_package"] = agent.native_package
     elif agent.install == "npm":
         inputs["agent"]["npm"] = agent.npm
+    elif agent.exclude:
+        inputs["agent"]["exclude"] = sorted(agent.exclude)
     return inputs
 
 
@@ -155,7 +157,9 @@ def resolve(spec: ImageSpec) -> dict[str, Any]:
         lock["native"] = _artifact(*_aliased(agent.native_package, optional[agent.native_package]))
     elif agent.install == "pip":
         requirement = agent.package + (f"=={agent.version}" if agent.version[:1].isdigit() else agent.version)
-        lock["agent_python"] = _python_requirements(spec.base.python, [requirement], f"{agent.package} wheels")
+        lock["agent_python"] = _python_requirements(
+            spec.base.python, [requirement], f"{agent.package} wheels", exclude=agent.exclude
+        )
         name = canonicalize_name(agent.package)
         version = next(p["version"] for p in lock["agent_python"]["packages"] if canonicalize_name(p["name"]) == name)
         lock["agent"] = {"package": agent.package, "version": version}
@@ -241,9 +245,11 @@ def _npm_lockfile(package: str, version: str) -> dict[str, Any]:
     return lockfile
 
 
-def _python_requirements(python: str, requirements: list[str], what: str) -> dict[str, Any]:
-    """`requirements` and everything they need, compiled to exact versions with every wheel's sha256 for `python`
-    on the image's platform (wheels only)."""
+def _python_requirements(
+    python: str, requirements: list[str], what: str, *, exclude: list[str] | None = None
+) -> dict[str, Any]:
+    """`requirements` and everything they need but `exclude` (and what only those need), compiled to exact versions
+    with every wheel's sha256 for `python` on the image's platform (wheels only)."""
     try:
         from uv import find_uv_bin
     except ImportError:
@@ -267,7 +273,13 @@ def _python_requirements(python: str, requirements: list[str], what: str) -> dic
     ]
     # Native TLS: uv then trusts the system's CA store, as pip and npm do (proxies, corporate CAs).
     env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_NATIVE_TLS": "1"}
-    out = _run(cmd, f"uv pip compile ({what})", input="\n".join(requirements), env=env)
+    with tempfile.TemporaryDirectory(prefix="agentbake-lock-") as tmp:
+        if exclude:
+            # An override whose marker never holds drops the distribution from the resolution.
+            overrides = Path(tmp, "overrides.txt")
+            overrides.write_text("".join(f'{name} ; python_version < "0"\n' for name in exclude))
+            cmd += ["--overrides", str(overrides)]
+        out = _run(cmd, f"uv pip compile ({what})", input="\n".join(requirements), env=env)
     packages: list[dict[str, Any]] = []
     for line in out.replace("\\\n", " ").splitlines():
         match = _REQUIREMENT.match(line.strip())

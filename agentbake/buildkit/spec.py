@@ -58,11 +58,16 @@ class Agent(_Strict):
     """With install = "native": path of the binary inside `native_package`, e.g. "claude"."""
     npm: str = "10"
     """With install = "npm": npm version (range) fetched from the registry for the install and removed after."""
+    exclude: list[str] = []
+    """With install = "pip": distributions the CLI requires but never imports when run headless, left out of the lock
+    with what only they need."""
 
     @model_validator(mode="after")
     def _native_fields(self) -> Agent:
         if self.install == "native" and not (self.native_package and self.native_binary):
             raise ValueError('install = "native" needs native_package and native_binary')
+        if self.exclude and self.install != "pip":
+            raise ValueError('exclude is for install = "pip"')
         return self
 
 

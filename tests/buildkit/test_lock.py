@@ -104,6 +104,9 @@ def test_lock_resolves_a_pip_range_to_the_highest_version_with_hashed_wheels(
     (wheel,) = [p for p in lock["agent_python"]["packages"] if p["name"] == "mini-swe-agent"]
     assert wheel in locked["agent_python"]["packages"]  # the same version with the same hashes
     assert all(p["hashes"] for p in lock["agent_python"]["packages"])
+    # `exclude` leaves out `datasets` and what only it needs; what litellm needs too stays.
+    names = {p["name"] for p in lock["agent_python"]["packages"]}
+    assert names.isdisjoint({"datasets", "pyarrow", "pandas", "numpy"}) and {"litellm", "huggingface-hub"} <= names
     assert lock["agent_python"]["version"] == original.base.python
 
 

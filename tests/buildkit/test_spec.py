@@ -79,6 +79,11 @@ def test_literal_choices_are_named(user_catalog: Path) -> None:
     assert "key 'agent.install'" in message and "'native', 'npm' or 'pip'" in message
 
 
+def test_exclude_is_for_pip_agents(user_catalog: Path) -> None:
+    message = load(user_catalog, VALID.replace('install = "native"', 'install = "native"\nexclude = ["x"]'))
+    assert 'exclude is for install = "pip"' in message
+
+
 def test_bad_folder_name(user_catalog: Path) -> None:
     message = load(user_catalog, VALID, name="Bad Name")
     assert "image name 'Bad Name'" in message and "lowercase" in message
