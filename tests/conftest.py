@@ -22,6 +22,11 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 os.environ.setdefault("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
 
 
+VERSION_FLAG = {"mini-swe-agent": "--help"}
+"""The flag that makes an agent's command print its version, where it is not --version (mini-swe-agent has none: its
+banner names the version)."""
+
+
 @pytest.fixture(scope="session")
 def catalog() -> Catalog:
     return Catalog.discover(builtin_root() / "images")

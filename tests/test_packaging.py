@@ -143,7 +143,7 @@ def test_wheel_is_typed_licensed_and_versioned_from_the_package(wheel: Path) -> 
 
 def test_wheel_ships_the_catalog_and_uses_it(wheel: Path, tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    for image in ("claude-code", "codex", "gemini-cli", "opencode", "pi", "qwen-code"):
+    for image in ("claude-code", "codex", "gemini-cli", "mini-swe-agent", "opencode", "pi", "qwen-code"):
         assert f"agentbake/_catalog/images/{image}/image.toml" in names
         assert f"agentbake/_catalog/images/{image}/lock.json" in names
     assert "agentbake/_catalog/templates/Dockerfile.j2" in names
@@ -165,6 +165,7 @@ def test_wheel_ships_the_catalog_and_uses_it(wheel: Path, tmp_path: Path) -> Non
         "claude-code",
         "codex",
         "gemini-cli",
+        "mini-swe-agent",
         "opencode",
         "pi",
         "qwen-code",

@@ -1,8 +1,9 @@
 """`agentbake lock`: resolve every floating version of an image to exact, hashed artifacts.
 
 The lock (images/<name>/lock.json) pins the agent CLI (and its native platform
-package or full npm dependency tree), npm itself when it is fetched from the
-registry, and the gateway's Python dependencies with sha256 hashes. Builds
+package, full npm dependency tree, or for a Python CLI its wheels with sha256
+hashes), npm itself when it is fetched from the registry, and the gateway's
+Python dependencies with sha256 hashes. Builds
 install exactly what it lists; `inputs` records what it was resolved from, so
 a spec or dependency change makes it stale instead of silently ignored.
 """
@@ -86,8 +87,10 @@ def lock_inputs(spec: ImageSpec) -> dict[str, Any]:
     }
     if agent.install == "native":
         inputs["agent"]["native_package"] = agent.native_package
-    else:
+    elif agent.install == "npm":
         inputs["agent"]["npm"] = agent.npm
+    elif agent.exclude:
+        inputs["agent"]["exclude"] = sorted(agent.exclude)
     return inputs
 
 
@@ -152,13 +155,21 @@ def resolve(spec: ImageSpec) -> dict[str, Any]:
             )
         lock["agent"] = {"package": agent.package, "version": version}
         lock["native"] = _artifact(*_aliased(agent.native_package, optional[agent.native_package]))
+    elif agent.install == "pip":
+        requirement = agent.package + (f"=={agent.version}" if agent.version[:1].isdigit() else agent.version)
+        lock["agent_python"] = _python_requirements(
+            spec.base.python, [requirement], f"{agent.package} wheels", exclude=agent.exclude
+        )
+        name = canonicalize_name(agent.package)
+        version = next(p["version"] for p in lock["agent_python"]["packages"] if canonicalize_name(p["name"]) == name)
+        lock["agent"] = {"package": agent.package, "version": version}
     else:
         lock["npm"] = _artifact("npm", _max_version(_npm_view(f"npm@{agent.npm}", "version")))
         lockfile = _npm_lockfile(agent.package, agent.version)
         version = lockfile["packages"][f"node_modules/{agent.package}"]["version"]
         lock["agent"] = {"package": agent.package, "version": version}
         lock["npm_lockfile"] = lockfile
-    lock["python"] = _python_requirements(spec.base.python)
+    lock["python"] = _python_requirements(spec.base.python, gateway_requirements(), "gateway dependencies")
     return lock
 
 
@@ -234,7 +245,11 @@ def _npm_lockfile(package: str, version: str) -> dict[str, Any]:
     return lockfile
 
 
-def _python_requirements(python: str) -> dict[str, Any]:
+def _python_requirements(
+    python: str, requirements: list[str], what: str, *, exclude: list[str] | None = None
+) -> dict[str, Any]:
+    """`requirements` and everything they need but `exclude` (and what only those need), compiled to exact versions
+    with every wheel's sha256 for `python` on the image's platform (wheels only)."""
     try:
         from uv import find_uv_bin
     except ImportError:
@@ -258,7 +273,13 @@ def _python_requirements(python: str) -> dict[str, Any]:
     ]
     # Native TLS: uv then trusts the system's CA store, as pip and npm do (proxies, corporate CAs).
     env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_NATIVE_TLS": "1"}
-    out = _run(cmd, "uv pip compile (gateway dependencies)", input="\n".join(gateway_requirements()), env=env)
+    with tempfile.TemporaryDirectory(prefix="agentbake-lock-") as tmp:
+        if exclude:
+            # An override whose marker never holds drops the distribution from the resolution.
+            overrides = Path(tmp, "overrides.txt")
+            overrides.write_text("".join(f'{name} ; python_version < "0"\n' for name in exclude))
+            cmd += ["--overrides", str(overrides)]
+        out = _run(cmd, f"uv pip compile ({what})", input="\n".join(requirements), env=env)
     packages: list[dict[str, Any]] = []
     for line in out.replace("\\\n", " ").splitlines():
         match = _REQUIREMENT.match(line.strip())
@@ -268,10 +289,10 @@ def _python_requirements(python: str) -> dict[str, Any]:
     return {"version": python, "packages": packages}
 
 
-def requirements_txt(lock: dict[str, Any]) -> str:
-    """pip's --require-hashes file for the locked Python packages."""
+def requirements_txt(locked: dict[str, Any]) -> str:
+    """pip's --require-hashes file for locked Python packages (the lock's `python` or `agent_python`)."""
     lines = []
-    for pkg in lock["python"]["packages"]:
+    for pkg in locked["packages"]:
         hashes = " ".join(f"--hash={h}" for h in pkg["hashes"])
         lines.append(f"{pkg['name']}=={pkg['version']} {hashes}")
     return "\n".join(lines) + "\n"

@@ -148,7 +148,7 @@ def render(
         raise TemplateError(
             f"{templates_dir / DPKG_SLIM}: cannot read it ({exc.strerror}); templates need it"
         ) from None
-    files: dict[str, bytes] = {"requirements.txt": requirements_txt(lock).encode(), DPKG_SLIM: dpkg_slim}
+    files: dict[str, bytes] = {"requirements.txt": requirements_txt(lock["python"]).encode(), DPKG_SLIM: dpkg_slim}
     if spec.agent.install == "npm":
         lockfile = lock["npm_lockfile"]
         package_json = {
@@ -158,6 +158,8 @@ def render(
         }
         files["agent/package.json"] = (json.dumps(package_json, indent=2, sort_keys=True) + "\n").encode()
         files["agent/package-lock.json"] = (json.dumps(lockfile, indent=2, sort_keys=True) + "\n").encode()
+    elif spec.agent.install == "pip":
+        files["agent/requirements.txt"] = requirements_txt(lock["agent_python"]).encode()
     if ca_cert is not None:
         try:
             files[CA_CONTEXT_PATH] = ca_cert.read_bytes()

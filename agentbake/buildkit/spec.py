@@ -43,24 +43,31 @@ class Agent(_Strict):
     name: str
     """Human name of the agent, e.g. "Claude Code"."""
     package: str
-    """npm package of the CLI, e.g. "@anthropic-ai/claude-code"."""
+    """Package of the CLI: on npm, e.g. "@anthropic-ai/claude-code", or on PyPI with install = "pip"."""
     version: str
-    """Version or range of `package`; `agentbake lock` resolves it to one exact version."""
+    """Version or range of `package` (npm's, or PEP 440's with install = "pip"); `agentbake lock` resolves it to
+    one exact version."""
     command: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
     """Executable name put on PATH, e.g. "claude"."""
-    install: Literal["native", "npm"]
-    """"native": extract one platform binary, no Node in the image; "npm": `npm ci` from the lock, Node stays."""
+    install: Literal["native", "npm", "pip"]
+    """"native": extract one platform binary, no Node in the image; "npm": `npm ci` from the lock, Node stays;
+    "pip": the locked, hash-checked wheels of a Python CLI in a venv of its own."""
     native_package: str | None = None
     """With install = "native": the npm package holding the linux-x64 glibc binary."""
     native_binary: str | None = None
     """With install = "native": path of the binary inside `native_package`, e.g. "claude"."""
     npm: str = "10"
     """With install = "npm": npm version (range) fetched from the registry for the install and removed after."""
+    exclude: list[str] = []
+    """With install = "pip": distributions the CLI requires but never imports when run headless, left out of the lock
+    with what only they need."""
 
     @model_validator(mode="after")
     def _native_fields(self) -> Agent:
         if self.install == "native" and not (self.native_package and self.native_binary):
             raise ValueError('install = "native" needs native_package and native_binary')
+        if self.exclude and self.install != "pip":
+            raise ValueError('exclude is for install = "pip"')
         return self
 
 

@@ -7,6 +7,11 @@ a tool of one of those names, or shell, with a string `command` or `cmd` paramet
 and how many of the solution's steps the conversation already holds (its calls to that tool). It answers
 with the next step as one tool call, or, once every step has run, ends the turn with a short message.
 
+An agent that offers no tools but shows the model a fenced block to answer in (mini-swe-agent's
+```mswea_bash_command, or ```bash) gets each step as text holding one such block, its answers counted instead of
+tool calls and its observations (user messages) read instead of tool results; once every step has run, the
+block holds the submit command its prompt names (`echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`).
+
 Steps (`shell_steps`): solve.sh's blank-line blocks, played as one bash running the file would (the
 directory, variables, functions and options carry from step to step); the first also places the task's
 solution/ files at /solution, as the oracle has them. When a step ends the
@@ -15,6 +20,7 @@ script (`exit`, a failure under `set -e`), its tool result says so and the turn 
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -37,6 +43,11 @@ single quotes, so such a step goes as `eval` of the step single-quoted."""
 _WAITS = {"yield_time_ms": 30_000}
 """Optional numeric parameters set on every step: Codex's `exec_command` answers after `yield_time_ms` (10 s by
 default, at most 30 s) with the command still running, and the next step must not start before it ends."""
+_FENCES = ("mswea_bash_command", "bash")
+"""Info strings of the fenced block a tool-less agent takes its command from, in order of preference: mini-swe-agent's
+text-based mode's, and plain bash (its 1.x)."""
+_SUBMIT = re.compile(r"`(echo [A-Z][A-Z0-9_]{7,})`")
+"""The submit command a tool-less agent's prompt names, in backticks."""
 _TIMEOUT = "timeout"
 """Set on every step to its schema's `maximum` when it declares one (Qwen Code's: 600000 ms, 2 minutes if unset);
 without a maximum its unit is unknown (Pi's counts seconds) and it is left out."""
@@ -140,7 +151,10 @@ class SolutionPolicy:
             return Reply(text="No task I know is asked for here.")
         tool = find_shell_tool(request.get("tools"))
         if tool is None:
-            return Reply(text=f"Task {task.name}: no shell tool offered, so nothing to run.")
+            fence = find_fence(messages)
+            if fence is None:
+                return Reply(text=f"Task {task.name}: no shell tool offered, so nothing to run.")
+            return self._text_step(task, messages, fence)
         if not task.steps:
             return Reply(text=f"Task {task.name} has no solution/solve.sh to play.")
         done = sum(
@@ -150,14 +164,9 @@ class SolutionPolicy:
             for call in m.get("tool_calls") or []
             if isinstance(call, dict) and (call.get("function") or {}).get("name") == tool.name
         )
-        ended = _ended(messages, task.folder)
-        if ended is not None:
-            where, status = ended
-            at = f"at step {done}" if where == "in" else f"before step {done}"
-            return Reply(text=f"Stopped: the reference solution of {task.name} ended {at} (exit {status}).")
-        if done >= len(task.steps):
-            plural = "s" if len(task.steps) > 1 else ""
-            return Reply(text=f"Done: ran the reference solution of {task.name} ({len(task.steps)} step{plural}).")
+        closing = _closing(task, messages, done, "tool")
+        if closing is not None:
+            return Reply(text=closing)
         step = without_substitution(task.steps[done]) if tool.name == _GEMINI_SHELL else task.steps[done]
         arguments: dict[str, Any] = {tool.command_key: step, **dict(tool.waits)}
         for field, kind in tool.required:
@@ -167,10 +176,61 @@ class SolutionPolicy:
                 arguments[field] = False
         return Reply(text="", tool_calls=[(tool.name, arguments)])
 
+    def _text_step(self, task: ScriptedTask, messages: list[Any], fence: str) -> Reply:
+        """The next step as text holding one block fenced with `fence`; at the end, the prompt's submit command."""
+        if not task.steps:
+            return Reply(text=f"Task {task.name} has no solution/solve.sh to play.")
+        opening = f"```{fence}\n"
+        done = sum(
+            1
+            for m in messages
+            if isinstance(m, dict) and m.get("role") == "assistant" and opening in content_text(m.get("content"))
+        )
+        closing = _closing(task, messages, done, "user")
+        if closing is not None:
+            submit = _submit_command(messages)
+            return Reply(text=closing if submit is None else f"{closing}\n\n{opening}{submit}\n```")
+        step = task.steps[done]
+        # The agent's pattern takes the block to the first line starting with ```: a step holding one goes encoded.
+        if "\n```" in step:
+            step = f"echo {base64.b64encode(step.encode()).decode()} | base64 -d | sh"
+        return Reply(text=f"Step {done + 1} of {len(task.steps)} of the reference solution.\n\n{opening}{step}\n```")
 
-def _ended(messages: list[Any], folder: str) -> tuple[str, str] | None:
-    """What the last tool result says when the script has ended (`in` or `before` that step, the exit status)."""
-    results = [m for m in messages if isinstance(m, dict) and m.get("role") == "tool"]
+
+def find_fence(messages: list[Any]) -> str | None:
+    """The info string of the fenced block the system prompt shows the model to answer in (one of `_FENCES`)."""
+    system = "\n".join(
+        content_text(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "system"
+    )
+    return next((fence for fence in _FENCES if f"```{fence}\n" in system), None)
+
+
+def _submit_command(messages: list[Any]) -> str | None:
+    """The submit command the prompt (system messages and the first user message) names last: the agent's own rules
+    follow the task's text."""
+    prompt = [m for m in messages if isinstance(m, dict) and m.get("role") == "system"]
+    prompt += [m for m in messages if isinstance(m, dict) and m.get("role") == "user"][:1]
+    found = _SUBMIT.findall("\n".join(content_text(m.get("content")) for m in prompt))
+    return found[-1] if found else None
+
+
+def _closing(task: ScriptedTask, messages: list[Any], done: int, role: str) -> str | None:
+    """The turn's closing text once the script has ended or every step has run, else None."""
+    ended = _ended(messages, task.folder, role)
+    if ended is not None:
+        where, status = ended
+        at = f"at step {done}" if where == "in" else f"before step {done}"
+        return f"Stopped: the reference solution of {task.name} ended {at} (exit {status})."
+    if done >= len(task.steps):
+        plural = "s" if len(task.steps) > 1 else ""
+        return f"Done: ran the reference solution of {task.name} ({len(task.steps)} step{plural})."
+    return None
+
+
+def _ended(messages: list[Any], folder: str, role: str) -> tuple[str, str] | None:
+    """What the last result (a message of `role`) says when the script has ended (`in` or `before` that step, the
+    exit status)."""
+    results = [m for m in messages if isinstance(m, dict) and m.get("role") == role]
     if not results:
         return None
     found = [m for m in END_MARK.finditer(content_text(results[-1].get("content"))) if m[1] == folder]

@@ -61,7 +61,8 @@ for name in files:
 '
 
 # The agent's command: a native binary runs as it is (it uses the task image's glibc); a script's
-# interpreter (`#!/usr/bin/env node`) is relocated like python, so the task's own node (or none) never matters.
+# interpreter (`#!/usr/bin/env node`) is relocated like python, so the task's own node (or none) never matters;
+# a script of a venv's (a pip agent's, under agent/) runs on the bundle's python with that venv's packages.
 target=$(readlink -f "$(command -v "$command_name")")
 case "$target" in
 /opt/agentbake/agent/*) ;;
@@ -69,6 +70,15 @@ case "$target" in
 esac
 if [ "$(head -c 4 "$target" | od -An -c | tr -d ' ')" = '177ELF' ]; then
     ln -s "$target" "$B/bin/$command_name"
+elif venv=$(head -n 1 "$target" | sed -n -e 's|^#! *\(/opt/agentbake/agent\)/bin/python[0-9.]*$|\1|p') &&
+    [ -f "$venv/pyvenv.cfg" ]; then
+    # The venv's packages are added by `site` in the process (PYTHONPATH would reach the agent's commands); the
+    # libraries its extension modules load go beside python's.
+    packages=$("$venv/bin/python3" -I -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+    find "$venv" -type f \( -name '*.so' -o -name '*.so.[0-9]*' \) | while read -r module; do copy_libs "$module"; done
+    code='import runpy, site, sys; site.addsitedir(sys.argv.pop(1)); sys.argv.pop(0); runpy.run_path(sys.argv[0], run_name="__main__")'
+    printf "#!/bin/sh\nexec %s/bin/python3 -I -c '%s' %s %s \"\$@\"\n" "$M" "$code" "$packages" "$target" > "$B/bin/$command_name"
+    chmod 755 "$B/bin/$command_name"
 else
     interpreter=$(head -n 1 "$target" | sed -n -e 's|^#! *\(/usr/bin/env \)\{0,1\}\([^ ]*\).*|\2|p')
     interpreter=$(basename "$interpreter")

@@ -23,7 +23,7 @@ from agentbake.buildkit.ca import detect_ca_bundle
 from agentbake.buildkit.catalog import Catalog
 from agentbake.buildkit.lock import read_lock
 from agentbake.errors import BuildError
-from tests.conftest import plan_default, write_spec
+from tests.conftest import VERSION_FLAG, plan_default, write_spec
 
 pytestmark = pytest.mark.docker
 
@@ -39,18 +39,23 @@ def run_in(engine: docker.DockerClient, tag: str, command: str) -> str:
     return output.decode()
 
 
-@pytest.mark.parametrize("name", ["claude-code", "codex", "gemini-cli", "opencode", "pi", "qwen-code"])
+@pytest.mark.parametrize(
+    "name", ["claude-code", "codex", "gemini-cli", "mini-swe-agent", "opencode", "pi", "qwen-code"]
+)
 def test_agent_runs_as_the_non_root_user(
     engine: docker.DockerClient, built_images: dict[str, BuildResult], catalog: Catalog, name: str
 ) -> None:
     spec = catalog.load(name)
-    output = run_in(engine, built_images[name].tag, f"id -u; id -un; pwd; {spec.agent.command} --version 2>&1")
+    flag = VERSION_FLAG.get(name, "--version")
+    output = run_in(engine, built_images[name].tag, f"id -u; id -un; pwd; {spec.agent.command} {flag} 2>&1")
     uid, user, cwd, version = output.splitlines()[:4]
     assert (uid, user, cwd) == ("1000", "agent", "/home/agent/workdir")
     assert spec.agent.version in version
 
 
-@pytest.mark.parametrize("name", ["claude-code", "codex", "gemini-cli", "opencode", "pi", "qwen-code"])
+@pytest.mark.parametrize(
+    "name", ["claude-code", "codex", "gemini-cli", "mini-swe-agent", "opencode", "pi", "qwen-code"]
+)
 def test_image_carries_what_sandboxes_need(
     engine: docker.DockerClient, built_images: dict[str, BuildResult], catalog: Catalog, name: str
 ) -> None:
@@ -84,6 +89,21 @@ def test_native_images_carry_their_binaries_and_no_node(
         "command -v node || command -v npm || echo no-node; find /opt/agentbake/agent -type f -size +50M | wc -l",
     )
     assert output.split() == ["no-node", str(binaries)]
+
+
+def test_a_pip_image_carries_exactly_its_locked_wheels_and_no_node(
+    engine: docker.DockerClient, built_images: dict[str, BuildResult], catalog: Catalog
+) -> None:
+    output = run_in(
+        engine,
+        built_images["mini-swe-agent"].tag,
+        "command -v node npm pip || echo none; readlink -f /usr/local/bin/mini; /opt/agentbake/agent/bin/python -c "
+        "'import importlib.metadata as m; print(*sorted(d.name.lower() for d in m.distributions()))'",
+    )
+    none, command, distributions = output.splitlines()
+    assert (none, command) == ("none", "/opt/agentbake/agent/bin/mini")
+    locked = read_lock(catalog.load("mini-swe-agent"))["agent_python"]["packages"]
+    assert sorted(normalize(d) for d in distributions.split()) == sorted(normalize(p["name"]) for p in locked)
 
 
 def test_second_build_is_cached_without_calling_the_builder(

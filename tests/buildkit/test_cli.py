@@ -47,8 +47,8 @@ def test_unknown_image_is_a_clear_error() -> None:
     result = invoke("render", "claude")
     assert result.exit_code == 1
     assert (
-        "error: catalog: no image named 'claude'; known images: claude-code, codex, gemini-cli, opencode, pi, qwen-code"
-        in result.output
+        "error: catalog: no image named 'claude'; known images: "
+        "claude-code, codex, gemini-cli, mini-swe-agent, opencode, pi, qwen-code" in result.output
     )
 
 
@@ -78,7 +78,15 @@ def test_build_json_reports_cached_images(built_images) -> None:
     result = invoke("build", "--all", "--json")
     assert result.exit_code == 0, result.output
     reports = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    assert [r["image"] for r in reports] == ["claude-code", "codex", "gemini-cli", "opencode", "pi", "qwen-code"]
+    assert [r["image"] for r in reports] == [
+        "claude-code",
+        "codex",
+        "gemini-cli",
+        "mini-swe-agent",
+        "opencode",
+        "pi",
+        "qwen-code",
+    ]
     for report in reports:
         assert set(report) == {"image", "tag", "id", "size_bytes", "cached", "seconds"}
         assert report["cached"] is True and report["tag"] == built_images[report["image"]].tag

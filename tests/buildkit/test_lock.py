@@ -57,7 +57,7 @@ def test_corrupt_lock(user_catalog: Path, catalog: Catalog) -> None:
 
 
 def test_requirements_require_hashes(catalog: Catalog) -> None:
-    lines = requirements_txt(read_lock(catalog.load("claude-code"))).splitlines()
+    lines = requirements_txt(read_lock(catalog.load("claude-code"))["python"]).splitlines()
     assert lines and all("==" in line and "--hash=sha256:" in line for line in lines)
     assert any(line.startswith("uvicorn==") for line in lines)
 
@@ -88,6 +88,26 @@ def test_lock_resolves_a_range_to_exact_hashed_artifacts(user_catalog: Path, cat
     assert native == locked["native"]  # the registry's sha512 for it is the one the catalog committed
     digest = base64.b64decode(native["integrity"].removeprefix("sha512-"))
     assert digest.hex() == native["sha512"] and len(digest) == hashlib.sha512().digest_size
+
+
+def test_lock_resolves_a_pip_range_to_the_highest_version_with_hashed_wheels(
+    user_catalog: Path, catalog: Catalog
+) -> None:
+    """A Python CLI: a PEP 440 range ending at the committed version, compiled against PyPI like the gateway's."""
+    original = catalog.load("mini-swe-agent")
+    locked = read_lock(original)
+    pinned = locked["agent"]["version"]
+    text = (original.source_dir / "image.toml").read_text()
+    write_spec(user_catalog, "mini-range", text.replace(f'version = "{pinned}"', f'version = ">=2.4,<={pinned}"'))
+    lock = write_lock(Catalog.discover(user_catalog).load("mini-range"))
+    assert lock["agent"] == locked["agent"] and "npm" not in lock and "native" not in lock
+    (wheel,) = [p for p in lock["agent_python"]["packages"] if p["name"] == "mini-swe-agent"]
+    assert wheel in locked["agent_python"]["packages"]  # the same version with the same hashes
+    assert all(p["hashes"] for p in lock["agent_python"]["packages"])
+    # `exclude` leaves out `datasets` and what only it needs; what litellm needs too stays.
+    names = {p["name"] for p in lock["agent_python"]["packages"]}
+    assert names.isdisjoint({"datasets", "pyarrow", "pandas", "numpy"}) and {"litellm", "huggingface-hub"} <= names
+    assert lock["agent_python"]["version"] == original.base.python
 
 
 def test_lock_rejects_a_native_package_the_agent_does_not_have(user_catalog: Path, catalog: Catalog) -> None:

@@ -42,6 +42,15 @@ def test_images_share_their_steps_from_partials(rendered) -> None:
         "agent/package.json",
         "agent/package-lock.json",
     }
+    # A Python CLI: its hashed wheels in a venv of its own, beside (not in) the gateway's, and no Node.
+    mini = rendered["mini-swe-agent"]
+    assert set(mini.files) == {"requirements.txt", "dpkg-slim.cfg", "agent/requirements.txt"}
+    agent_requirements = mini.files["agent/requirements.txt"].decode().splitlines()
+    assert any(line.startswith("mini-swe-agent==2.4.6 --hash=sha256:") for line in agent_requirements)
+    assert all("--hash=sha256:" in line for line in agent_requirements)
+    assert "python3 -m venv /opt/agentbake/agent" in mini.dockerfile and "--require-hashes" in mini.dockerfile
+    assert "ln -s /opt/agentbake/agent/bin/mini /usr/local/bin/mini" in mini.dockerfile
+    assert "nodejs" not in mini.dockerfile
 
 
 def test_e2b_accepts_every_dockerfile_without_warnings(rendered, capsys) -> None:

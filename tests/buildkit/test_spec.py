@@ -37,7 +37,7 @@ def load(folder: Path, text: str, name: str = "img"):
 
 def test_catalog_specs_load_with_their_defaults(catalog: Catalog) -> None:
     specs = {spec.name: spec for spec in catalog.load_all()}
-    assert sorted(specs) == ["claude-code", "codex", "gemini-cli", "opencode", "pi", "qwen-code"]
+    assert sorted(specs) == ["claude-code", "codex", "gemini-cli", "mini-swe-agent", "opencode", "pi", "qwen-code"]
     assert specs["pi"].base.suite == "trixie" and specs["pi"].agent.install == "npm"
     assert specs["claude-code"].agent.install == "native"
     assert all(spec.user.name == "agent" and spec.user.uid == 1000 for spec in specs.values())
@@ -75,8 +75,13 @@ def test_native_install_needs_its_package(user_catalog: Path) -> None:
 
 
 def test_literal_choices_are_named(user_catalog: Path) -> None:
-    message = load(user_catalog, VALID.replace('install = "native"', 'install = "pip"'))
-    assert "key 'agent.install'" in message and "'native' or 'npm'" in message
+    message = load(user_catalog, VALID.replace('install = "native"', 'install = "cargo"'))
+    assert "key 'agent.install'" in message and "'native', 'npm' or 'pip'" in message
+
+
+def test_exclude_is_for_pip_agents(user_catalog: Path) -> None:
+    message = load(user_catalog, VALID.replace('install = "native"', 'install = "native"\nexclude = ["x"]'))
+    assert 'exclude is for install = "pip"' in message
 
 
 def test_bad_folder_name(user_catalog: Path) -> None:
@@ -94,7 +99,16 @@ def test_extends_adds_packages_to_a_builtin_image(user_catalog: Path) -> None:
     spec, parent = catalog.load("claude-plus"), catalog.load("claude-code")
     assert spec.packages == ["jq"] and spec.agent == parent.agent and spec.base == parent.base
     assert spec.source_dir == user_catalog / "claude-plus"
-    assert catalog.names() == ["claude-code", "claude-plus", "codex", "gemini-cli", "opencode", "pi", "qwen-code"]
+    assert catalog.names() == [
+        "claude-code",
+        "claude-plus",
+        "codex",
+        "gemini-cli",
+        "mini-swe-agent",
+        "opencode",
+        "pi",
+        "qwen-code",
+    ]
 
 
 def test_same_name_extends_the_builtin_one(user_catalog: Path) -> None:

@@ -44,6 +44,7 @@ TRANSCRIPTS = {
     "claude-code": "projects/*/*.jsonl",
     "codex": "sessions/*/*/*/rollout-*.jsonl",
     "gemini-cli": "tmp/*/chats/session-*.jsonl",
+    "mini-swe-agent": "mini-swe-agent.traj.json",
     "opencode": "log/*.log",
     "pi": "pi-sessions/*.jsonl",
     "qwen-code": "projects/*/chats/*.jsonl",
@@ -57,6 +58,7 @@ TRANSCRIPTS = {
         ("claude-code", "write-file"),
         ("codex", "fix-failing-test"),
         ("gemini-cli", "fix-failing-test"),
+        ("mini-swe-agent", "fix-failing-test"),
         ("opencode", "fix-failing-test"),
         ("pi", "multi-step-report"),
         ("qwen-code", "fix-failing-test"),
@@ -130,7 +132,7 @@ STATEFUL_TEST = reward_if(
 
 # OpenCode and Pi pass too (a fresh shell per call, as tests/scripted/test_shell_steps.py plays the steps), but
 # their runs take 40-130 s on a loaded 2-core machine.
-@pytest.mark.parametrize("agent", ["oracle", "claude-code", "codex", "gemini-cli", "qwen-code"])
+@pytest.mark.parametrize("agent", ["oracle", "claude-code", "codex", "gemini-cli", "mini-swe-agent", "qwen-code"])
 def test_a_solve_sh_with_state_across_blocks_solves_its_task_as_the_oracle_does(
     built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path, agent: str
 ) -> None:
@@ -163,7 +165,7 @@ echo probed >> probe.txt
 """
 
 
-@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini-cli", "qwen-code"])
+@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini-cli", "mini-swe-agent", "qwen-code"])
 def test_the_upstream_key_reaches_the_upstream_and_never_the_sandbox(
     built_images: dict[str, BuildResult],
     backend: DockerBackend,
@@ -195,13 +197,13 @@ def test_the_upstream_key_reaches_the_upstream_and_never_the_sandbox(
         assert not path.is_file() or key.encode() not in path.read_bytes(), path
 
 
-@pytest.mark.parametrize("agent", ["codex", "gemini-cli", "qwen-code"])
+@pytest.mark.parametrize("agent", ["codex", "gemini-cli", "mini-swe-agent", "qwen-code"])
 def test_the_agent_reaches_nothing_but_its_gateway(
     built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path, agent: str
 ) -> None:
     """Every host is refused in the agent phase but one nobody calls, and each refusal is a note: the solution's
     own request is the only one, so the agent itself called nothing (update check, plugin sync, telemetry, Google's
-    or Alibaba's own hosts) but its gateway, which it reaches with no network."""
+    or Alibaba's own hosts, litellm's price list) but its gateway, which it reaches with no network."""
     solve = "curl -s -o /dev/null https://example.com/ || true\necho hello > hello.txt\n"
     test = reward_if("grep -qx hello hello.txt")
     task = load_task(write_task(tmp_path / "tasks", "no-route-out", solve=solve, test=test))

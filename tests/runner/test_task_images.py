@@ -306,12 +306,13 @@ def test_cli_builds_a_new_task_image_with_progress_on_stderr_and_clean_json(
         engine.images.remove(ref, force=True)
 
 
-@pytest.mark.parametrize("agent", ["codex", "gemini-cli", "opencode", "pi", "qwen-code"])
+@pytest.mark.parametrize("agent", ["codex", "gemini-cli", "mini-swe-agent", "opencode", "pi", "qwen-code"])
 def test_the_other_agents_run_in_a_task_image_without_python(
     built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path, agent: str
 ) -> None:
     """Codex, OpenCode (native binaries), Gemini CLI, Pi and Qwen Code (Node programs, on the bundle's own node;
-    Gemini CLI and Qwen Code re-spawn it by `process.execPath`) in summarize-logs' image."""
+    Gemini CLI and Qwen Code re-spawn it by `process.execPath`) and mini-swe-agent (a Python program, on the bundle's
+    python with its venv's packages) in summarize-logs' image."""
     task = load_task(EXAMPLES / "summarize-logs")
     config = RunnerConfig(image=built_images[agent].tag, model="scripted", out_dir=tmp_path)
     with Runner(config, backend) as runner:

@@ -6,7 +6,8 @@ OpenCode sends a string user message, `tool_choice: "auto"` and a bash tool whos
 sends the user message as text parts, `strict: false` tools, `store: false`, and `content: null` beside tool
 calls; Codex sends developer messages, an `exec_command` function whose `cmd` is the command, and hosted tools).
 Gemini CLI speaks Google's Gemini API through the gateway, Qwen Code chat completions; both name their shell tool
-`run_shell_command`.
+`run_shell_command`. mini-swe-agent (text-based) sends chat completions with no tools: its system prompt shows the
+fenced block to answer in, its first user message the task and the submit command.
 """
 
 from __future__ import annotations
@@ -218,4 +219,26 @@ def qwen_body(instruction: str) -> dict[str, Any]:
         "messages": [{"role": "system", "content": "You are Qwen Code."}, {"role": "user", "content": instruction}],
         "tools": [_function("run_shell_command", {**SHELL_COMMAND_PARAMETERS, "properties": properties})],
         "max_tokens": 8192,
+    }
+
+
+MINI_SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+MINI_ACTION = r"```mswea_bash_command\s*\n(.*?)\n```"
+"""mini-swe-agent's text-based pattern: it takes an answer holding exactly one match, the match stripped."""
+
+
+def mini_body(instruction: str, fence: str = "mswea_bash_command") -> dict[str, Any]:
+    system = (
+        "You are a helpful assistant that can interact with a computer.\n\n"
+        "Your response must contain exactly ONE bash code block with ONE command.\n"
+        f"<format_example>\nYour reasoning here.\n\n```{fence}\nyour_command_here\n```\n</format_example>\n"
+    )
+    user = (
+        f"Please solve this issue: {instruction.strip()}\n\nYou can execute bash commands and edit files.\n"
+        f"Submit your changes and finish your work by issuing the following command: `{MINI_SUBMIT}`.\n"
+        f"```{fence}\nls -la\n```\n"
+    )
+    return {
+        "model": "test-model",
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,10 +24,13 @@ from agentbake.tasks import load_task
 from tests.scripted.agent_requests import (
     CLAUDE_SYSTEM,
     CLAUDE_TOOLS,
+    MINI_ACTION,
+    MINI_SUBMIT,
     OPENAI_AGENTS,
     claude_user,
     codex_body,
     gemini_body,
+    mini_body,
     qwen_body,
 )
 
@@ -294,3 +298,72 @@ def test_a_title_call_gets_plain_text(task_model: str):
     client = openai.OpenAI(base_url=task_model + "/v1", api_key="unused", max_retries=0)
     message = client.chat.completions.create(**body).choices[0].message
     assert message.tool_calls is None and message.content == "Task multi: no shell tool offered, so nothing to run."
+
+
+def _mini_conversation(client: openai.OpenAI, body: dict[str, Any], stream: bool) -> list[str]:
+    """The commands mini-swe-agent takes from the answers (its own pattern), each observed with an empty output,
+    until an answer holds its submit command."""
+    commands = []
+    for _ in range(10):
+        text, calls = _openai_turn(client, body, stream)
+        assert calls == []
+        (command,) = (match.strip() for match in re.findall(MINI_ACTION, text, re.DOTALL))
+        commands.append(command)
+        if command == MINI_SUBMIT:
+            break
+        body["messages"] = [
+            *body["messages"],
+            {"role": "assistant", "content": text},
+            {"role": "user", "content": "<returncode>0</returncode>\n<output>\n</output>"},
+        ]
+    return commands
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "unary"])
+def test_mini_swe_agent_gets_each_step_in_one_fenced_block_then_its_submit_command(
+    task_model: str, tmp_path: Path, stream: bool
+):
+    """No tools: each step is the one block of its answer, then the block holds the submit command the prompt names;
+    the commands, run by `sh -c` as mini-swe-agent runs them, do what solve.sh does."""
+    client = openai.OpenAI(base_url=task_model + "/v1", api_key="unused", max_retries=0)
+    commands = _mini_conversation(client, mini_body(INSTRUCTION), stream)
+    assert commands == [*solution_steps(MULTI_STEP), MINI_SUBMIT]
+    env = {"PATH": os.environ["PATH"], "TMPDIR": str(tmp_path)}
+    for command in commands[:-1]:
+        subprocess.run(["sh", "-c", command], cwd=tmp_path, env=env, check=True, text=True)
+    assert (tmp_path / "sub" / "three.txt").read_text() == "a\n\nb\n"
+
+
+def test_a_plain_bash_fence_is_answered_in_kind(make_task):
+    """mini-swe-agent 1.x shows ```bash: the steps come in that fence."""
+    policy = SolutionPolicy([make_task("t", "Make x.", "touch x\n")])
+    reply = policy(mini_body("Make x.", fence="bash"))
+    (step,) = solution_steps("touch x\n")
+    assert reply.tool_calls == [] and reply.text.endswith(f"```bash\n{step}\n```")
+
+
+def test_a_step_ending_the_script_ends_with_the_submit_command(make_task, tmp_path: Path):
+    solve = "#!/bin/bash\nset -e\nfalse\n\necho never > never.txt\n"
+    env = {"PATH": os.environ["PATH"], "TMPDIR": str(tmp_path)}
+    policy = SolutionPolicy([make_task("fails", INSTRUCTION, solve)])
+    body = mini_body(INSTRUCTION)
+    (first,) = re.findall(MINI_ACTION, policy(body).text, re.DOTALL)
+    result = subprocess.run(["sh", "-c", first], cwd=tmp_path, env=env, text=True, capture_output=True)
+    body["messages"] += [
+        {"role": "assistant", "content": policy(body).text},
+        {"role": "user", "content": f"<returncode>1</returncode>\n<output>\n{result.stderr}</output>"},
+    ]
+    reply = policy(body).text
+    assert reply.startswith("Stopped: the reference solution of fails ended at step 1 (exit 1).")
+    assert re.findall(MINI_ACTION, reply, re.DOTALL) == [MINI_SUBMIT]
+
+
+def test_a_step_holding_a_fence_line_goes_encoded_and_plays_the_same(make_task, tmp_path: Path):
+    """mini-swe-agent's pattern ends the block at the first line starting with ```: such a step goes as base64."""
+    solve = "cat > notes.md <<'EOF'\n```python\nprint(1)\n```\nEOF\n"
+    policy = SolutionPolicy([make_task("notes", "Write notes.", solve)])
+    (command,) = re.findall(MINI_ACTION, policy(mini_body("Write notes.")).text, re.DOTALL)
+    assert "```" not in command and command.endswith("| base64 -d | sh")
+    env = {"PATH": os.environ["PATH"], "TMPDIR": str(tmp_path)}
+    subprocess.run(["sh", "-c", command], cwd=tmp_path, env=env, check=True, text=True)
+    assert (tmp_path / "notes.md").read_text() == "```python\nprint(1)\n```\n"

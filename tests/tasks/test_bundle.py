@@ -11,6 +11,7 @@ from agentbake.buildkit.build import BuildResult
 from agentbake.errors import AgentError
 from agentbake.tasks import bundle as bundle_module
 from agentbake.tasks.bundle import BUNDLE_GIT, BUNDLE_MOUNT, BUNDLE_PYTHON, ensure_bundle
+from tests.conftest import VERSION_FLAG
 from tests.tasks.conftest import BOOKWORM, TRIXIE, unique
 
 pytestmark = pytest.mark.docker
@@ -42,7 +43,9 @@ def _run(engine: docker.DockerClient, image: str, volume: str, command: list[str
     ).decode()
 
 
-@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini-cli", "opencode", "pi", "qwen-code"])
+@pytest.mark.parametrize(
+    "agent", ["claude-code", "codex", "gemini-cli", "mini-swe-agent", "opencode", "pi", "qwen-code"]
+)
 def test_bundle_runs_in_images_without_python_or_git(
     engine: docker.DockerClient, built_images: dict[str, BuildResult], agent: str
 ) -> None:
@@ -64,8 +67,10 @@ def test_bundle_runs_in_images_without_python_or_git(
         labels = engine.api.inspect_image(built_images[agent].id)["Config"]["Labels"]
         command = labels["dev.agentbake.agent.command"]
         # Gemini CLI re-spawns its node by process.execPath: the bundle's wrapper, not its glibc loader.
-        version = _run(engine, base, first.volume, [f"{BUNDLE_MOUNT}/bin/{command}", "--version"])
-        assert labels["dev.agentbake.agent.version"] in version  # Pi, Gemini CLI, Qwen Code run on the bundle's node
+        flag = VERSION_FLAG.get(agent, "--version")
+        version = _run(engine, base, first.volume, [f"{BUNDLE_MOUNT}/bin/{command}", flag])
+        # Pi, Gemini CLI, Qwen Code run on the bundle's node; mini-swe-agent on its python, with the venv's packages.
+        assert labels["dev.agentbake.agent.version"] in version
 
 
 def test_a_failed_fill_is_removed_and_redone(engine: docker.DockerClient, built_images: dict[str, BuildResult]) -> None:

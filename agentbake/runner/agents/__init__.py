@@ -13,6 +13,7 @@ from agentbake.runner.agents.base import (
 from agentbake.runner.agents.claude_code import CLAUDE_CODE, ClaudeCode
 from agentbake.runner.agents.codex import CODEX, Codex
 from agentbake.runner.agents.gemini_cli import GEMINI_CLI, GeminiCli
+from agentbake.runner.agents.mini_swe_agent import MINI_SWE_AGENT, MiniSweAgent
 from agentbake.runner.agents.opencode import OPENCODE, OpenCode
 from agentbake.runner.agents.pi import PI, Pi
 from agentbake.runner.agents.qwen_code import QWEN_CODE, QwenCode
@@ -21,6 +22,7 @@ __all__ = [
     "CLAUDE_CODE",
     "CODEX",
     "GEMINI_CLI",
+    "MINI_SWE_AGENT",
     "OPENCODE",
     "PI",
     "QWEN_CODE",
@@ -30,6 +32,7 @@ __all__ = [
     "ClaudeCode",
     "Codex",
     "GeminiCli",
+    "MiniSweAgent",
     "ModelAccess",
     "OpenCode",
     "Pi",

@@ -110,7 +110,8 @@ class Agent(abc.ABC):
     package: ClassVar[str]
     """npm package of the CLI, as in the image's `dev.agentbake.agent.package` label."""
     shell_tool: ClassVar[str]
-    """Name of the agent's shell tool in its model requests (the scripted model calls it)."""
+    """Name of the agent's shell tool in its model requests (the scripted model calls it); for an agent offering no
+    tools, the info string of the fenced block its model's answers carry the command in."""
 
     @abc.abstractmethod
     def env(self, image: AgentImage, model: ModelAccess) -> dict[str, str]:
@@ -128,12 +129,16 @@ class Agent(abc.ABC):
         """Paths beyond the agent-log dir where the agent records what it did."""
         return []
 
+    def command(self, image: AgentImage, model: ModelAccess) -> list[str]:
+        """The command line run with the instruction on stdin: the agent's command and its arguments."""
+        return [image.command, *self.arguments(image, model)]
+
     def launch(self, image: AgentImage, model: ModelAccess, instruction: str) -> AgentLaunch:
         """Everything the harness needs to run the agent once on `instruction`."""
         return headless_launch(
             image,
             self.name,
-            [image.command, *self.arguments(image, model)],
+            self.command(image, model),
             instruction,
             env=self.env(image, model),
             files=self.files(image, model),

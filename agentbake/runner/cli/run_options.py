@@ -108,9 +108,9 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                 click.option(
                     "--agent",
                     metavar="NAME",
-                    help="The agent (claude-code, codex, gemini-cli, opencode, pi, qwen-code, or an image tag), as "
-                    "IMAGE names it: a task with its own image (environment/Dockerfile, docker_image) runs in that "
-                    "image with this agent layered on.",
+                    help="The agent (claude-code, codex, gemini-cli, mini-swe-agent, opencode, pi, qwen-code, or an "
+                    "image tag), as IMAGE names it: a task with its own image (environment/Dockerfile, docker_image) "
+                    "runs in that image with this agent layered on.",
                 ),
                 click.option(
                     "--model",

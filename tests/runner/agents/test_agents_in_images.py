@@ -7,6 +7,8 @@ only the per-rollout token while the upstream key stays with the gateway.
 
 from __future__ import annotations
 
+import json
+import posixpath
 import re
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -15,7 +17,7 @@ import docker
 import pytest
 
 from agentbake.buildkit.build import BuildResult
-from agentbake.scripted import Fault
+from agentbake.scripted import Fault, Reply
 from tests.runner.agents.conftest import PROOF_COMMAND, AgentRun, free_port, run_agent
 from tests.runner.rollouts import with_deltas_joined
 
@@ -90,10 +92,49 @@ def test_a_node_agent_connects_to_its_gateway_and_looks_up_no_host(
     assert re.findall(r"connect: find host (\S+)", run.stderr) == []
 
 
+MINI_SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+
+
+def fenced_then_submit(request: dict) -> Reply:
+    """mini-swe-agent's model: the proof command in its fenced block, then, once observed, its submit command."""
+    answered = any(message["role"] == "assistant" for message in request["messages"])
+    return Reply(text=f"Running it.\n\n```mswea_bash_command\n{MINI_SUBMIT if answered else PROOF_COMMAND}\n```")
+
+
+def test_mini_swe_agent_runs_its_fenced_command_and_submits(
+    engine: docker.DockerClient,
+    built_images: dict[str, BuildResult],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No tools on the wire: the command comes from the answer's fenced block, its output goes back as a user
+    message, the submit command ends the run with exit 0; only the token reaches the gateway."""
+    run = run_agent(engine, built_images, "mini-swe-agent", tmp_path, monkeypatch, responder=fenced_then_submit)
+    assert run.exit_code == 0, run.stderr[-3000:]
+    requests = run.upstream.requests
+    assert len(requests) == 2 and not any(request.get("tools") for request in requests)
+    observation = requests[-1]["messages"][-1]
+    assert observation["role"] == "user" and "proof-written" in observation["content"]
+    assert run.workdir_files["proof.txt"] == "1000\n"  # run as the image's user, in the workdir
+    trajectory = json.loads(run.logs[posixpath.join(run.image.logs_dir, "mini-swe-agent.traj.json")])
+    assert trajectory["info"]["exit_status"] == "Submitted" and trajectory["info"]["model_stats"]["api_calls"] == 2
+    assert {headers["authorization"] for _, headers in run.gateway_requests} == {f"Bearer {run.token}"}
+    assert all(headers["authorization"] == f"Bearer {run.upstream_key}" for headers in run.upstream.headers)
+    assert run.token not in run.stdout + run.stderr and run.upstream_key not in run.stdout + run.stderr
+
+
 # Gemini CLI ends a run its model refused with its own status, 144.
 @pytest.mark.parametrize(
     ("name", "status"),
-    [("claude-code", 1), ("codex", 1), ("gemini-cli", 144), ("opencode", 1), ("pi", 1), ("qwen-code", 1)],
+    [
+        ("claude-code", 1),
+        ("codex", 1),
+        ("gemini-cli", 144),
+        ("mini-swe-agent", 1),
+        ("opencode", 1),
+        ("pi", 1),
+        ("qwen-code", 1),
+    ],
 )
 def test_a_model_that_refuses_every_call_fails_the_run(
     name: str,

@@ -41,7 +41,9 @@ def test_every_catalog_image_has_a_registered_agent(catalog: Catalog) -> None:
         assert agent_for_labels(labels) is get_agent(spec.name)
 
 
-@pytest.mark.parametrize("name", ["claude-code", "codex", "gemini-cli", "opencode", "pi", "qwen-code"])
+@pytest.mark.parametrize(
+    "name", ["claude-code", "codex", "gemini-cli", "mini-swe-agent", "opencode", "pi", "qwen-code"]
+)
 def test_launch_paths_come_from_home_and_labels(name: str) -> None:
     launch = get_agent(name).launch(AgentImage.from_labels(LABELS), MODEL, "do the task")
     assert launch.argv[:2] == ["bash", "-c"]
@@ -56,7 +58,9 @@ def test_launch_paths_come_from_home_and_labels(name: str) -> None:
     assert not any(path.startswith("/") for path in launch.files)
 
 
-@pytest.mark.parametrize("name", ["claude-code", "codex", "gemini-cli", "opencode", "pi", "qwen-code"])
+@pytest.mark.parametrize(
+    "name", ["claude-code", "codex", "gemini-cli", "mini-swe-agent", "opencode", "pi", "qwen-code"]
+)
 def test_token_is_the_agents_api_key_and_never_on_argv(name: str) -> None:
     launch = get_agent(name).launch(AgentImage.from_labels(LABELS), MODEL, "do the task")
     assert MODEL.token not in " ".join(launch.argv)
@@ -110,6 +114,18 @@ def test_qwen_code_gets_the_v1_base_the_token_and_the_model_by_env() -> None:
     assert "--yolo --auth-type openai --model Qwen/Qwen3-8B --output-format stream-json <" in launch.script
 
 
+def test_mini_swe_agent_gets_the_v1_base_in_its_config_the_token_by_env_and_the_task_from_stdin() -> None:
+    launch = get_agent("mini-swe-agent").launch(AgentImage.from_labels(LABELS), MODEL, "x")
+    config = json.loads(launch.files[".config/mini-swe-agent/agentbake.yaml"])  # JSON is YAML
+    assert config["model"]["model_kwargs"] == {"api_base": "http://10.9.8.7:4321/r/abc/v1"}
+    assert config["model"]["model_class"] == "litellm_textbased" and config["model"]["cost_tracking"] == "ignore_errors"
+    assert config["agent"]["cost_limit"] == 0 and config["environment"]["timeout"] == 600
+    assert launch.env["OPENAI_API_KEY"] == MODEL.token and launch.env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
+    assert "--config mini_textbased.yaml --config /sandbox/u/.config/mini-swe-agent/agentbake.yaml" in launch.script
+    assert "--model openai/Qwen/Qwen3-8B --yolo --exit-immediately --output /sandbox/u/out/agent/" in launch.script
+    assert launch.script.count(" < /sandbox/u/out/agent/instruction.md ") == 1  # the task: stdin, through "$(cat)"
+
+
 def test_sandbox_home_wins_over_the_home_label() -> None:
     labels = LABELS.model_copy(update={"dir_logs_agent": "/root/out/agent", "dir_workdir": "/root/w"})
     image = AgentImage.from_labels(labels, home="/root")
@@ -123,7 +139,7 @@ def test_log_dir_outside_home_is_refused() -> None:
 
 
 def test_unknown_agents_are_refused_with_the_known_ones() -> None:
-    known = "claude-code, codex, gemini-cli, opencode, pi, qwen-code"
+    known = "claude-code, codex, gemini-cli, mini-swe-agent, opencode, pi, qwen-code"
     with pytest.raises(AgentError, match=rf"unknown agent 'aider'; known agents: {known}"):
         get_agent("aider")
     with pytest.raises(AgentError, match=r"no harness for the agent package 'aider-chat'.*opencode-ai \(opencode\)"):
