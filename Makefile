@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 AGENTBAKE := $(VENV)/bin/agentbake
 
-.PHONY: test demo lint bench dev engine bases
+.PHONY: test demo lint bench dev engine bases docs
 
 # Builds behind an intercepting HTTPS proxy need its CA. `agentbake build` takes the bundle named by
 # SSL_CERT_FILE / REQUESTS_CA_BUNDLE / NODE_EXTRA_CA_CERTS; when none is set, name the system one.
@@ -51,3 +51,7 @@ lint: dev
 
 bench: dev engine bases
 	$(PY) bench/buildkit/bench.py
+
+# The docs site (mkdocs.yml) into site/, strict as `make test` builds it; `.venv/bin/mkdocs serve` to browse.
+docs: dev
+	$(VENV)/bin/mkdocs build --strict -d site

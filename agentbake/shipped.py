@@ -14,6 +14,8 @@ from agentbake.errors import AgentbakeError
 
 # Left behind by running a task's Python in place; never part of an example.
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
+# Folders of the catalog root (the checkout, or the wheel's `_catalog`) whose READMEs are guides.
+_CATALOG_FOLDERS = ("images", "templates", "examples")
 
 
 def examples_dir() -> Path:
@@ -21,9 +23,31 @@ def examples_dir() -> Path:
     return builtin_root() / "examples" / "tasks"
 
 
-def docs_dir() -> Path:
-    """The user guides: the checkout's docs/, or the installed wheel's copy."""
-    return builtin_root() / "docs"
+def guides() -> dict[str, Path]:
+    """Every guide by name: the README (`readme`), each docs/*.md by its stem (`remote`), and each folder's
+    README.md by its folder (`agentbake/trl`, `images`): the checkout's files, or the installed wheel's."""
+    root = builtin_root()
+    package = Path(__file__).resolve().parent
+    found = {"readme": root / "README.md"}
+    found.update((p.stem, p) for p in sorted((root / "docs").glob("*.md")) if p.name != "README.md")
+    readmes = [p for p in package.rglob("README.md") if not {"_catalog", "__pycache__"} & set(p.parts)]
+    found.update((p.parent.relative_to(package.parent).as_posix(), p) for p in readmes)
+    for folder in _CATALOG_FOLDERS:
+        found.update((p.parent.relative_to(root).as_posix(), p) for p in (root / folder).rglob("README.md"))
+    return dict(sorted(found.items()))
+
+
+def find_guide(name: str) -> Path:
+    """The guide called `name`, or the one whose name ends in `/name` (`trl` for `agentbake/trl`)."""
+    known = guides()
+    if name in known:
+        return known[name]
+    matches = [full for full in known if full.endswith(f"/{name}")]
+    if len(matches) == 1:
+        return known[matches[0]]
+    if matches:
+        raise AgentbakeError(f"{name!r} names several guides: {', '.join(matches)}; pass one of these names")
+    raise AgentbakeError(f"no guide named {name!r}; known guides: {', '.join(known)}")
 
 
 def copy_examples(target: Path) -> list[str]:
@@ -61,12 +85,10 @@ def examples_command(target: Path, as_json: bool) -> None:
 @click.command("docs")
 @click.argument("guide", required=False)
 def docs_command(guide: str | None) -> None:
-    """List the guides shipped with agentbake, or print GUIDE (e.g. `agentbake docs remote`)."""
-    guides = {p.stem: p for p in sorted(docs_dir().glob("*.md")) if p.stem != "README"}
+    """List the guides shipped with agentbake (the README, docs/ and every folder's README), or print GUIDE:
+    a listed name or its last part (`agentbake docs remote`, `agentbake docs trl`)."""
     if guide is None:
-        for name, path in guides.items():
+        for name, path in guides().items():
             click.echo(f"{name}\t{path}")
         return
-    if guide not in guides:
-        raise AgentbakeError(f"no guide named {guide!r}; known guides: {', '.join(guides)}")
-    click.echo(guides[guide].read_text(encoding="utf-8"), nl=False)
+    click.echo(find_guide(guide).read_text(encoding="utf-8"), nl=False)

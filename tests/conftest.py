@@ -1,9 +1,12 @@
-"""Shared fixtures: the Docker engine (a failure in CI when absent) and the built catalog images."""
+"""Shared fixtures: the Docker engine (a failure in CI when absent), the built catalog images, and agentbake's
+sdist and wheel as the release workflow builds them, the wheel installed in a fresh venv."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +75,40 @@ def write_spec(folder: Path, name: str, text: str, *, lock_from: Path | None = N
     if lock_from is not None:
         shutil.copy(lock_from, image_dir / "lock.json")
     return image_dir / "image.toml"
+
+
+@pytest.fixture(scope="session")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sdist and the wheel, as .github/workflows/release.yml builds them: `python -m build` makes the sdist,
+    then the wheel from it, so a file the sdist lacks is missing from the wheel too."""
+    out = tmp_path_factory.mktemp("dist")
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(out), str(builtin_root())], capture_output=True, text=True
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    return out
+
+
+@pytest.fixture(scope="session")
+def wheel(dist: Path) -> Path:
+    (built,) = dist.glob("agentbake-*.whl")
+    return built
+
+
+@pytest.fixture(scope="session")
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv outside the checkout with only the wheel and its declared dependencies (no system site
+    packages, so a dependency the wheel forgets to declare fails here). This interpreter's pip installs into
+    it (`--python`), which skips bootstrapping a pip of its own."""
+    root = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    install = [sys.executable, "-m", "pip", "--python", str(root / "bin/python"), "install", "--quiet", str(wheel)]
+    subprocess.run(install, check=True, capture_output=True)
+    return root
+
+
+def outside(venv: Path, *argv: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """A command of the venv, run from `cwd` as a user would: nothing of the checkout on the import path."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = f"{venv / 'bin'}:{env.get('PATH', '')}"
+    return subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)

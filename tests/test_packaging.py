@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import tarfile
 import tomllib
 import zipfile
 from importlib.metadata import packages_distributions
@@ -20,12 +21,13 @@ import docker
 import pytest
 
 import agentbake
+from agentbake import shipped
 from agentbake.buildkit.build import build
 from agentbake.buildkit.ca import detect_ca_bundle
 from agentbake.buildkit.catalog import Catalog, builtin_root
 from agentbake.buildkit.lock import gateway_requirements
 from agentbake.buildkit.render import render
-from tests.conftest import plan_default
+from tests.conftest import outside, plan_default
 
 # Imported only by commands that need an extra or a maintainer tool, each behind a lazy import.
 OPTIONAL_IMPORTS = {
@@ -36,36 +38,18 @@ OPTIONAL_IMPORTS = {
     "trl": "trl",
     "torch": "trl",
 }
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(builtin_root())],
-        check=True,
-    )
-    (built,) = out.glob("agentbake-*.whl")
-    return built
-
-
-@pytest.fixture(scope="module")
-def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv outside the checkout with only the wheel and its declared dependencies (no system site
-    packages, so a dependency the wheel forgets to declare fails here). This interpreter's pip installs into
-    it (`--python`), which skips bootstrapping a pip of its own."""
-    root = tmp_path_factory.mktemp("venv")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
-    install = [sys.executable, "-m", "pip", "--python", str(root / "bin/python"), "install", "--quiet", str(wheel)]
-    subprocess.run(install, check=True, capture_output=True)
-    return root
-
-
-def _outside(venv: Path, *argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """A command of the venv, run from `cwd` as a user would: nothing of the checkout on the import path."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env["PATH"] = f"{venv / 'bin'}:{env.get('PATH', '')}"
-    return subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+# What the wheel is built from: the project's metadata files, the package, and what force-include ships.
+WHEEL_SOURCES = (
+    "pyproject.toml",
+    "README.md",
+    "LICENSE",
+    "NOTICE",
+    "agentbake",
+    "images",
+    "templates",
+    "examples",
+    "docs",
+)
 
 
 def _requirement_name(requirement: str) -> str:
@@ -179,7 +163,7 @@ def test_installed_wheel_is_not_the_checkout(venv: Path, tmp_path: Path) -> None
         "import json, agentbake; from agentbake.buildkit.lock import gateway_requirements; "
         "print(json.dumps([agentbake.__file__, gateway_requirements()]))"
     )
-    done = _outside(venv, str(venv / "bin/python"), "-c", probe, cwd=tmp_path)
+    done = outside(venv, str(venv / "bin/python"), "-c", probe, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     module, requirements = json.loads(done.stdout)
     assert Path(module).is_relative_to(venv) and not Path(module).is_relative_to(builtin_root())
@@ -194,14 +178,14 @@ def test_installed_wheel_lists_renders_and_runs_like_the_checkout(
     checkout's bytes; `examples` copies the tasks out; `build` and `run --oracle` on one resolve the
     claude-code image by the same tag (already built, so nothing is rebuilt) and the run is rewarded."""
     tags = {spec.name: plan_default(engine, spec, catalog).tag for spec in catalog.load_all()}
-    listed = _outside(venv, "agentbake", "images", "--json", cwd=tmp_path)
+    listed = outside(venv, "agentbake", "images", "--json", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     rows = {row["image"]: row for row in map(json.loads, listed.stdout.splitlines())}
     assert {name: (row["problem"], row["tag"]) for name, row in rows.items()} == {
         name: (None, tag) for name, tag in tags.items()
     }
 
-    rendered = _outside(venv, "agentbake", "render", "claude-code", "-o", str(tmp_path / "ctx"), cwd=tmp_path)
+    rendered = outside(venv, "agentbake", "render", "claude-code", "-o", str(tmp_path / "ctx"), cwd=tmp_path)
     assert rendered.returncode == 0, rendered.stderr
     expected = render(catalog.load("claude-code"), catalog.templates_dir, ca_cert=detect_ca_bundle())
     written = {
@@ -209,7 +193,7 @@ def test_installed_wheel_lists_renders_and_runs_like_the_checkout(
     }
     assert written == expected.context_files()
 
-    copied = _outside(venv, "agentbake", "examples", "tasks", "--json", cwd=tmp_path)
+    copied = outside(venv, "agentbake", "examples", "tasks", "--json", cwd=tmp_path)
     assert copied.returncode == 0, copied.stderr
     assert json.loads(copied.stdout) == {
         "dir": "tasks",
@@ -217,10 +201,10 @@ def test_installed_wheel_lists_renders_and_runs_like_the_checkout(
     }
 
     build(engine, plan_default(engine, catalog.load("claude-code"), catalog))  # instant: the engine has the tag
-    built = _outside(venv, "agentbake", "build", "claude-code", "--json", cwd=tmp_path)
+    built = outside(venv, "agentbake", "build", "claude-code", "--json", cwd=tmp_path)
     assert built.returncode == 0, built.stderr
     assert (json.loads(built.stdout)["tag"], json.loads(built.stdout)["cached"]) == (tags["claude-code"], True)
-    ran = _outside(
+    ran = outside(
         venv,
         "agentbake",
         "run",
@@ -241,23 +225,49 @@ def test_installed_wheel_lists_renders_and_runs_like_the_checkout(
 
 def test_examples_refuses_to_overwrite(venv: Path, tmp_path: Path) -> None:
     (tmp_path / "tasks" / "write-file").mkdir(parents=True)
-    done = _outside(venv, "agentbake", "examples", "tasks", cwd=tmp_path)
+    done = outside(venv, "agentbake", "examples", "tasks", cwd=tmp_path)
     assert done.returncode == 1
     assert "tasks: already holds write-file; remove them or pass another folder" in done.stderr
     assert sorted(p.name for p in (tmp_path / "tasks").iterdir()) == ["write-file"]  # nothing copied
 
 
-def test_installed_docs_list_and_print_the_guides(venv: Path, tmp_path: Path) -> None:
-    listed = _outside(venv, "agentbake", "docs", cwd=tmp_path)
+def test_installed_docs_list_and_print_every_guide(venv: Path, tmp_path: Path) -> None:
+    """The installed `agentbake docs` lists what the checkout's does (the README, docs/ and every folder's
+    README), from the venv's copies, and prints them."""
+    listed = outside(venv, "agentbake", "docs", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     guides = dict(line.split("\t") for line in listed.stdout.splitlines())
-    assert set(guides) == {p.stem for p in (builtin_root() / "docs").glob("*.md")} - {"README"}
+    assert set(guides) == set(shipped.guides())
     assert all(Path(path).is_relative_to(venv) for path in guides.values())
-    shown = _outside(venv, "agentbake", "docs", "remote", cwd=tmp_path)
-    assert shown.stdout == (builtin_root() / "docs" / "remote.md").read_text()
-    unknown = _outside(venv, "agentbake", "docs", "remtoe", cwd=tmp_path)
+    for name, source in (("remote", "docs/remote.md"), ("trl", "agentbake/trl/README.md"), ("readme", "README.md")):
+        shown = outside(venv, "agentbake", "docs", name, cwd=tmp_path)
+        assert shown.stdout == (builtin_root() / source).read_text(), name
+    unknown = outside(venv, "agentbake", "docs", "remtoe", cwd=tmp_path)
     known = ", ".join(sorted(guides))
     assert unknown.returncode == 1 and f"no guide named 'remtoe'; known guides: {known}" in unknown.stderr
+
+
+def test_twine_check_passes_on_the_sdist_and_the_wheel(dist: Path) -> None:
+    """What PyPI would refuse (metadata, the README as long description) fails here first."""
+    files = sorted(map(str, dist.iterdir()))
+    checked = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", *files], capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.count("PASSED") == 2
+
+
+def test_the_sdist_holds_every_tracked_file_a_build_reads(dist: Path) -> None:
+    """The wheel is built from the sdist: every file of git's tree that goes into the wheel is in it."""
+    (sdist,) = dist.glob("agentbake-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z", "--", *WHEEL_SOURCES], cwd=builtin_root(), capture_output=True, text=True, check=True
+    ).stdout.split("\0")
+    tracked = [name for name in tracked if name]
+    assert len(tracked) > 100
+    assert set(tracked) - names == set()
 
 
 def test_a_stale_shipped_lock_says_what_a_pip_user_can_do(wheel: Path, tmp_path: Path) -> None:
