@@ -107,8 +107,9 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def outside(venv: Path, *argv: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """A command of the venv, run from `cwd` as a user would: nothing of the checkout on the import path."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env["PATH"] = f"{venv / 'bin'}:{env.get('PATH', '')}"
-    return subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+def outside(venv: Path, *argv: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """A command of the venv, run from `cwd` as a user would: nothing of the checkout on the import path;
+    `env` adds to the environment."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")} | (env or {})
+    environ["PATH"] = f"{venv / 'bin'}:{environ.get('PATH', '')}"
+    return subprocess.run(list(argv), cwd=cwd, env=environ, capture_output=True, text=True, timeout=600)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import docker
 import pytest
+import yaml
 
 import agentbake
 from agentbake import shipped
@@ -290,3 +291,29 @@ def test_a_stale_shipped_lock_says_what_a_pip_user_can_do(wheel: Path, tmp_path:
     assert 'write images/claude-code/image.toml containing `extends = "claude-code"`' in out
     assert "pip install uv && agentbake lock claude-code" in out
     assert "commit" not in out
+
+
+@pytest.mark.docker
+def test_the_release_workflows_demo_runs_from_the_wheel(venv: Path, tmp_path: Path) -> None:
+    """release.yml builds and checks what the `dist` fixture does, then runs its demo step, run here as written
+    against the venv the fixture installed the wheel into: the rollout is rewarded and its trace summarized."""
+    workflow = yaml.safe_load((builtin_root() / ".github/workflows/release.yml").read_text())
+    steps = {step.get("name"): step for step in workflow["jobs"]["dist"]["steps"]}
+    assert "python -m build --outdir dist ." in steps["Build the sdist, then the wheel from it"]["run"]
+    assert steps["Check both as PyPI would"]["run"] == "python -m twine check --strict dist/*"
+    demo = steps["The demo, from the installed wheel"]
+    assert demo["working-directory"] == "${{ runner.temp }}/demo"
+    (tmp_path / "venv").symlink_to(venv)
+    (tmp_path / "demo").mkdir()
+    ran = outside(
+        venv, "bash", "-euo", "pipefail", "-c", demo["run"], cwd=tmp_path / "demo", env={"RUNNER_TEMP": str(tmp_path)}
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    (result,) = [json.loads(p.read_text()) for p in (tmp_path / "demo/out").glob("*/result.json")]
+    assert (result["task"], result["status"], result["reward"], result["agent"]) == (
+        "write-file",
+        "ok",
+        1.0,
+        "claude-code",
+    )
+    assert "rollouts: 1\n" in ran.stdout and "errors: 0\n" in ran.stdout  # the trace summary
