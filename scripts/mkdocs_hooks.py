@@ -1,13 +1,16 @@
 """MkDocs hook (mkdocs.yml): the site's pages are the repository's Markdown where it lives, under its own path
 (so a relative link between READMEs works on the site as in the repository), plus one API page per public
-package listing what its `__init__.py` exports; the navigation is built from them."""
+package listing what its `__init__.py` exports; the navigation is built from them. `DocstringsAsMarkdown`
+is the docstring renderer's (griffe's) extension: docstrings are plain text, the site renders Markdown."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from typing import Any
 
+import griffe
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files, InclusionLevel
 
@@ -20,6 +23,10 @@ SECTIONS = {
     "Tests": ["tests"],
     "Scripts": ["scripts"],
 }
+# A docstring paragraph that is example code: a doctest, or Python starting with an import.
+_CODE = re.compile(r"(>>> |from [\w.]+ import |import [\w.]+$)")
+# A span in backticks, kept as it is.
+_BACKTICKED = re.compile(r"(`[^`]*`)")
 # The public packages: `agentbake` and each subpackage whose README says what it is for.
 PACKAGES = ["agentbake", *sorted(f"agentbake.{p.parent.name}" for p in ROOT.glob("agentbake/*/__init__.py"))]
 
@@ -88,3 +95,31 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
 
 def _guides() -> list[Path]:
     return sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "README.md")
+
+
+class DocstringsAsMarkdown(griffe.Extension):
+    """Each docstring's example code in a fenced block, and `<...>` outside backticks shown rather than taken
+    for HTML (`agentbake/claude-code:<hash12>`)."""
+
+    def on_instance(self, *, obj: griffe.Object, **kwargs: Any) -> None:
+        if obj.docstring is not None:
+            obj.docstring.value = as_markdown(obj.docstring.value)
+
+
+def as_markdown(text: str) -> str:
+    """Example code fenced (a paragraph matching `_CODE`, and the paragraphs after it that start in lower case:
+    prose starts with a capital or a backtick), `<` escaped in the prose."""
+    blocks: list[tuple[bool, list[str]]] = []  # (is code, paragraphs)
+    for paragraph in text.split("\n\n"):
+        after_code = bool(blocks) and blocks[-1][0]
+        if after_code and paragraph[:1].islower():
+            blocks[-1][1].append(paragraph)
+        elif _CODE.match(paragraph):
+            blocks.append((True, [paragraph]))
+        elif paragraph.startswith("    "):  # an indented block is code already
+            blocks.append((False, [paragraph]))
+        else:
+            parts = _BACKTICKED.split(paragraph)
+            blocks.append((False, ["".join(p if p.startswith("`") else p.replace("<", "&lt;") for p in parts)]))
+    fenced = ("```python\n" + "\n\n".join(ps) + "\n```" if code else ps[0] for code, ps in blocks)
+    return "\n\n".join(fenced)

@@ -3,6 +3,7 @@ cannot render fails `make test`; every guide, every folder's README and each pub
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -13,8 +14,10 @@ import pytest
 from agentbake.buildkit.catalog import builtin_root
 
 ROOT = builtin_root()
-sys.path.insert(0, str(ROOT / "scripts"))
-import mkdocs_hooks  # noqa: E402  (scripts/ is no package)
+# scripts/ is no package: the hook module is loaded from its file, as MkDocs loads it.
+_SPEC = importlib.util.spec_from_file_location("mkdocs_hooks", ROOT / "scripts/mkdocs_hooks.py")
+mkdocs_hooks = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(mkdocs_hooks)
 
 
 @pytest.fixture(scope="module")
@@ -60,5 +63,18 @@ def test_the_api_reference_documents_every_public_name(site: Path) -> None:
             assert f'id="{path}"' in html, path
     runner = (site / "api/agentbake.runner/index.html").read_text()
     assert 'id="agentbake.runner.runner.Runner"' in runner
+    assert "claude-code:&lt;hash12&gt;" in runner  # the package docstring's example, fenced, nothing taken for HTML
     assert 'id="agentbake.errors.AgentbakeError"' in (site / "api/agentbake/index.html").read_text()
     assert len(mkdocs_hooks.exports("agentbake.runner")) > 20
+
+
+def test_docstrings_become_markdown() -> None:
+    """Plain-text docstrings: example code is fenced (a doctest, or from an import on, while paragraphs start in
+    lower case), indented blocks stay, `<` in prose is escaped outside backticks."""
+    text = "Runs `a <b>`, not <c>.\n\nfrom x import y\n\nwith y() as z:\n    z\n\nThen prose.\n\n    <kept>"
+    assert mkdocs_hooks.as_markdown(text) == (
+        "Runs `a <b>`, not &lt;c>.\n\n"
+        "```python\nfrom x import y\n\nwith y() as z:\n    z\n```\n\n"
+        "Then prose.\n\n    <kept>"
+    )
+    assert mkdocs_hooks.as_markdown(">>> 1 + 1\n2") == "```python\n>>> 1 + 1\n2\n```"
