@@ -1,6 +1,7 @@
-"""The wheel ships the catalog, the example tasks and the guides, and agentbake installed from it in a fresh
-venv, run outside the checkout, finds its locks current, renders and builds to the checkout's content tags and
-runs a task on the real engine."""
+"""The release files: the sdist holds what the wheel is built from and both pass `twine check --strict`; the
+wheel ships the catalog, the example tasks and the guides, and agentbake installed from it in a fresh venv, run
+outside the checkout, finds its locks current, renders and builds to the checkout's content tags, runs a task on
+the real engine and runs the release workflow's demo step."""
 
 from __future__ import annotations
 
