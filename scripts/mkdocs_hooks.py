@@ -27,7 +27,7 @@ SECTIONS = {
 _CODE = re.compile(r"(>>> |from [\w.]+ import |import [\w.]+$)")
 # A span in backticks, kept as it is.
 _BACKTICKED = re.compile(r"(`[^`]*`)")
-# The public packages: `agentbake` and each subpackage whose README says what it is for.
+# The public packages: `agentbake` and each of its subpackages.
 PACKAGES = ["agentbake", *sorted(f"agentbake.{p.parent.name}" for p in ROOT.glob("agentbake/*/__init__.py"))]
 
 
@@ -38,12 +38,18 @@ def _readmes(folder: str) -> list[str]:
     return sorted(kept, key=lambda path: (path.count("/"), path))
 
 
+def _guides() -> list[Path]:
+    """docs/*.md but its README (the section's index)."""
+    return sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "README.md")
+
+
 def exports(package: str) -> list[str]:
     """Dotted paths of what `package` exports, each at the module defining it (a lazy `_EXPORTS` table or a
     `from M import name`), read from its `__init__.py` without importing it; names another package defines
     are documented there, not twice."""
     tree = ast.parse((ROOT / package.replace(".", "/") / "__init__.py").read_text(encoding="utf-8"))
     origin: dict[str, str] = {}
+    lazy: dict[str, str] = {}
     public: list[str] = []
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module:
@@ -51,10 +57,11 @@ def exports(package: str) -> list[str]:
         elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
             name = node.targets[0].id
             if name == "_EXPORTS":
-                origin.update(ast.literal_eval(node.value))
+                lazy = ast.literal_eval(node.value)
+                origin.update(lazy)
             elif name == "__all__":
                 value = node.value  # a list, or sorted(_EXPORTS)
-                public = sorted(origin) if isinstance(value, ast.Call) else list(ast.literal_eval(value))
+                public = sorted(lazy) if isinstance(value, ast.Call) else list(ast.literal_eval(value))
     own = [(origin.get(name, package), name) for name in public if not name.startswith("__")]
     return [f"{module}.{name}" for module, name in own if module == package or module.startswith(f"{package}.")]
 
@@ -91,10 +98,6 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     nav.append({"Changelog": add("CHANGELOG.md")})
     config.nav = nav
     return files
-
-
-def _guides() -> list[Path]:
-    return sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "README.md")
 
 
 class DocstringsAsMarkdown(griffe.Extension):
