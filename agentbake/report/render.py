@@ -14,10 +14,9 @@ from importlib.resources import files
 from pathlib import Path
 
 import jinja2
-import orjson
 
 from agentbake.errors import ReportError
-from agentbake.report.collect import JobData, Texts, read_job
+from agentbake.report.collect import JobData, Texts, read_job, script_json
 
 _HERE = files("agentbake.report")
 REPORT_FILE = "report.html"
@@ -33,9 +32,9 @@ def report_html(job_dirs: list[Path]) -> str:
 
 def render(jobs: list[JobData], texts: Texts) -> str:
     data = {"jobs": [job.overview for job in jobs]}
-    lines = [_script_json(texts.table)]
-    lines += [_script_json(detail) for job in jobs for detail in job.details]
-    script = (_HERE / "templates" / "report.js").read_text()
+    lines = [script_json(texts.table)]
+    lines += [detail for job in jobs for detail in job.details]
+    script = _script()
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(_HERE / "templates")),
         autoescape=True,
@@ -47,9 +46,19 @@ def render(jobs: list[JobData], texts: Texts) -> str:
         style=(_HERE / "templates" / "report.css").read_text(),
         script=script,
         script_hash=base64.b64encode(hashlib.sha256(script.encode()).digest()).decode(),
-        data=_script_json(data),
+        data=script_json(data),
         details="\n".join(lines),
     )
+
+
+SCRIPTS = ("common.js", "overview.js", "rollout.js", "report.js")
+"""The page's script, in this order, as one function: common.js's helpers first, report.js's routing last."""
+
+
+def _script() -> str:
+    """The page's one script: the views draw every text of the jobs as text (textContent), never as HTML."""
+    parts = [(_HERE / "templates" / name).read_text() for name in SCRIPTS]
+    return '(function () {\n"use strict";\n' + "\n".join(parts) + "})();\n"
 
 
 def write_report(job_dirs: list[Path], out: Path) -> Path:
@@ -62,8 +71,3 @@ def write_report(job_dirs: list[Path], out: Path) -> Path:
     except OSError as exc:
         raise ReportError(f"{out}: cannot write the report ({exc.strerror}); choose another file with -o") from None
     return out
-
-
-def _script_json(value: object) -> str:
-    """JSON safe inside a <script> element: `<` only ever appears inside strings, where \\u003c means the same."""
-    return orjson.dumps(value).decode().replace("<", "\\u003c")
