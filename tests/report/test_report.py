@@ -14,8 +14,10 @@ import pytest
 from PIL import Image
 
 from agentbake.report.render import REPORT_FILE, report_html
-from agentbake.runner.job import SUMMARY_FILE
+from agentbake.runner.docker.config import DockerConfig
+from agentbake.runner.job import SUMMARY_FILE, Job, JobBackend, JobConfig, JobTask
 from agentbake.runner.result import RolloutResult
+from agentbake.runner.runner_config import RunnerConfig
 from tests.report.browser import Browser
 from tests.report.conftest import SETUP_FAILURE
 from tests.runner.cli.test_commands import agentbake
@@ -172,4 +174,21 @@ def test_agent_text_is_shown_as_text_never_run(job_a: tuple[Path, str], browser:
     assert hostile in browser.evaluate("document.getElementById('view').textContent")
     assert browser.evaluate("document.title") != "owned"
     assert browser.evaluate("document.querySelectorAll('#view img, #view script').length") == 0
+    assert browser.errors == []
+
+
+def test_a_job_with_no_finished_rollout_loads(tmp_path: Path, browser: Browser) -> None:
+    """An interrupted job before its first result: the totals of nothing, no chart fails."""
+    tasks = (JobTask(name="alpha", path=tmp_path / "alpha", digest="0" * 64),)
+    runner = RunnerConfig(image="agentbake/claude-code:000000000000", oracle=True, out_dir=tmp_path / "job")
+    job = Job.start(
+        tmp_path / "job",
+        JobConfig(runner=runner, backend=JobBackend(config=DockerConfig()), tasks=tasks, n_attempts=2, n_concurrent=1),
+    )
+    job.write_summary()
+    done = agentbake("report", str(job.dir), "--json")
+    assert json.loads(done.stdout) == {"report": str(job.dir / REPORT_FILE)}
+    browser.open(job.dir / REPORT_FILE)
+    assert cards(browser)["finished"] == (0, "0") and cards(browser)["total"] == (2, "2")
+    assert cards(browser)["reward_mean"] == (None, "\u2013")
     assert browser.errors == []

@@ -224,13 +224,14 @@ function compareView() {
   const [a, b] = JOBS;
   const row = (label, key, va, vb) => {
     const delta = typeof va === "number" && typeof vb === "number" ? vb - va : null;
+    const rewardLike = key === "reward_mean" || key.startsWith("task."); // green where B's reward is higher
     return h(
       "tr",
       { "data-key": key },
       h("td", {}, label),
       h("td", { class: "num", "data-job": 0, "data-value": JSON.stringify(va ?? null) }, fmt(va)),
       h("td", { class: "num", "data-job": 1, "data-value": JSON.stringify(vb ?? null) }, fmt(vb)),
-      h("td", { class: `num ${delta > 0 ? "delta-up" : delta < 0 ? "delta-down" : ""}` }, delta === null ? "" : (delta > 0 ? "+" : "") + fmt(delta))
+      h("td", { class: `num ${rewardLike && delta > 0 ? "delta-up" : rewardLike && delta < 0 ? "delta-down" : ""}` }, delta === null ? "" : (delta > 0 ? "+" : "") + fmt(delta))
     );
   };
   const metrics = [

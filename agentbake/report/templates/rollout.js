@@ -75,7 +75,7 @@ function messageView(m, label) {
   return h(
     "div",
     { class: "msg" },
-    h("div", { class: `role role-${m.role}` }, label || m.role, m.tool_call_id ? ` (result of ${m.tool_call_id})` : ""),
+    h("div", { class: `role role-${m.role}` }, label || m.role, m.tool_call_id ? h("span", { class: "legend" }, ` result of ${m.tool_call_id}`) : null),
     m.reasoning ? h("details", {}, h("summary", {}, "reasoning"), h("pre", {}, text(m.reasoning))) : null,
     body ? (long ? h("details", {}, h("summary", {}, `${body.length} characters`), h("pre", {}, body)) : h("pre", {}, body)) : null,
     (m.tool_calls || []).map((c) => h("div", { class: "tool-call" }, h("b", {}, `tool call ${c.name}`), c.id ? h("span", { class: "legend" }, ` ${c.id}`) : null, h("pre", {}, argumentsText(text(c.arguments)))))
