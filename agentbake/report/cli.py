@@ -10,7 +10,13 @@ from agentbake.clikit import json_option, print_json
 
 
 @click.command("report")
-@click.argument("job_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument(
+    "job_dirs",
+    nargs=-1,
+    required=True,
+    metavar="JOB_DIR [JOB_DIR2]",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+)
 @click.option(
     "-o",
     "--output",
