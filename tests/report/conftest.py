@@ -34,7 +34,7 @@ def job_a(built_images: dict, report_tasks: Path, tmp_path_factory: pytest.TempP
     """The scripted job's directory and what `agentbake rollout` printed on stderr."""
     job = tmp_path_factory.mktemp("report-jobs") / "scripted"
     done = agentbake(
-        "rollout", "claude-code", "--tasks", str(report_tasks), "--model", "scripted", "-k", "2", "-n", "2",
+        "rollout", "claude-code", "--tasks", str(report_tasks), "--model", "scripted", "-k", "2", "-n", "4",
         "--out", str(job),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
