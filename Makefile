@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 AGENTBAKE := $(VENV)/bin/agentbake
 
-.PHONY: test demo lint bench dev engine bases docs
+.PHONY: test demo lint bench dev engine bases chromium docs
 
 # Builds behind an intercepting HTTPS proxy need its CA. `agentbake build` takes the bundle named by
 # SSL_CERT_FILE / REQUESTS_CA_BUNDLE / NODE_EXTRA_CA_CERTS; when none is set, name the system one.
@@ -30,7 +30,11 @@ engine:
 bases: dev engine
 	scripts/ensure-bases $(PY)
 
-test: dev engine bases
+# Debian's Chromium, which the report's tests load pages in (headless).
+chromium:
+	scripts/ensure-chromium
+
+test: dev engine bases chromium
 	$(VENV)/bin/ruff check agentbake tests bench
 	$(VENV)/bin/ruff format --check agentbake tests bench
 	$(VENV)/bin/pytest

@@ -40,6 +40,7 @@ COMMANDS = {
     "publish": ("agentbake.publish.cli:publish_command", "Publish images to a registry, E2B and Hugging Face."),
     "published": ("agentbake.publish.cli:published_command", "Print the published manifest."),
     "render": ("agentbake.buildkit.cli:render_command", "Print an image's Dockerfile and build context."),
+    "report": ("agentbake.report.cli:report_command", "Write a job's report (or two jobs') as one HTML file."),
     "rollout": (
         "agentbake.runner.cli.commands:rollout_command",
         "Run each task k times on an image, into a job directory.",

@@ -80,3 +80,8 @@ class TraceError(AgentbakeError):
 class JobError(AgentbakeError):
     """A job directory (`agentbake rollout --out` / `--resume`) is taken or unreadable (its config.json or a
     rollout's result.json), or a resume asks for other settings than the job was started with."""
+
+
+class ReportError(AgentbakeError):
+    """A job directory cannot be reported on (`agentbake report`): its summary.json or config.json is missing or
+    unreadable, or the output file cannot be written."""

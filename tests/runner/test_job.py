@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from agentbake.buildkit.catalog import builtin_root
 from agentbake.cli import main
 from agentbake.errors import JobError
+from agentbake.report.render import REPORT_FILE
 from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.job import CONFIG_FILE, SUMMARY_FILE, Job, JobBackend, JobConfig, JobTask
 from agentbake.runner.remote.e2b_config import E2BConfig
@@ -333,7 +334,9 @@ def test_an_interrupted_batch_resumes_without_redoing_finished_rollouts(
     assert {folder: (folder / RESULT_FILE).read_bytes() for folder in quick} == kept  # not run again
     assert (totals["complete"], totals["summary"]["rollouts"], totals["job"]) == (True, 4, str(job))
     assert json.loads((job / SUMMARY_FILE).read_text())["complete"] is True
-    assert sorted(p.name for p in job.iterdir()) == sorted([CONFIG_FILE, SUMMARY_FILE, *(f.name for f in quick + slow)])
+    assert totals["report"] == str(job / REPORT_FILE)
+    names = sorted([CONFIG_FILE, SUMMARY_FILE, REPORT_FILE, *(f.name for f in quick + slow)])
+    assert sorted(p.name for p in job.iterdir()) == names
 
     again = agentbake("rollout", "--resume", str(job), "-n", "1")
     assert again.returncode == 0 and f"resuming {job}: 4 rollouts finished, 0 to run" in again.stderr

@@ -202,16 +202,37 @@ def rollout_command(
             finally:
                 job.write_summary()  # also when interrupted (SIGTERM, Ctrl-C): what finished so far
     summary = job.write_summary()
+    report = _write_report(job.dir)
     results = [result for _, _, result in job.results()]
     if as_json:
         for result in results:
             print_json(result.summary())
-        print_json({"summary": summary["summary"], "job": str(job.dir), "complete": summary["complete"]})
+        print_json(
+            {"summary": summary["summary"], "job": str(job.dir), "complete": summary["complete"], "report": report}
+        )
     else:
         print_summary(results)
         err().print(
             f"job {job.dir}: {summary['finished']}/{summary['total']} rollouts finished; totals in {SUMMARY_FILE}"
         )
+        if report:
+            err().print(f"report: {report} (open it in a browser)", soft_wrap=True)
+
+
+def _write_report(directory: Path) -> str | None:
+    """Write the job's report.html and return its path; a report that cannot be written is a warning (the job
+    itself finished), saying how to write it later."""
+    from agentbake.report.render import REPORT_FILE, write_report
+
+    try:
+        return str(write_report([directory], directory / REPORT_FILE))
+    except AgentbakeError as exc:
+        from rich.markup import escape
+
+        from agentbake.runner.cli.display import err
+
+        err().print(f"[yellow]warning:[/] no report: {escape(str(exc))}; `agentbake report {directory}` retries")
+        return None
 
 
 def _prepare_images(runner: Runner, tasks: list[Task]) -> None:

@@ -92,9 +92,10 @@ def test_rollout_json_prints_each_result_then_the_summary(built_images: dict, tm
     args = ["rollout", "claude-code", "--tasks", str(EXAMPLES), "--oracle", "-n", "3", "--json"]
     done = agentbake(*args, "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
-    *results, summary = [json.loads(line) for line in done.stdout.splitlines()]
+    *results, totals = [json.loads(line) for line in done.stdout.splitlines()]
     assert sorted(r["task"] for r in results) == sorted(EXAMPLE_TASKS)
-    summary = summary["summary"]
+    assert totals["report"] == str(tmp_path / "report.html") and (tmp_path / "report.html").is_file()
+    summary = totals["summary"]
     assert (summary["rollouts"], summary["reward_mean"], summary["statuses"]) == (5, 1.0, {"ok": 5})
     assert set(summary["phases"]) >= {"create", "agent", "verifier", "ready", "total"}
     assert all(p["p50"] <= p["p95"] for p in summary["phases"].values())

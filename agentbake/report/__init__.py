@@ -1,0 +1,1 @@
+"""A job directory's report: one self-contained HTML file (`agentbake report`)."""
