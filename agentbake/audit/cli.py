@@ -2,7 +2,7 @@
 reward (or one JSON line per task and exploit), and the hint of what to change.
 
 Exit status: 0 when no exploit forged a reward, 1 when one did, 2 on bad input (a task that does not load,
-an `--out` folder in use), 3 when nothing forged but some runs never reached the verifier."""
+an `--rollouts-dir` folder in use), 3 when nothing forged but some runs never reached the verifier."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 
 from agentbake.audit.exploits import BY_NAME, EXPLOITS
-from agentbake.clikit import json_option, print_json
+from agentbake.clikit import RenamedOptions, json_option, print_json
 
 # rich, the runner and the engine's SDK are imported once the command runs: `audit --help` needs none of them.
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def err() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-@click.command("audit")
+@click.command("audit", cls=RenamedOptions, renamed={"--out": "--rollouts-dir"})
 @click.argument("task_dirs", metavar="TASK...", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option(
     "--image",
@@ -59,11 +59,12 @@ def err() -> Console:
     help="Run only this exploit (repeat for more); default: the whole battery.",
 )
 @click.option(
-    "--out",
+    "-o",
+    "--rollouts-dir",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Keep each rollout's files in OUT/<task>/<exploit>/ (a new or empty folder) [default: a temporary folder, "
-    "removed].",
+    help="Keep each rollout's files in ROLLOUTS_DIR/<task>/<exploit>/ (a new or empty folder) [default: a "
+    "temporary folder, removed].",
 )
 @json_option
 def audit_command(
@@ -87,7 +88,7 @@ def audit_command(
     except TaskError as exc:
         _bad_input(str(exc))
     if out_dir is not None and out_dir.exists() and any(out_dir.iterdir()):
-        _bad_input(f"--out {out_dir}: not empty; give a new or empty folder")
+        _bad_input(f"--rollouts-dir {out_dir}: not empty; give a new or empty folder")
     exploits = [BY_NAME[name] for name in dict.fromkeys(names)] if names else list(EXPLOITS)
     with tempfile.TemporaryDirectory(prefix="agentbake-audit-") as scratch:
         audits = _run(tasks, exploits, image, n_concurrent, out_dir or Path(scratch) / "out", Path(scratch))

@@ -98,7 +98,7 @@ def test_a_verifier_trusting_the_agents_code_is_forged_and_one_reading_a_file_is
     trusting, reading = trusting_task(tmp_path), reading_task(tmp_path)
     out = tmp_path / "out"
     exploits = [f"--exploit={name}" for name in ALL_BUT_HUGE]
-    result, lines = audit(str(trusting), str(reading), "-n", "4", "--image", tag, "--out", str(out), *exploits)
+    result, lines = audit(str(trusting), str(reading), "-n", "4", "--image", tag, "-o", str(out), *exploits)
     assert result.exit_code == 1, result.output
     assert (lines[(TRUSTING, "nothing")]["reward"], lines[(TRUSTING, "solution")]["reward"]) == (0, 1)
     for name in TRUSTING_FORGED:
