@@ -1,8 +1,7 @@
-"""`agentbake audit TASK...`: the battery of exploits against each task's verifier, a table of what forged a
-reward (or one JSON line per task and exploit), and the hint of what to change.
+"""`agentbake audit TASK...`: the exploit battery against each task's verifier, and what forged a reward.
 
-Exit status: 0 when no exploit forged a reward, 1 when one did, 2 on bad input (a task that does not load,
-an `--rollouts-dir` folder in use), 3 when nothing forged but some runs never reached the verifier."""
+Exit status: 0 nothing forged, 1 something did, 2 bad input, 3 some runs never reached the verifier.
+"""
 
 from __future__ import annotations
 
@@ -75,11 +74,11 @@ def audit_command(
     out_dir: Path | None,
     as_json: bool,
 ) -> None:
-    """Run a battery of generic exploits against each TASK's verifier (a task directory or a folder of them) and
-    report which got a reward they did not earn: more than doing nothing. Each exploit is the task's solution in
-    turn, run with no model in the task's own image; the task's own solution and doing nothing are the baselines.
-    Exits 1 when an exploit forged a reward, 0 when none did (which proves those exploits fail, not that the
-    verifier is sound), 2 on bad input, 3 when some runs never reached the verifier."""
+    """Run generic exploits against each TASK's verifier and report which got a reward they did not earn.
+
+    Each exploit is the task's solution in turn, with no model; doing nothing and the real solution are the
+    baselines. Exits 1 when an exploit forged a reward, 0 when none did (those exploits fail; the verifier may still
+    be unsound), 2 on bad input, 3 when some runs never reached the verifier."""
     from agentbake.errors import TaskError
     from agentbake.runner import discover_tasks
 

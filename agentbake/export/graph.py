@@ -1,11 +1,8 @@
-"""The token-prefix graph of one rollout's calls, from the ids the server reported (never from text).
+"""The token-prefix graph of one rollout's calls, built from the ids the server reported, never from text.
 
-Parent of a call = the earlier call of the rollout whose prompt + completion ids are a prefix of this call's
-prompt ids, the longest such (a tie goes to the latest: the answer the client saw last). A call that extends
-none is a root: the first call, a subagent, a side call, the continuation after a compaction or a system
-prompt swap. A call with no sampled ids cannot be a parent (there is nothing to continue). Comparing ids
-rather than messages means re-serialised tool arguments (spacing, key order) never break a link the ids
-prove, and a template that re-renders history differently always does (a `broken_prefix` finding).
+A call's parent is the latest earlier call whose prompt + completion ids are the longest prefix of its prompt ids. A
+call that extends none is a root (the first call, a subagent, a compaction). Comparing ids means re-serialised tool
+arguments never break a link, and a template that re-renders history always does (`broken_prefix`).
 """
 
 from __future__ import annotations

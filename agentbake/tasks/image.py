@@ -62,8 +62,7 @@ def context_files(environment_dir: Path) -> list[str]:
 
 
 def context_hash(client: docker.DockerClient, environment_dir: Path) -> str:
-    """sha256 over the context (names, kinds, exec bits, symlink targets, contents) and the local ids of the
-    images the Dockerfile builds FROM or copies --from (absent ones count as absent)."""
+    """sha256 over the build context and the local ids of the images the Dockerfile builds from."""
     digest = hashlib.sha256(length_prefixed(HASH_SCHEME))
     for rel in context_files(environment_dir):
         path = environment_dir / rel

@@ -96,8 +96,7 @@ class DockerBackend(SandboxBackend):
         return f"http://127.0.0.1:{self.config.model_port}"
 
     def _link(self, socket_path: str, name: str, link_name: str) -> None:
-        """Hard-link a host socket into the sandbox's folder, where its relay finds it (a socket is reached by its
-        inode: `connect()` needs no write access to the read-only mount)."""
+        """Hard-link a host socket into the sandbox's folder, where its relay finds it."""
         link = self.config.runtime_dir / name / link_name
         try:
             os.link(socket_path, link)
@@ -163,8 +162,7 @@ class DockerBackend(SandboxBackend):
             return list(self._live.values())
 
     def close(self) -> None:
-        """Remove every sandbox this backend created that is still alive, and the warm pool's; a `create`
-        still running when this is called removes its sandbox and fails."""
+        """Remove every live sandbox this backend made, and the warm pool's. A `create` still running then fails."""
         with self._lock:
             self._closed = True
         self.pool.close()

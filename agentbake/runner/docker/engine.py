@@ -94,8 +94,8 @@ class DockerEngine:
         self._network_made = False
 
     def _own_runtime_dir(self) -> None:
-        """Create the host folder of the sandboxes' folders, private to this user; refuse one that another
-        user made (in a shared temp dir it could hold links planted for the mounts)."""
+        """Create the sandboxes' host folder, private to this user. Refuse one another user made: it could hold planted
+        links."""
         folder = self.config.runtime_dir
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         if folder.stat().st_uid != os.getuid():

@@ -72,8 +72,8 @@ def _remove_container(api: docker.APIClient, container: dict, name: str) -> None
 def collect(
     api: docker.APIClient, *, dry_run: bool = False, runtime_dir: Path | None = None, now: float | None = None
 ) -> list[Leftover]:
-    """Remove (or with `dry_run` only list) every labelled container and network that is expired or
-    whose owner is gone, their host folders, and folders in `runtime_dir` whose container is gone."""
+    """Remove (or list, with `dry_run`) every labelled container and network that expired or whose owner is gone, with
+    their host folders."""
     now = time.time() if now is None else now
     runtime_dir = runtime_dir or default_runtime_dir()
     doomed: list[tuple[str, str, str, str, Callable[[], object]]] = []  # kind, name, rollout, reason, remove
