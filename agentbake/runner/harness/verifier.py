@@ -77,7 +77,7 @@ of the first round."""
 # test.sh runs under the subreaper wrapper (`subreaper.py`, on the sandbox's own python, `-I -S`): its exit status
 # says whether a process test.sh started outlived it, race-free; its report on fd 3, test.sh's status (and who).
 # A wrapper that could not become a subreaper (CANNOT), or a python that cannot run (126, 127), has not run test.sh:
-# it runs as before, unguarded. Either way kill(-1) then stops, in one system call, every process this user may signal
+# it runs unguarded. Either way kill(-1) then stops, in one system call, every process this user may signal
 # (but init and this shell), and everything left is killed, so nothing runs after the reward is read.
 _GUARDED = """exec 4>&1
 report=$({python} -I -S -c {source} bash {test_sh} 3>&1 >&4 4>&-); guard=$? rc=
@@ -87,7 +87,7 @@ case $guard in {cannot}|126|127) bash {test_sh}; rc=$? ;; esac
 _UNGUARDED = f"bash {HARBOR_TESTS_DIR}/test.sh; rc=$? guard=none report=\n"
 _SUBREAPER = shlex.quote(inspect.getsource(subreaper))
 GUARD_NONE = "none"
-"""The guard's status when the sandbox has no python to run the wrapper (test.sh ran as before, unguarded)."""
+"""The guard's status when the sandbox has no python to run the wrapper (test.sh ran unguarded)."""
 
 
 def guarded_test_sh(python: str | None) -> str:
