@@ -1,8 +1,8 @@
 """The host-side pull-through cache: URL-keyed entries over content-addressed blobs, filled only by the proxy.
 
-<root>/entries/ab/<sha256 of the key>.json {key, blob, size, content_type, stored_at, expires_at, headers}
-<root>/blobs/cd/<sha256 of the content> the bytes, exactly as the upstream sent them <root>/tmp/ fills in progress
-(renamed into place once whole and checked)
+    <root>/entries/ab/<sha256 of the key>.json   {key, blob, size, content_type, stored_at, expires_at, headers}
+    <root>/blobs/cd/<sha256 of the content>      the bytes, exactly as the upstream sent them
+    <root>/tmp/                                  fills in progress (renamed into place once whole and checked)
 
 No sandbox can write here: the folder is this user's (0700) and never mounted. Every byte came from a whole 200 the
 proxy fetched itself, checked against a published digest when there is one. An entry's mtime is its last use, for

@@ -1,9 +1,10 @@
 """Mirror routes the proxy serves itself, so HTTPS package indexes are cached without TLS interception.
 
-/pypi/simple/<project>/ PyPI's JSON simple API (PEP 691), its file links pointed at /pypi/files/...
-/pypi/files/<path> files.pythonhosted.org, cached when the index gave the file's sha256 /npm/<name> an npm
-packument, its tarball links pointed at /npm/.../-/<file>.tgz /npm/<name>/-/<file>.tgz a tarball, cached when the
-packument gave its `dist.integrity` /npm/<anything else> passed through to the registry uncached (audit, search)
+    /pypi/simple/<project>/   PyPI's JSON simple API (PEP 691), its file links pointed at /pypi/files/...
+    /pypi/files/<path>        files.pythonhosted.org, cached when the index gave the file's sha256
+    /npm/<name>               an npm packument, its tarball links pointed at /npm/.../-/<file>.tgz
+    /npm/<name>/-/<file>.tgz  a tarball, cached when the packument gave its `dist.integrity`
+    /npm/<anything else>      passed through to the registry uncached (audit, search)
 
 The cache holds the upstream's bytes verbatim; links are rewritten per answer. A file is cached only against a
 digest an upstream index published (`Digests`).

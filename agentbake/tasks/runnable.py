@@ -1,7 +1,8 @@
 """The runnable image: a task image made ready for agentbake's harness, the same for every agent.
 
-FROM <task image> runnable_prepare.sh as root: the harness's tools, the agent's user and its dirs ENTRYPOINT and CMD
-emptied (the relay is the main process); LABEL the harness's facts
+    FROM <task image>
+    runnable_prepare.sh as root: the harness's tools, the agent's user and its dirs
+    ENTRYPOINT and CMD emptied (the relay is the main process); LABEL the harness's facts
 
 The agent's user is the image's USER (root when it names none, as Harbor runs tasks) or the one a run names. Tagged
 `agentbake-run/<task>:<hash12>` over the task image's id and this recipe, so it is built once per image and user.

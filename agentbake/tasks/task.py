@@ -1,8 +1,11 @@
 """Tasks in the directory layout Harbor and Terminal-Bench use, so existing task sets run unchanged.
 
-my-task/ instruction.md the prompt (required) task.toml timeouts, resources, metadata (optional; Harbor's keys)
-environment/ files copied into the agent's workdir; setup.sh there runs as root first solution/solve.sh the
-reference solution (the scripted model and `--oracle` play it) tests/test.sh the verifier, with its files (required)
+    my-task/
+      instruction.md        the prompt (required)
+      task.toml             timeouts, resources, metadata (optional; Harbor's keys)
+      environment/          files copied into the agent's workdir; setup.sh there runs as root first
+      solution/solve.sh     the reference solution (the scripted model and `--oracle` play it)
+      tests/test.sh         the verifier, with its files (required)
 
 A task may bring its own image: `environment/Dockerfile` (environment/ is then only its build context) or
 `[environment] docker_image`. `docker-compose.yaml` tasks are refused. task.toml keys are honoured or refused by

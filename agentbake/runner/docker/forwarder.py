@@ -1,6 +1,6 @@
 """TCP 127.0.0.1:<port> -> a unix socket, one connection each; runs INSIDE the sandbox, as root.
 
-python -I -S forwarder.py PORT SOCKET [PORT SOCKET ...]
+    python -I -S forwarder.py PORT SOCKET [PORT SOCKET ...]
 
 The sandbox has only loopback; the gateway and egress proxy listen on unix sockets bind-mounted from the host.
 Standard library only: it runs on the image's python, without agentbake. Threads, not asyncio: asyncio's import

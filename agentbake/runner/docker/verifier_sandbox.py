@@ -1,8 +1,9 @@
 """The verifier's own sandbox B on Docker, made from the agent's sandbox A once the agent is stopped.
 
-- `snapshot`: `docker commit` of A, started with A's network namespace (services answer on 127.0.0.1) but its own
-pid and mount namespaces. - `fresh`: a new container of the task's image; `copy_into` hands it the artifacts as data
-(files, directories and links only, within a `CopyBudget`).
+- `snapshot`: `docker commit` of A, started with A's network namespace (services answer on 127.0.0.1) but its
+  own pid and mount namespaces.
+- `fresh`: a new container of the task's image; `copy_into` hands it the artifacts as data (files, directories
+  and links only, within a `CopyBudget`).
 
 B's hardening and limits are read back from A, so the two cannot drift. B carries the rollout's labels: its `kill`
 and `agentbake gc` remove it.
