@@ -200,8 +200,7 @@ def _max_version(found: str | list[str]) -> str:
 
 
 def _aliased(name: str, version: str) -> tuple[str, str]:
-    """(package, version) an optional dependency resolves to: an npm alias (`npm:@openai/codex@0.1.0-linux-x64`)
-    names another package's version, any other entry is a version of `name` itself."""
+    """The (package, version) an optional dependency resolves to: an npm alias names another package."""
     if not version.startswith("npm:"):
         return name, version
     package, _, aliased = version.removeprefix("npm:").rpartition("@")

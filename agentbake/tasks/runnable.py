@@ -123,8 +123,7 @@ def recipe_version() -> str:
 
 
 def runnable_labels(task: str, image: TaskImage, user: AgentUser, workdir: str) -> dict[str, str]:
-    """The harness's facts (ImageLabels' spelling; the agent's own labels come from its catalog image at run
-    time) and where the image came from."""
+    """The harness's facts as labels, and where the image came from."""
     facts = {
         "user": user.name,
         "uid": str(user.uid),

@@ -1,12 +1,4 @@
-"""The Docker backend: hardened, network-less containers through docker-py.
-
-Every sandbox runs with `network_mode="none"` (loopback only), the image's non-root user for every
-command unless root is asked for, `cap_drop=ALL` plus the few capabilities root's setup needs,
-no-new-privileges, pids/memory/CPU limits and an init process. Its only way out is a read-only
-folder from the host holding the gateway's unix socket and the egress proxy's, which a relay (forwarder.py,
-the container's main process, as root so the agent cannot stop it) serves on the sandbox's 127.0.0.1. See
-README.md.
-"""
+"""The Docker backend: hardened containers with no network, through docker-py (isolation: README.md)."""
 
 from __future__ import annotations
 

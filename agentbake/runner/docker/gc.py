@@ -1,9 +1,7 @@
-"""`agentbake gc`: removing what Docker sandboxes leave behind when their runner could not (containers, the
-verifiers' snapshot images, networks, host folders).
+"""`agentbake gc`: remove what Docker sandboxes left when their runner could not clean up.
 
-A runner that is told to stop closes its backend (`agentbake.runner.cli.teardown`). A runner killed with SIGKILL
-cannot clean up, so everything it creates carries labels (labels.py) and `collect` removes, on the next run, each
-labelled container or network that is expired or whose owner process is gone, with its host folder.
+Everything the runner creates carries labels (labels.py). `collect` removes each labelled container, snapshot image
+or network that expired or whose owner process is gone, with its host folder.
 """
 
 from __future__ import annotations

@@ -232,9 +232,8 @@ class DockerSandbox(SandboxHandle):
         return (stat or {}).get("linkTarget") or None
 
     def restart(self) -> None:
-        """SIGKILL to the container's init ends every process in it; the container then starts again with its
-        writable layer as it was, and its main process (the relay) anew. A container that stopped already (a root
-        agent killed the relay, its main process) is only started."""
+        """Kill the container's init, then start it again with its files as they were and a fresh relay. A stopped
+        container is only started."""
         try:
             try:
                 self._api.kill(self.sandbox_id)

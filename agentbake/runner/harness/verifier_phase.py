@@ -132,11 +132,9 @@ class VerifierPhase:
         self._judge(result, ended, guard)
 
     def _run_as_root(self, envs: Mapping[str, str], unpack: str) -> tuple[ExecResult, ExecResult, Guard | None]:
-        """tests/ unpacked (the shell `unpack`; its archive's variables, if any, in `envs`), test.sh as root under the
-        guard, what it left killed and the reward files described, in one command (`commands.root_test_sh`); returns
-        test.sh's result (its part's output), the kill-and-read's, and what the guard said (None when the command did
-        not get that far), as the commands of another user's test.sh would. A command cut short (its deadline, a
-        test.sh that kills it) is followed by the kill-and-read of its own, as those are."""
+        """tests/ unpacked, test.sh as root under the guard, its leftovers killed and the rewards described, in one
+        command (`commands.root_test_sh`). Returns test.sh's result, the kill-and-read's, and the guard's verdict
+        (None when the command ended early)."""
         command = commands.root_test_sh(self._pack_logs, self.handle.python).render()
         both = self.handle.exec(
             ["sh", "-c", command.script, "sh", self.own_processes, unpack],
