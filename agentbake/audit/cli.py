@@ -38,10 +38,13 @@ def err() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-@click.command("audit", cls=RenamedOptions, renamed={"--out": "--rollouts-dir"})
+@click.command("audit", cls=RenamedOptions, renamed={"--out": "--rollouts-dir", "--image": "--agent"})
 @click.argument("task_dirs", metavar="TASK...", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option(
-    "--image",
+    "-a",
+    "--agent",
+    "image",
+    metavar="IMAGE",
     default="claude-code",
     show_default=True,
     help="The agent image whose harness runs the rollouts (a catalog name, built when missing, or a tag); a task "
