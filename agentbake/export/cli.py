@@ -37,7 +37,7 @@ from agentbake.gateway.config import LOGPROBS_MODES
 def export_command(
     trace_path: Path, rollout_id: str | None, output_format: str, out_file: Path | None, logprobs: str, as_json: bool
 ) -> None:
-    """Export each rollout's calls as a token-prefix graph and train-ready sequences with loss masks.
+    """Export each rollout's calls as training data: sequences with loss masks (json) or TRL GRPO rows (trl).
 
     With --output, prints one summary per rollout (rollout, calls, sequences by role, trainable) on stderr, or
     as JSON lines on stdout with --json."""
