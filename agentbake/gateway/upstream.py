@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import socket
 import ssl
-import urllib.request
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -42,11 +42,25 @@ class Proxy:
         return f"{self.host}:{self.port}"
 
 
+def environment_proxies() -> dict[str, str]:
+    """urllib's `getproxies()`; urllib.request (~4 ms of the gateway's start) is imported only when a
+    `*_proxy` variable is set."""
+    if not any(name.lower().endswith("_proxy") for name in os.environ):
+        return {}
+    import urllib.request
+
+    return urllib.request.getproxies()
+
+
 def proxy_for(scheme: str, host: str, port: int, proxies: dict[str, str]) -> Proxy | None:
-    """The proxy `proxies` (urllib's `getproxies()`) names for this origin; None when there is none or `no`
+    """The proxy `proxies` (from `environment_proxies`) names for this origin; None when there is none or `no`
     (NO_PROXY) lists the host, as urllib decides."""
     url = proxies.get(scheme)
-    if not url or urllib.request.proxy_bypass_environment(f"{host}:{port}", proxies):
+    if not url:
+        return None
+    import urllib.request
+
+    if urllib.request.proxy_bypass_environment(f"{host}:{port}", proxies):
         return None
     parts = urlsplit(url if "://" in url else "http://" + url)
     if parts.scheme != "http" or not parts.hostname:
@@ -235,7 +249,7 @@ class UpstreamClient:
         self._slots = asyncio.Semaphore(max_connections)
         self._ssl: ssl.SSLContext | None = None
         self._ca_file = ca_file
-        self._proxies = urllib.request.getproxies()  # read once: the environment of the gateway's start
+        self._proxies = environment_proxies()  # read once, when the gateway makes its client
         self._proxy: dict[tuple, Proxy | None] = {}
 
     def _target(self, url: str) -> tuple[tuple, bytes]:

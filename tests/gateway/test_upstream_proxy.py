@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from agentbake.gateway.errors import UpstreamError
-from agentbake.gateway.upstream import Proxy, UpstreamClient, proxy_for
+from agentbake.gateway.upstream import Proxy, UpstreamClient, environment_proxies, proxy_for
 
 from .forward_proxy import ForwardProxy
 
@@ -80,6 +80,13 @@ def test_no_proxy_is_read_as_urllib_reads_it(host: str, expected: Proxy | None) 
     proxies = {"https": "proxy.corp:3128", "no": "example.org, .internal,10.1.2.3"}
     assert proxy_for("https", host, 443, proxies) == expected
     assert proxy_for("http", host, 80, proxies) is None  # no http proxy named
+
+
+def test_the_environment_is_read_as_urllib_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    _environment(monkeypatch)
+    assert environment_proxies() == {}
+    _environment(monkeypatch, HTTPS_PROXY="http://p:3128", no_proxy="example.org")
+    assert environment_proxies() == {"https": "http://p:3128", "no": "example.org"}
 
 
 def test_a_proxy_that_is_not_plain_http_is_a_clear_error() -> None:
