@@ -69,9 +69,7 @@ class Harness:
         self.verifier_network = verifier_network
         self.egress = egress  # the rollout's egress proxy: the verifier step switches it to its phase
         self.archives_in_env = archives_in_env  # `Capabilities.large_exec_env`: see `upload.hand_over`
-        # The verifier's own sandbox (`own_verifier.py`): `backend` makes it (one with `Capabilities.verifier_sandbox`,
-        # else None: then no service is kept and separate mode is refused by the runner), `verifier_request` is the
-        # fresh one's of separate mode.
+        # `backend` makes the verifier's own sandbox (None: no service is kept); `verifier_request` is separate mode's.
         self.verifier_mode, self.backend, self.verifier_request = verifier_mode, backend, verifier_request
         self.services: list[Service] = []  # the agent's, kept alive (frozen) by the stop step in shared mode
         self.place: VerifierPlace | None = None  # where the verifier ran, once it did
