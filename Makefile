@@ -46,7 +46,7 @@ DEMO_OUT ?= out/demo
 demo: dev engine bases
 	$(AGENTBAKE) build claude-code
 	rm -rf $(DEMO_OUT)
-	$(AGENTBAKE) run claude-code --task examples/tasks/write-file --model scripted --out $(DEMO_OUT)
+	$(AGENTBAKE) run claude-code --path examples/tasks/write-file --upstream scripted --rollouts-dir $(DEMO_OUT)
 	$(AGENTBAKE) trace summary $(DEMO_OUT)/*/trace.jsonl
 
 lint: dev

@@ -25,16 +25,60 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print machin
 
 
 def tasks_option(help_text: str, *, required: bool = True) -> Callable[[F], F]:
-    """`--tasks DIR`, repeatable (and required unless said otherwise): task directories or folders of them
-    (what `agentbake.tasks.discover_tasks` takes), passed to the command as `task_dirs`."""
+    """`-p/--path DIR` (Harbor's), repeatable: task directories or folders of them, passed as `task_dirs`."""
     return click.option(
-        "--tasks",
+        "-p",
+        "--path",
         "task_dirs",
         multiple=True,
         required=required,
         type=click.Path(exists=True, file_okay=False, path_type=Path),
         help=help_text,
     )
+
+
+Renamed = str | Callable[[str], list[str]]
+"""An old option's new spelling, or a function of its value giving the arguments that replace it."""
+
+
+class RenamedOptions(click.Command):
+    """A command that still takes its options' old spellings (`renamed`, hidden from --help), rewriting each
+    to the new one with a warning on stderr."""
+
+    def __init__(self, *args: Any, renamed: Mapping[str, Renamed] = {}, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.renamed = dict(renamed)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, rename_options(args, self.renamed))
+
+
+def rename_options(args: list[str], renamed: Mapping[str, Renamed]) -> list[str]:
+    """`args` with each old option of `renamed` rewritten (both `--old V` and `--old=V`); stops at `--`."""
+    out: list[str] = []
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--":
+            out.append(arg)
+            out.extend(rest)
+            break
+        old, eq, value = arg.partition("=")
+        target = renamed.get(old)
+        if target is None:
+            out.append(arg)
+            continue
+        if isinstance(target, str):
+            click.echo(f"warning: {old} is deprecated; use {target}", err=True)
+            out.append(target + eq + value)
+            continue
+        if not eq:
+            value = next(rest, "")
+        replacement = target(value)
+        if replacement[0] != old:
+            flags = " ".join(a for a in replacement if a.startswith("-"))
+            click.echo(f"warning: {old} {value} is deprecated; use {flags}", err=True)
+        out.extend(replacement)
+    return out
 
 
 def print_json(obj: Any) -> None:

@@ -78,7 +78,7 @@ class TraceError(AgentbakeError):
 
 
 class JobError(AgentbakeError):
-    """A job directory (`agentbake rollout --out` / `--resume`) is taken or unreadable (its config.json or a
+    """A job directory (`agentbake rollout --jobs-dir` / `--resume`) is taken or unreadable (its config.json or a
     rollout's result.json), or a resume asks for other settings than the job was started with."""
 
 

@@ -79,7 +79,7 @@ def examples_command(target: Path, as_json: bool) -> None:
         print_json({"dir": str(target), "tasks": tasks})
         return
     click.echo(f"copied {len(tasks)} example tasks to {target}: {', '.join(tasks)}", err=True)
-    click.echo(f"try: agentbake rollout claude-code --tasks {target} --oracle", err=True)
+    click.echo(f"try: agentbake rollout claude-code --path {target} --oracle", err=True)
 
 
 @click.command("docs")

@@ -1,8 +1,8 @@
-"""The battery run against each task's verifier: every exploit as the task's solution (the oracle: no model),
-beside two baselines, doing nothing and the task's own solution, in one batch on the Runner.
+"""The battery run against each task's verifier: every exploit as the task's solution, beside two baselines.
 
-A finding is forged when the verifier gave the exploit more than it gave doing nothing, with a status whose
-reward a trainer uses: none of the exploits solves anything, so such a reward was not earned."""
+A finding is forged when the exploit got more reward than doing nothing, with a status a trainer uses. No exploit
+solves anything, so such a reward was not earned.
+"""
 
 from __future__ import annotations
 
@@ -136,8 +136,7 @@ def _runs(
 
 
 def _exploit_run(task: Task, exploit: Exploit, work_dir: Path, out_dir: Path, settings: str) -> _Run:
-    """The task with the exploit as its solution: solve.sh and its files in a folder of their own (the oracle
-    uploads the folder of `solution_script`), the task's own folder untouched."""
+    """The task with the exploit as its solution, in a folder of its own; the task's folder stays untouched."""
     folder = work_dir / exploit.name
     folder.mkdir(parents=True)
     for name, text in {**exploit.files, "audit.env": settings, "solve.sh": exploit.solve_sh()}.items():

@@ -1,8 +1,7 @@
-"""`agentbake audit TASK...`: the battery of exploits against each task's verifier, a table of what forged a
-reward (or one JSON line per task and exploit), and the hint of what to change.
+"""`agentbake audit TASK...`: the exploit battery against each task's verifier, and what forged a reward.
 
-Exit status: 0 when no exploit forged a reward, 1 when one did, 2 on bad input (a task that does not load,
-an `--out` folder in use), 3 when nothing forged but some runs never reached the verifier."""
+Exit status: 0 nothing forged, 1 something did, 2 bad input, 3 some runs never reached the verifier.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 
 from agentbake.audit.exploits import BY_NAME, EXPLOITS
-from agentbake.clikit import json_option, print_json
+from agentbake.clikit import RenamedOptions, json_option, print_json
 
 # rich, the runner and the engine's SDK are imported once the command runs: `audit --help` needs none of them.
 if TYPE_CHECKING:
@@ -39,10 +38,13 @@ def err() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-@click.command("audit")
+@click.command("audit", cls=RenamedOptions, renamed={"--out": "--rollouts-dir", "--image": "--agent"})
 @click.argument("task_dirs", metavar="TASK...", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option(
-    "--image",
+    "-a",
+    "--agent",
+    "image",
+    metavar="IMAGE",
     default="claude-code",
     show_default=True,
     help="The agent image whose harness runs the rollouts (a catalog name, built when missing, or a tag); a task "
@@ -59,11 +61,12 @@ def err() -> Console:
     help="Run only this exploit (repeat for more); default: the whole battery.",
 )
 @click.option(
-    "--out",
+    "-o",
+    "--rollouts-dir",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Keep each rollout's files in OUT/<task>/<exploit>/ (a new or empty folder) [default: a temporary folder, "
-    "removed].",
+    help="Keep each rollout's files in ROLLOUTS_DIR/<task>/<exploit>/ (a new or empty folder) [default: a "
+    "temporary folder, removed].",
 )
 @json_option
 def audit_command(
@@ -74,11 +77,11 @@ def audit_command(
     out_dir: Path | None,
     as_json: bool,
 ) -> None:
-    """Run a battery of generic exploits against each TASK's verifier (a task directory or a folder of them) and
-    report which got a reward they did not earn: more than doing nothing. Each exploit is the task's solution in
-    turn, run with no model in the task's own image; the task's own solution and doing nothing are the baselines.
-    Exits 1 when an exploit forged a reward, 0 when none did (which proves those exploits fail, not that the
-    verifier is sound), 2 on bad input, 3 when some runs never reached the verifier."""
+    """Run generic exploits against each TASK's verifier and report which got a reward they did not earn.
+
+    Each exploit is the task's solution in turn, with no model; doing nothing and the real solution are the
+    baselines. Exits 1 when an exploit forged a reward, 0 when none did (those exploits fail; the verifier may still
+    be unsound), 2 on bad input, 3 when some runs never reached the verifier."""
     from agentbake.errors import TaskError
     from agentbake.runner import discover_tasks
 
@@ -87,7 +90,7 @@ def audit_command(
     except TaskError as exc:
         _bad_input(str(exc))
     if out_dir is not None and out_dir.exists() and any(out_dir.iterdir()):
-        _bad_input(f"--out {out_dir}: not empty; give a new or empty folder")
+        _bad_input(f"--rollouts-dir {out_dir}: not empty; give a new or empty folder")
     exploits = [BY_NAME[name] for name in dict.fromkeys(names)] if names else list(EXPLOITS)
     with tempfile.TemporaryDirectory(prefix="agentbake-audit-") as scratch:
         audits = _run(tasks, exploits, image, n_concurrent, out_dir or Path(scratch) / "out", Path(scratch))

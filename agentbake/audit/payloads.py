@@ -1,11 +1,9 @@
-"""What the exploits drop: the code a verifier would run if it trusted the agent's files, and the shell
-prelude every exploit starts with. Plain text, written beside each exploit's solve.sh (the oracle uploads its
-whole folder) and copied from there by the exploit itself.
+"""What the exploits drop: the code a trusting verifier would run, and the shell prelude every exploit starts with.
 
-Every payload that may run inside the verifier tries the same forgeries: the reward files written directly
-(`reward.json` first, since it wins over the `reward.txt` most verifiers write), a ctrf report of all tests
-passed, pass lines on stdout, then exit 0 before any test ran. A write that the rights of whoever runs it do
-not allow fails quietly: only a verifier that runs the agent's code with its own rights is forged."""
+Each payload tries the same forgeries: reward files written directly (`reward.json` first: it wins), a ctrf report
+of all tests passed, pass lines on stdout, then exit 0 before any test. A write its rights do not allow fails
+quietly: only a verifier running the agent's code with its own rights is forged.
+"""
 
 from __future__ import annotations
 

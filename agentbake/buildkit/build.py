@@ -111,8 +111,7 @@ _PIP_MISMATCH = re.compile(r"^\s+([A-Za-z0-9_.\-\[\]]+)==(\S+) from (\S+?)(?: \(
 
 
 def integrity_error(error: BuildError, rendered: Rendered) -> BuildError | None:
-    """A clearer BuildError when the step failed because a download is not what the lock pinned (its sha512
-    or a wheel's sha256 differs), naming the package; None for any other failure."""
+    """A clearer BuildError naming the package when a download did not match the lock's hash; None otherwise."""
     tail = [_ANSI.sub("", line).strip() for line in error.output_tail]
     lock_file = rendered.spec.lock_path
     fix = (

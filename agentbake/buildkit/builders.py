@@ -124,8 +124,8 @@ Event = tuple[str, Any]
 
 
 def _cancel(client: docker.DockerClient, response: requests.Response) -> None:
-    """End a streaming request now: shutting its socket down wakes the reader blocked on it (closing the
-    response alone does not), and the engine cancels the build of a client that went away."""
+    """End a streaming request now. Shutting its socket down wakes the blocked reader, and the engine cancels the build
+    of a client that left."""
     with contextlib.suppress(OSError, AttributeError, docker.errors.APIError):
         sock = client.api._get_raw_response_socket(response)
         getattr(sock, "_sock", sock).shutdown(socket.SHUT_RDWR)

@@ -216,8 +216,8 @@ def _report(result: BuildResult, as_json: bool) -> None:
 def prune_command(
     dry_run: bool, ca_cert: Path | None, no_ca_cert: bool, catalog_dir: Path | None, as_json: bool
 ) -> None:
-    """Remove tags of catalog images that their current inputs no longer build to, and the runnable images and
-    agent bundles of tasks with their own image that this agentbake no longer makes (docs/task-images.md)."""
+    """Remove catalog image tags that current inputs no longer build to, and task images and bundles this agentbake no
+    longer makes."""
     from agentbake.tasks.prune import prune_task_artifacts
 
     catalog = Catalog.discover(catalog_dir)

@@ -18,8 +18,7 @@ the runner's and its backend's after the CLI's, reuse it and skip that request."
 
 
 def connect(timeout: int = 600) -> docker.DockerClient:
-    """A client for the engine named by DOCKER_HOST (default: the local socket), checked: by the engine's answer
-    to the API version request, or with a ping when this process knows the version already."""
+    """A client for the engine DOCKER_HOST names (default: the local socket), checked by one request."""
     address = os.environ.get("DOCKER_HOST") or ""
     known = _API_VERSIONS.get(address)
     try:

@@ -1,11 +1,8 @@
 """`agentbake lock`: resolve every floating version of an image to exact, hashed artifacts.
 
-The lock (images/<name>/lock.json) pins the agent CLI (and its native platform
-package, full npm dependency tree, or for a Python CLI its wheels with sha256
-hashes), npm itself when it is fetched from the registry, and the gateway's
-Python dependencies with sha256 hashes. Builds
-install exactly what it lists; `inputs` records what it was resolved from, so
-a spec or dependency change makes it stale instead of silently ignored.
+images/<name>/lock.json pins the agent CLI and its dependencies, npm when fetched, and the gateway's Python
+packages, all with hashes. Builds install exactly that. `inputs` records what it was resolved from, so a changed
+spec or dependency makes the lock stale instead of silently ignored.
 """
 
 from __future__ import annotations
@@ -36,11 +33,9 @@ _REQUIREMENT = re.compile(r"^([A-Za-z0-9_.\-\[\]]+)==(\S+)")
 
 
 def gateway_requirements() -> list[str]:
-    """The `gateway` extra of agentbake: from the checkout's pyproject.toml, else installed metadata.
+    """The `gateway` extra of agentbake, from the checkout's pyproject.toml, else installed metadata.
 
-    Both sources are parsed as requirements and written back one way (canonical name, extras, specifier),
-    so the lock inputs are the same whether agentbake runs from a checkout or an installed wheel, whose
-    metadata spells `name>=1; extra == 'gateway'` (quotes and name normalisation are the backend's)."""
+    Both are written back one canonical way, so lock inputs agree between a checkout and an installed wheel."""
     pyproject = builtin_root() / "pyproject.toml"
     if pyproject.is_file():
         extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
@@ -114,8 +109,8 @@ def read_lock(spec: ImageSpec) -> dict[str, Any]:
 
 
 def _lock_fix(spec: ImageSpec) -> str:
-    """What makes a missing or stale lock current: in a checkout or a user catalog, locking and committing it;
-    in the catalog an installed agentbake ships (which its user cannot rewrite), a catalog of their own."""
+    """How to make a missing or stale lock current: lock and commit it, or, for the catalog an installed agentbake
+    ships, make a catalog of one's own."""
     root = builtin_root()
     if (root / "pyproject.toml").is_file() or not spec.source_dir.is_relative_to(root):
         return f"run `agentbake lock {spec.name}` and commit {spec.lock_path.name}"
@@ -205,8 +200,7 @@ def _max_version(found: str | list[str]) -> str:
 
 
 def _aliased(name: str, version: str) -> tuple[str, str]:
-    """(package, version) an optional dependency resolves to: an npm alias (`npm:@openai/codex@0.1.0-linux-x64`)
-    names another package's version, any other entry is a version of `name` itself."""
+    """The (package, version) an optional dependency resolves to: an npm alias names another package."""
     if not version.startswith("npm:"):
         return name, version
     package, _, aliased = version.removeprefix("npm:").rpartition("@")
@@ -248,8 +242,8 @@ def _npm_lockfile(package: str, version: str) -> dict[str, Any]:
 def _python_requirements(
     python: str, requirements: list[str], what: str, *, exclude: list[str] | None = None
 ) -> dict[str, Any]:
-    """`requirements` and everything they need but `exclude` (and what only those need), compiled to exact versions
-    with every wheel's sha256 for `python` on the image's platform (wheels only)."""
+    """`requirements` and their dependencies (but `exclude`), compiled to exact versions with each wheel's sha256 for
+    the image's python and platform."""
     try:
         from uv import find_uv_bin
     except ImportError:

@@ -1,5 +1,4 @@
-"""How a build's progress is drawn on stderr: shared by `agentbake build` and the commands that build an image
-on demand (`agentbake run` / `rollout` when the engine lacks the catalog tag)."""
+"""A build's progress on stderr, for `agentbake build` and commands that build on demand."""
 
 from __future__ import annotations
 

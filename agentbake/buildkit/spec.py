@@ -83,9 +83,7 @@ class User(_Strict):
 class Resources(_Strict):
     """What a sandbox of this image is given where the platform fixes it per template (E2B).
 
-    Run-time settings, not image content: they are left out of the content hash, so changing
-    them rebuilds nothing (republish the E2B template with a new image hash to apply them).
-    """
+    Run-time settings: left out of the content hash, so changing them rebuilds nothing."""
 
     cpus: int = Field(2, ge=1, le=64)
     """vCPUs of each sandbox."""

@@ -1,6 +1,7 @@
-"""An image folder's files as plain data: `image.toml` read as TOML and merged along `extends`, `lock.json` beside
-it. No pydantic: the catalog finds and reads specs with these, and a catalog name resolves to its remembered tag
-(tag_cache.py) without building the spec models (`spec.py`)."""
+"""An image folder's files as plain data: `image.toml` merged along `extends`, and `lock.json`.
+
+No pydantic, so a catalog name resolves to its remembered tag without the spec models.
+"""
 
 from __future__ import annotations
 

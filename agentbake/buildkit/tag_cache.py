@@ -1,14 +1,9 @@
-"""A catalog name's content tag, remembered between runs: `agentbake run claude-code` finds
-`agentbake/claude-code:<hash12>` without rendering it again, which would cost every run ~100 ms of imports
-(jinja2, the lock's checks and the spec models) and ~40 ms of rendering.
+"""A catalog name's content tag, remembered between runs, so `agentbake run claude-code` skips ~140 ms of imports and
+rendering.
 
-An entry is keyed on every input of the tag but one: the catalog's spec and lock files (every image's, so an
-`extends` chain is covered), every template file, the CA bundle, the build kit's own code, jinja2's version,
-the checkout's pyproject.toml (the lock's staleness check reads its gateway extra) and agentbake's version. The
-one left, the base image's id, is in the entry and asked of the engine again on each use: a rebuilt base is a
-miss. A miss (no entry, a corrupt or foreign one, another base) costs a full plan: the caller renders, hashes
-and remembers the result. Entries are files `<user cache>/agentbake/tags/<key>.json`, each
-written whole (a temporary file renamed over it), so concurrent runs never read half of one.
+An entry is keyed on every input of the tag but the base image's id: the catalog's specs and locks, templates, CA
+bundle, the build kit's code, jinja2's and agentbake's versions, pyproject.toml. The base image's id is stored in
+the entry and checked on each use. Entries are files under `<user cache>/agentbake/tags/`, written whole.
 """
 
 from __future__ import annotations
@@ -41,8 +36,7 @@ _BUILDKIT_DIR = Path(__file__).resolve().parent
 
 
 def tag_key(name: str, catalog: Catalog, *, ca_cert: Path | None) -> str | None:
-    """The key of `name`'s tag as `plan(client, catalog.load(name), catalog.templates_dir, ca_cert=ca_cert)`
-    computes it; None when an input cannot be read (the render then says which and why)."""
+    """The key of `name`'s tag, or None when an input cannot be read (the render then says why)."""
     files = [path for folder in catalog.dirs for name_ in (SPEC_FILE, LOCK_FILE) for path in folder.glob(f"*/{name_}")]
     files += [path for path in catalog.templates_dir.rglob("*") if path.is_file()]
     files += _BUILDKIT_DIR.glob("*.py")
@@ -66,8 +60,8 @@ def tag_key(name: str, catalog: Catalog, *, ca_cert: Path | None) -> str | None:
 
 
 def cached_tag(client: docker.DockerClient, name: str, key: str | None) -> str | None:
-    """The tag remembered under `key` when the engine's base image is still the one it was computed with;
-    None otherwise (the entry is then ignored: the caller plans and remembers anew)."""
+    """The tag remembered under `key` when the engine's base image is still the one it was computed with; None
+    otherwise."""
     path = entry_path(key)
     if path is None:
         return None

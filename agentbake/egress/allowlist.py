@@ -1,9 +1,8 @@
-"""A phase's network policy: Harbor's `network_mode` and `allowed_hosts`, turned into checks the proxy makes.
+"""A phase's network policy: Harbor's `network_mode` and `allowed_hosts`, as checks the proxy makes.
 
-A request is checked twice: its host as the client named it (a name, matched as given, or an IP literal), then
-every address the proxy connects to (the proxy resolves names itself, on the host). The second check is the
-DNS-rebinding defense: a listed name that resolves to loopback, a private range or one of this host's own
-networks is refused unless that very address (or a CIDR holding it) is listed too.
+A request is checked twice: its host as named, then every address the proxy connects to (it resolves names itself).
+The second check defends against DNS rebinding: loopback, private ranges and this host's networks are refused unless
+that address is listed.
 """
 
 from __future__ import annotations
@@ -55,8 +54,7 @@ def normalize_name(host: str) -> str:
 
 
 def parse_address(host: str) -> IPAddress | None:
-    """`host` as an IP address (brackets of an IPv6 literal allowed; an IPv4-mapped IPv6 address is its IPv4
-    address), or None when it is a name."""
+    """`host` as an IP address (an IPv4-mapped IPv6 address as IPv4), or None when it is a name."""
     text = host.strip().removeprefix("[").removesuffix("]")
     try:
         address = ipaddress.ip_address(text)
@@ -74,8 +72,7 @@ def valid_name(host: str) -> bool:
 
 @cache
 def host_networks() -> tuple[IPNetwork, ...]:
-    """This host's own addresses and the networks directly attached to it (its LAN, Docker's bridges), read
-    from /proc; empty where /proc has none of it."""
+    """This host's own addresses and attached networks (LAN, Docker's bridges), read from /proc."""
     found: list[IPNetwork] = []
     try:
         lines = Path("/proc/net/route").read_text().splitlines()[1:]
@@ -188,8 +185,8 @@ class Policy:
         return None
 
     def check_address(self, address: IPAddress) -> str | None:
-        """Why connecting to `address` is refused, or None: forbidden ranges only when listed by address; in
-        allowlist mode an address literal must be listed (a listed name's addresses need not be)."""
+        """Why connecting to `address` is refused, or None. In allowlist mode an address literal must be listed; a
+        listed name's addresses need not be."""
         if self.mode == "no-network":
             return f"the {self.phase} phase has no network"
         if self.allowlist.has_address(address):

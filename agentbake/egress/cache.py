@@ -4,11 +4,9 @@
     <root>/blobs/cd/<sha256 of the content>      the bytes, exactly as the upstream sent them
     <root>/tmp/                                  fills in progress (renamed into place once whole and checked)
 
-No sandbox can write here: the folder is this user's (mode 0700), never mounted into a sandbox, and every
-byte in it came from an upstream the proxy fetched itself, in full, with a 200, checked against the digest
-the registry publishes when there is one. An entry's file modification time is its last use: `prune` evicts
-the least recently used entries past the size bound and removes blobs no entry names. One `Cache` serves
-every proxy of one event loop; concurrent fills of one key make one upstream fetch.
+No sandbox can write here: the folder is this user's (0700) and never mounted. Every byte came from a whole 200 the
+proxy fetched itself, checked against a published digest when there is one. An entry's mtime is its last use, for
+`prune`. Concurrent fills of one key make one upstream fetch.
 """
 
 from __future__ import annotations
@@ -229,8 +227,8 @@ class Cache:
         return CacheInfo(self.root, entries, len(blobs), sum(path.stat().st_size for path in blobs), self.max_bytes)
 
     def prune(self, max_bytes: int | None = None, *, now: float | None = None) -> PruneReport:
-        """Drop expired entries, then the least recently used until the blobs they name fit `max_bytes` (the
-        cache's bound when None; 0 empties it), then every blob no entry names and stale temp files."""
+        """Drop expired entries, then the least recently used until the blobs fit `max_bytes` (0 empties), then unnamed
+        blobs and stale temp files."""
         now = now or time.time()
         limit = self.max_bytes if max_bytes is None else max_bytes
         live: list[tuple[float, Path, Entry]] = []

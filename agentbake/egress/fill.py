@@ -1,5 +1,4 @@
-"""Filling the cache for a client: one upstream fetch with the proxy's own headers, kept only when whole, plainly
-framed, cacheable and matching the digest its registry published."""
+"""Filling the cache for a client: one upstream fetch, kept only when whole, cacheable and matching its digest."""
 
 from __future__ import annotations
 
@@ -60,8 +59,8 @@ class Pass:
 async def fill(
     shared: Shared, key: str, target: Target, rule: Rule, accept: str | None, policy: Policy
 ) -> Entry | Answer | Pass:
-    """Fetch `target` for the cache with fixed headers (nothing of the client's), keep it when it is a whole
-    200 that may be kept and matches its published digest; else an Answer to pass on, or a Pass."""
+    """Fetch `target` for the cache with the proxy's own headers. Keep it when it is a whole, keepable 200 matching its
+    published digest; else return an Answer to pass on, or a Pass."""
     headers = [*FILL_HEADERS, *([("Accept", accept)] if accept else [])]
     config = shared.config
     up = await request(
@@ -106,8 +105,7 @@ async def fill(
 
 
 def _keepable(response: Response, rule: Rule, max_bytes: int) -> bool:
-    """Whether a 200's head allows keeping its body: whole (a body that ends with the connection cannot be told
-    from a cut one, unless a digest will tell), unencoded, not partial, not personal, not too large."""
+    """Whether a 200's head allows keeping its body: whole, unencoded, not partial, not personal, not too large."""
     control = (header(response.headers, "cache-control") or "").lower()
     length = content_length(response.headers)
     return not (

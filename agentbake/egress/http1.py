@@ -1,8 +1,6 @@
 """Just enough HTTP/1.1 for a forward proxy, strict and bounded: heads, framing, hop-by-hop headers.
 
-Both sides are hostile input (the sandbox's client and whatever upstream the policy allows), so a head is read
-under a size cap, a request with ambiguous framing (Content-Length beside Transfer-Encoding, two lengths) is
-refused, and bodies are streamed in chunks, never held whole.
+Both sides are hostile, so heads are size-capped, ambiguous framing is refused, and bodies are streamed.
 """
 
 from __future__ import annotations
@@ -161,8 +159,8 @@ def response_framing(response: Response, method: str) -> tuple[str, int]:
 
 
 async def iter_body(reader: asyncio.StreamReader, framing: tuple[str, int], timeout: float) -> AsyncIterator[bytes]:
-    """The decoded body bytes of a message framed as `response_framing` says; a body that ends early raises
-    HttpError(502), so a truncated answer is never taken for a whole one."""
+    """The decoded body of a message framed as `response_framing` says. A body that ends early raises HttpError(502): a
+    cut answer is never taken for a whole one."""
     kind, remaining = framing
     try:
         if kind == "length":

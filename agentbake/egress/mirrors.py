@@ -1,4 +1,4 @@
-"""Mirror routes the proxy serves itself, so HTTPS package indexes can be cached without TLS interception.
+"""Mirror routes the proxy serves itself, so HTTPS package indexes are cached without TLS interception.
 
     /pypi/simple/<project>/   PyPI's JSON simple API (PEP 691), its file links pointed at /pypi/files/...
     /pypi/files/<path>        files.pythonhosted.org, cached when the index gave the file's sha256
@@ -6,9 +6,8 @@
     /npm/<name>/-/<file>.tgz  a tarball, cached when the packument gave its `dist.integrity`
     /npm/<anything else>      passed through to the registry uncached (audit, search)
 
-The cache holds the upstream's bytes verbatim; links are rewritten per answer (the npm one names the Host
-the client used), so what one client sends never changes what the cache holds. The digests the indexes
-publish are kept in `Digests`, filled only from upstream indexes, and a file is cached only against one.
+The cache holds the upstream's bytes verbatim; links are rewritten per answer. A file is cached only against a
+digest an upstream index published (`Digests`).
 """
 
 from __future__ import annotations
@@ -60,8 +59,8 @@ class Digests:
 
 @dataclass(frozen=True)
 class MirrorFetch:
-    """What a mirror request needs: the upstream, the cache key and rule (None: uncached), the fixed Accept
-    sent upstream, how to turn the upstream bytes into the client's answer, and the hosts the policy must allow."""
+    """What a mirror request needs: upstream, cache key and rule (None: uncached), Accept header, the answer's rewrite,
+    and the hosts the policy must allow."""
 
     upstream: Target
     key: str | None

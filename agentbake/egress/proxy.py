@@ -327,8 +327,7 @@ class EgressProxy:
                 await self._send(client, data)
 
     async def _relay(self, client: _Client, req: Request, up: Upstream, keep: bool) -> bool:
-        """Stream an upstream answer to the client, reframed: its length kept, chunked re-chunked for an HTTP/1.1
-        client, a close-delimited body closing the connection."""
+        """Stream an upstream answer to the client, reframed for it."""
         try:
             response = up.response
             kind, _ = response_framing(response, req.method)

@@ -1,10 +1,7 @@
 """Which plain-HTTP answers the cache keeps, for how long, and checked against what.
 
-Only Debian/Ubuntu archive paths (apt speaks plain HTTP and checks signatures itself): by-hash files
-(checked against the digest in their path, kept for good), pool files (their names carry the version, kept
-for good), and the suite's index files (kept `index_ttl_s`). Anything else goes through uncached. A path must
-be plain: no query, no percent-escapes, no `.`/`..` segment, no empty segment, so two spellings of one file
-never make two entries and no spelling reaches another file's entry.
+Only Debian/Ubuntu archive paths: by-hash and pool files (kept for good), and suite indexes (kept `index_ttl_s`).
+Anything else passes uncached. A path must be plain (no query, escapes, `.` or `..`), so one file has one entry.
 """
 
 from __future__ import annotations

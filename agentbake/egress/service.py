@@ -83,9 +83,8 @@ class EgressService:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(_CALL_TIMEOUT_S)
 
     def start_proxy(self, folder: Path, policy: Policy, *, log_path: Path | None = None) -> ProxyHandle:
-        """Serve a proxy for one sandbox on `<folder>/egress.sock` (the folder must exist and be this user's, like
-        the sandbox's runtime folder the gateway's socket is linked into); each refusal is also appended to
-        `log_path` as a JSON line (time, phase, host, reason) when given."""
+        """Serve a proxy for one sandbox on `<folder>/egress.sock` (the folder must be this user's). Each refusal is
+        also appended to `log_path` as a JSON line."""
         socket_path = folder / SOCKET_NAME
         if len(str(socket_path)) > 100:
             raise ConfigError(f"egress socket path {socket_path} is too long for a unix socket (keep it under 100)")
@@ -113,9 +112,8 @@ async def _sync(function: Any, *args: Any) -> Any:
 
 
 def sandbox_env(port: int, policy: Policy, config: EgressConfig) -> dict[str, str]:
-    """Variables for the sandbox's commands when its relay listens on 127.0.0.1:`port`: the proxy for every
-    client, loopback left direct (the gateway's relay, the mirrors), and the mirror routes for pip, uv and npm
-    when `policy` allows their upstreams."""
+    """Variables for a sandbox whose relay listens on 127.0.0.1:`port`: the proxy for every client, loopback direct,
+    and mirror routes for pip, uv and npm when the policy allows their upstreams."""
     proxy = f"http://127.0.0.1:{port}"
     env = {name: proxy for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy")}
     env["no_proxy"] = env["NO_PROXY"] = "127.0.0.1,localhost,::1"

@@ -1,8 +1,7 @@
-"""Reaching an upstream for a sandbox: parse its address, resolve it on the host, connect only to addresses the
-policy allows (the address actually connected to is the one checked), and send one request.
+"""Reaching an upstream for a sandbox: resolve on the host, connect only to an allowed address, send one request.
 
-Upstream TLS (the mirror routes) verifies against the host's CA bundle (`SSL_CERT_FILE` and friends, as the
-build kit finds it), so an intercepting corporate CA works. The host's own proxy variables are never used.
+Upstream TLS verifies against the host's CA bundle, so a corporate CA works. The host's proxy variables are never
+used.
 """
 
 from __future__ import annotations

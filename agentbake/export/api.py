@@ -38,8 +38,7 @@ def export(
 
 
 def export_trace(trace: Trace, rollout_id: str | None, *, logprobs: LogprobsMode = "raw") -> dict:
-    """The document of one rollout of a trace already read (`agentbake.gateway.trace.load_trace`), the same as
-    `export_rollout` makes from its file (the runner reads each rollout's trace once, for its result and this)."""
+    """One rollout's document from a trace already read, as `export_rollout` makes it from the file."""
     others = Counter(raw.get("rollout_id") for raw in trace.fields if raw.get("rollout_id") != rollout_id)
     findings = skipped_findings(trace.skipped) + _foreign(trace.path, others)
     return build_document(rollout_id, calls_of(trace, rollout_id), logprobs=logprobs, trace_findings=findings)

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from agentbake.clikit import json_option, print_json
+from agentbake.clikit import RenamedOptions, json_option, print_json
 from agentbake.gateway.config import LOGPROBS_MODES
 
 
-@click.command("export")
+@click.command("export", cls=RenamedOptions, renamed={"--out": "--output"})
 @click.argument("trace_path", metavar="TRACE.jsonl", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--rollout", "rollout_id", help="Export only this rollout (default: every rollout, one JSON line each).")
 @click.option(
@@ -20,10 +20,11 @@ from agentbake.gateway.config import LOGPROBS_MODES
     type=click.Choice(["json", "trl"]),
     default="json",
     show_default=True,
-    help="json: sequences and validation per rollout; trl: per-turn prompt/completion ids and logprobs.",
+    help="json: sequences and validation per rollout; trl: one TRL GRPO row per rollout (prompt and completion ids, "
+    "logprobs, env_mask).",
 )
 @click.option(
-    "--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), help="Write here instead of stdout."
+    "-o", "--output", "out_file", type=click.Path(dir_okay=False, path_type=Path), help="Write here instead of stdout."
 )
 @click.option(
     "--logprobs",
@@ -36,9 +37,9 @@ from agentbake.gateway.config import LOGPROBS_MODES
 def export_command(
     trace_path: Path, rollout_id: str | None, output_format: str, out_file: Path | None, logprobs: str, as_json: bool
 ) -> None:
-    """Export each rollout's calls as a token-prefix graph and train-ready sequences with loss masks.
+    """Export each rollout's calls as training data: sequences with loss masks (json) or TRL GRPO rows (trl).
 
-    With --out, prints one summary per rollout (rollout, calls, sequences by role, trainable) on stderr, or
+    With --output, prints one summary per rollout (rollout, calls, sequences by role, trainable) on stderr, or
     as JSON lines on stdout with --json."""
     from agentbake.export.api import dumps, export, write_sequences
     from agentbake.export.reader import ALL_ROLLOUTS, index_trace

@@ -1,11 +1,8 @@
-"""The token-prefix graph of one rollout's calls, from the ids the server reported (never from text).
+"""The token-prefix graph of one rollout's calls, built from the ids the server reported, never from text.
 
-Parent of a call = the earlier call of the rollout whose prompt + completion ids are a prefix of this call's
-prompt ids, the longest such (a tie goes to the latest: the answer the client saw last). A call that extends
-none is a root: the first call, a subagent, a side call, the continuation after a compaction or a system
-prompt swap. A call with no sampled ids cannot be a parent (there is nothing to continue). Comparing ids
-rather than messages means re-serialised tool arguments (spacing, key order) never break a link the ids
-prove, and a template that re-renders history differently always does (a `broken_prefix` finding).
+A call's parent is the latest earlier call whose prompt + completion ids are the longest prefix of its prompt ids. A
+call that extends none is a root (the first call, a subagent, a compaction). Comparing ids means re-serialised tool
+arguments never break a link, and a template that re-renders history always does (`broken_prefix`).
 """
 
 from __future__ import annotations
@@ -39,9 +36,8 @@ def link(calls: Sequence[Call]) -> list[Finding]:
 
 
 def _broken_prefix(call: Call, candidates: list[Call], parent: Call | None) -> Finding | None:
-    """A call that repeats an earlier call's whole prompt, then diverges inside what that call sampled: the
-    history was re-rendered differently from how it was generated (a chat template stripping reasoning or
-    re-formatting tool calls). The sequences stay exact (a new path starts here); the trainer should know."""
+    """A call that repeats an earlier prompt, then diverges inside what that call sampled: the history was re-rendered
+    (a template stripping reasoning). A new path starts here; the trainer should know."""
     floor = parent.length if parent is not None else 0
     prompt = call.prompt
     for earlier in candidates:  # longest first: past the parent's length none can qualify
@@ -81,9 +77,8 @@ def common_prefix(a: bytes, b: bytes) -> int:
 
 
 def check_retries(calls: Sequence[Call]) -> tuple[set[int], list[Finding]]:
-    """The calls another call superseded (a retry of them exists and they never continued), and where
-    `retry_of` and the ids disagree. A call with the same parent and the same prompt ids as a later call,
-    that never continued, is a retry even unmarked."""
+    """The calls a retry superseded, and where `retry_of` and the ids disagree. A call with a later twin (same parent,
+    same prompt) that never continued is a retry even unmarked."""
     findings: list[Finding] = []
     superseded: set[int] = set()
     latest: dict[int, Call] = {}

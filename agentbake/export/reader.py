@@ -1,17 +1,9 @@
 """Reading a trace by rollout in bounded memory: one indexing pass, then one rollout at a time.
 
-Pass 1 reads the file line by line and keeps, per rollout, only the byte offset and length of each of its
-lines (a few dozen bytes per record). Pass 2 reads one rollout's lines back by offset and keeps its calls'
-ids as their JSON text, each id followed by a comma (`b"1,2,3,"`, about 7 bytes a token instead of a Python
-int's 28): one list of ids is a prefix of another exactly when its text is, so the graph compares them with
-`bytes.startswith` (memcmp) and never builds the ints, except for the sequences it outputs. The prompt ids
-(most of a record) are cut out of the line before it is parsed. So memory follows the largest rollout,
-never the file: records of many rollouts may interleave in any order (one gateway serving
-concurrent rollouts). Lines are kept in file order, which is causal: the gateway writes a call's record
-before its client gets the answer, so a call's parent is always written before the call.
-
-Which lines hold no record is the gateway's rule (`agentbake.gateway.trace.skip_reason`), the same as for a
-trace read whole (`load_trace`, whose records `calls_of` turns into calls without reading the file again).
+Pass 1 keeps only each line's offset and length per rollout. Pass 2 reads one rollout back and keeps its ids as JSON
+text (`b"1,2,3,"`), so prefix checks are `bytes.startswith` and no ints are built. Memory follows the largest
+rollout, never the file. File order is causal: the gateway writes a call's record before its client gets the answer.
+Which lines hold no record is the gateway's rule (`trace.skip_reason`).
 """
 
 from __future__ import annotations
@@ -119,8 +111,7 @@ def index_trace(path: str | os.PathLike[str]) -> TraceIndex:
 
 
 def read_calls(index: TraceIndex, rollout_id: str | None) -> tuple[list[Call], list[SkippedLine]]:
-    """Pass 2: one rollout's calls, in file order, and its lines that turned out to hold no record when read
-    whole (a torn write glued to the next record: pass 1 read only its first keys)."""
+    """Pass 2: one rollout's calls in file order, and its lines that hold no record when read whole."""
     calls: list[Call] = []
     skipped: list[SkippedLine] = []
     with _open(index.path) as file:
@@ -151,8 +142,7 @@ def skipped_findings(skipped: list[SkippedLine]) -> list[Finding]:
 
 
 def to_call(raw: dict[str, Any], position: int, line: int, prompt_text: bytes | None = None) -> Call:
-    """The graph's view of one record (its prompt ids given as id text when they were cut out of the line);
-    what is malformed becomes a problem of the call."""
+    """The graph's view of one record; what is malformed becomes a problem of the call."""
     request = raw.get("request") if isinstance(raw.get("request"), dict) else {}
     retry_of = raw.get("retry_of")
     capture = raw.get("capture")
@@ -195,8 +185,7 @@ def to_call(raw: dict[str, Any], position: int, line: int, prompt_text: bytes | 
 def iter_rollouts(
     index: TraceIndex, rollout_ids: object = ALL_ROLLOUTS
 ) -> Iterator[tuple[str | None, list[Call], list[Finding]]]:
-    """(rollout id, its calls, the findings of the file's and its own skipped lines) for the chosen rollouts
-    (every one, in order of first record, by default)."""
+    """(rollout id, its calls, its findings) for the chosen rollouts, every one by default."""
     chosen = list(index.lines) if rollout_ids is ALL_ROLLOUTS else list(rollout_ids)  # type: ignore[call-overload]
     for rollout in chosen:
         calls, skipped = read_calls(index, rollout)
@@ -232,8 +221,8 @@ _DIGITS = b"0123456789,"
 
 
 def _parse_record(line: bytes) -> tuple[dict | None, bytes | None]:
-    """A record with its prompt ids cut out as id text (None: the line holds none, or not as the gateway
-    writes them; then they are in the parsed record)."""
+    """A record with its prompt ids cut out as id text (None when the line does not hold them as the gateway writes
+    them)."""
     start = line.rfind(_PROMPT_KEY)  # the last one: the top-level key (a JSON string cannot hold a bare `"`)
     if start >= 0:
         begin = start + len(_PROMPT_KEY)

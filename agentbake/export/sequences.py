@@ -1,9 +1,7 @@
 """One rollout's calls -> its training document: the graph, one sequence per root-to-leaf path, validation.
 
-A path's `input_ids` are its leaf's prompt ids + completion ids: every earlier call of the path sits inside
-them at the same positions (that is what the prefix link proves), so no id is ever concatenated or
-re-derived. `loss_mask` is 1 exactly on the ids some call of the path sampled; `logprobs` holds their
-logprobs there and null everywhere else.
+A path's `input_ids` are its leaf's prompt + completion ids: earlier calls sit inside at the same positions, so
+nothing is concatenated. `loss_mask` is 1 exactly on sampled ids; `logprobs` holds theirs and null elsewhere.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """A rollout as one row of TRL's GRPO `rollout_func` contract: prompt ids, completion ids, logprobs, env_mask.
 
-TRL's `RolloutFunc = Callable[[list[str], GRPOTrainer], dict]` returns parallel lists with one entry per
-completion (one rollout per prompt it was given): `prompt_ids`, `completion_ids`, `logprobs`, and the optional
-`env_mask` (1 on tokens the model sampled, 0 on tokens the environment wrote: tool results, template tokens
-between turns), which the trainer multiplies into its loss mask. A whole multi-turn agent conversation is one
-completion, as TRL's own tool loop builds it: the first call's prompt, then everything after it.
-
-The multi-sequence rule: a rollout can hold several agent sequences (a subagent's own conversation, the
-continuation after a compaction). They cannot share one row: each was sampled from its own context, so
-concatenated the later one would be trained on a context it never saw. The row is the agent sequence that
-holds the rollout's last agent call (the conversation that finished the task, whose work the verifier
-judged); the sampled tokens of every other agent sequence are counted in `untrained_tokens`, not trained on.
-AsyncGRPO (`agentbake.trl.sessions`) trains every agent sequence instead.
+A multi-turn conversation is one completion, as TRL's tool loop builds it. `env_mask` is 1 on sampled tokens and 0
+on tokens the environment wrote. A rollout with several agent sequences (a subagent, a compaction) gives the row to
+the one holding the last agent call; the others count as `untrained_tokens`. AsyncGRPO (`agentbake.trl.sessions`)
+trains every sequence instead.
 """
 
 from __future__ import annotations
@@ -20,12 +12,8 @@ from typing import Any
 
 
 def to_trl(document: dict) -> dict[str, Any]:
-    """One rollout's row (see the module docstring) from an export document, as `agentbake trace export
-    --format trl` writes it (one JSON line per rollout; the columns a `rollout_func` returns for several
-    rollouts are their rows' fields, listed in order): `prompt_ids`, `completion_ids`,
-    `logprobs` (0.0 where the model did not sample, as TRL's tool loop fills them), `env_mask`, and
-    `rollout_id`, `trainable`, `agent_sequences`, `untrained_tokens`. A rollout without an agent sequence gets
-    empty id lists (and is never trainable)."""
+    """One rollout's TRL row from an export document: `prompt_ids`, `completion_ids`, `logprobs` (0.0 where not
+    sampled), `env_mask`, plus `rollout_id`, `trainable`, `agent_sequences`, `untrained_tokens`."""
     agent = [s for s in document["sequences"] if s["role"] == "agent"]
     row: dict[str, Any] = {
         "rollout_id": document["rollout_id"],

@@ -2,18 +2,22 @@
 
 httpx was measured first (bench/gateway/README.md): about 0.85 ms of client overhead per request on
 the 2-core reference machine, most of the 1 ms budget the gateway has. This client does only what
-the gateway needs (keep-alive pools per origin, streamed bodies, connect and read timeouts) and adds
-about 0.05 ms. Failures are raised as `UpstreamError`s that already carry the status an Anthropic
-client should see.
+the gateway needs (keep-alive pools per origin, streamed bodies, connect and read timeouts, HTTP(S)_PROXY
+and NO_PROXY as urllib reads them) and adds about 0.05 ms. Failures are raised as `UpstreamError`s that
+already carry the status an Anthropic client should see.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import os
+import socket
 import ssl
 from collections import deque
 from collections.abc import AsyncIterator
-from urllib.parse import urlsplit
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
 
 import httptools
 
@@ -24,6 +28,48 @@ _TIMED_OUT = object()
 
 def upstream_broken(detail: str) -> UpstreamError:
     return UpstreamError(f"upstream connection failed: {detail}", status=502)
+
+
+@dataclass(frozen=True)
+class Proxy:
+    """An HTTP proxy: its address and the Proxy-Authorization header line its URL's credentials make."""
+
+    host: str
+    port: int
+    authorization: bytes = b""
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def environment_proxies() -> dict[str, str]:
+    """urllib's `getproxies()`; urllib.request (~4 ms of the gateway's start) is imported only when a
+    `*_proxy` variable is set."""
+    if not any(name.lower().endswith("_proxy") for name in os.environ):
+        return {}
+    import urllib.request
+
+    return urllib.request.getproxies()
+
+
+def proxy_for(scheme: str, host: str, port: int, proxies: dict[str, str]) -> Proxy | None:
+    """The proxy `proxies` (from `environment_proxies`) names for this origin; None when there is none or `no`
+    (NO_PROXY) lists the host, as urllib decides."""
+    url = proxies.get(scheme)
+    if not url:
+        return None
+    import urllib.request
+
+    if urllib.request.proxy_bypass_environment(f"{host}:{port}", proxies):
+        return None
+    parts = urlsplit(url if "://" in url else "http://" + url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise upstream_unavailable(f"{scheme}_proxy {url!r}: only http://HOST:PORT proxies are supported")
+    authorization = b""
+    if parts.username is not None:
+        credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+        authorization = b"proxy-authorization: Basic %s\r\n" % base64.b64encode(credentials)
+    return Proxy(parts.hostname, parts.port or 80, authorization)
 
 
 class _Connection(asyncio.Protocol):
@@ -203,14 +249,25 @@ class UpstreamClient:
         self._slots = asyncio.Semaphore(max_connections)
         self._ssl: ssl.SSLContext | None = None
         self._ca_file = ca_file
+        self._proxies = environment_proxies()  # read once, when the gateway makes its client
+        self._proxy: dict[tuple, Proxy | None] = {}
 
     def _target(self, url: str) -> tuple[tuple, bytes]:
-        """((scheme, host, port), request target) for a path below base_url or an absolute URL."""
+        """((https, host, port), request target) for a path below base_url or an absolute URL; the target is
+        the absolute URL when a plain-HTTP request goes through a proxy."""
         parts = urlsplit(url if "://" in url else self.base_url + url)
         https = parts.scheme == "https"
         origin = (https, parts.hostname or "127.0.0.1", parts.port or (443 if https else 80))
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        if not https and self._proxy_of(origin) is not None:
+            target = f"http://{origin[1]}:{origin[2]}{target}"
         return origin, target.encode()
+
+    def _proxy_of(self, origin: tuple) -> Proxy | None:
+        if origin not in self._proxy:
+            https, host, port = origin
+            self._proxy[origin] = proxy_for("https" if https else "http", host, port, self._proxies)
+        return self._proxy[origin]
 
     async def _connect(self, origin: tuple) -> _Connection:
         https, host, port = origin
@@ -220,14 +277,50 @@ class UpstreamClient:
                 self._ssl = ssl.create_default_context(cafile=self._ca_file)
             except (OSError, ssl.SSLError) as exc:
                 raise upstream_unavailable(f"cannot load the upstream CA file {self._ca_file}: {exc}") from exc
+        proxy = self._proxy_of(origin)
+        via = f" through proxy {proxy}" if proxy else ""
         try:
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(lambda: _Connection(loop), host, port, ssl=self._ssl if https else None),
-                self.connect_timeout,
-            )
+            if proxy is None:
+                connecting = loop.create_connection(
+                    lambda: _Connection(loop), host, port, ssl=self._ssl if https else None
+                )
+            elif https:
+                connecting = self._tunnel(loop, proxy, host, port)
+            else:
+                connecting = loop.create_connection(lambda: _Connection(loop), proxy.host, proxy.port)
+            _, conn = await asyncio.wait_for(connecting, self.connect_timeout)
         except (OSError, TimeoutError) as exc:
-            raise upstream_unavailable(f"cannot connect to {host}:{port}: {exc or type(exc).__name__}") from exc
+            raise upstream_unavailable(f"cannot connect to {host}:{port}{via}: {exc or type(exc).__name__}") from exc
         return conn
+
+    async def _tunnel(
+        self, loop: asyncio.AbstractEventLoop, proxy: Proxy, host: str, port: int
+    ) -> tuple[asyncio.BaseTransport, _Connection]:
+        """A TLS connection to host:port inside a CONNECT tunnel through `proxy`."""
+        family, kind, _, _, address = (await loop.getaddrinfo(proxy.host, proxy.port, type=socket.SOCK_STREAM))[0]
+        sock = socket.socket(family, kind)
+        try:
+            sock.setblocking(False)
+            await loop.sock_connect(sock, address)
+            authority = f"{host}:{port}".encode()
+            await loop.sock_sendall(
+                sock, b"CONNECT %s HTTP/1.1\r\nhost: %s\r\n%s\r\n" % (authority, authority, proxy.authorization)
+            )
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                data = await loop.sock_recv(sock, 4096)
+                if not data or len(answer) > 65536:
+                    raise ConnectionError("the proxy closed the connection during CONNECT")
+                answer += data
+            status = answer.split(b"\r\n", 1)[0].decode("latin-1")
+            if status.split(" ")[1:2] != ["200"]:
+                raise ConnectionError(f"the proxy answered CONNECT with {status!r}")
+            return await loop.create_connection(
+                lambda: _Connection(loop), sock=sock, ssl=self._ssl, server_hostname=host
+            )
+        except BaseException:
+            sock.close()
+            raise
 
     async def request(self, method: str, url: str, body: bytes = b"") -> UpstreamResponse:
         """Send a request; returns once the response headers arrived."""

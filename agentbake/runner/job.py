@@ -200,7 +200,7 @@ class Job:
             raise JobError(
                 f"{self.dir / CONFIG_FILE}: the job was started with other settings ({changes}); resume it with "
                 f"its own (`agentbake rollout --resume {self.dir}` alone takes them from config.json), or start a "
-                "new job in another --out folder"
+                "new job under another --job-name"
             )
 
     def load_tasks(self) -> list[Task]:
@@ -210,7 +210,7 @@ class Job:
             if task.digest != job_task.digest:
                 raise JobError(
                     f"{task.path}: changed since the job {self.dir} started (its files' digest differs); restore "
-                    "it, or start a new job in another --out folder"
+                    "it, or start a new job under another --job-name"
                 )
         return tasks
 

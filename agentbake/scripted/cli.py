@@ -13,10 +13,10 @@ from pathlib import Path
 
 import click
 
-from agentbake.clikit import tasks_option
+from agentbake.clikit import RenamedOptions, tasks_option
 
 
-@click.command("scripted-llm")
+@click.command("scripted-llm", cls=RenamedOptions, renamed={"--tasks": "--path"})
 @tasks_option("A task directory or a folder of them (repeatable); the model plays their solution/solve.sh.")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=int, help="0 picks a free port.")

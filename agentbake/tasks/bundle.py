@@ -1,16 +1,10 @@
-"""The agent bundle: a catalog agent image's agent, plus a python and a git for the harness, in one Docker
-volume that task-image sandboxes mount read-only at /opt/agentbake.
+"""The agent bundle: an agent image's agent, plus a python and a git for the harness, in one Docker volume that
+task-image sandboxes mount read-only at /opt/agentbake.
 
-A task's own image (Terminal-Bench's ubuntu:24.04, python:3.13-slim, ...) has no agent and may have no
-python or git. Rather than installing them per trial (Harbor: apt + curl per trial) or layering 400 MB
-of agent onto every task image, the bundle is made once per agent image (`bundle_script.sh`, run in
-that image with no network) and shared by every task: the volume is the only copy. Its python and git
-run on the bundle's own glibc loader, so they work on any glibc distribution and touch nothing of
-the task image; the agent's native binary runs as it is.
-
-The container that fills the volume is kept (exited) as the record that the volume is complete: a
-bundle is ready when its container exited 0. Its name is the bundle's, so two processes filling the
-same bundle at once meet in the engine (a name conflict) and the second waits for the first.
+It is made once per agent image (`bundle_script.sh`, no network) and shared by every task, instead of installing per
+trial or layering the agent onto each task image. Its python and git run on the bundle's own glibc loader. The
+filling container is kept as the record that the volume is complete; its name is the bundle's, so two processes
+filling the same bundle meet in the engine and the second waits.
 """
 
 from __future__ import annotations
@@ -105,8 +99,8 @@ def _lock(name: str) -> threading.Lock:
 
 
 def _ready(client: docker.DockerClient, name: str) -> bool:
-    """True when the filling container exited 0; a running one (another process) is waited for; a failed
-    or killed one is removed with its volume, so the caller fills it anew."""
+    """True when the filling container exited 0. A running one is waited for; a failed one is removed with its volume,
+    so the caller fills it anew."""
     try:
         state = client.api.inspect_container(name)["State"]
         deadline = time.monotonic() + _STARTING_S
@@ -125,8 +119,7 @@ def _ready(client: docker.DockerClient, name: str) -> bool:
 
 
 def _fill(client: docker.DockerClient, name: str, image_id: str, command: str, progress: Progress) -> bool:
-    """Fill the volume in a container named after it; False when another process's container took the name
-    first (the caller then waits for that one)."""
+    """Fill the volume in a container named after it; False when another process took the name first."""
     labels = {BUNDLE_LABEL: image_id}
     try:  # a volume left without its filling container (a prune stopped halfway) holds unknown files
         client.api.remove_volume(name)

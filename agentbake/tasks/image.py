@@ -1,13 +1,8 @@
 """A task's own image: built from its `environment/Dockerfile`, or its `[environment] docker_image`.
 
-Builds are content-addressed like the catalog's: the tag `agentbake-task/<task>:<hash12>` hashes every
-file of the build context (what `.dockerignore` leaves, with names, exec bits and symlink targets) and
-the local ids of the images its FROM lines name, so an unchanged task is never rebuilt and a changed
-file or base always is. A `docker_image` is used as it is, pulled when the engine lacks it.
-
-Harbor's rule when a task has both (every Terminal-Bench 2.0 task does): the prebuilt `docker_image`.
-Here the Dockerfile is the fallback when that image is neither on the engine nor pullable, so the same
-task runs offline once its base images are.
+The tag `agentbake-task/<task>:<hash12>` hashes the build context and its base images' ids, so an unchanged task is
+never rebuilt. A `docker_image` is used as it is, pulled when missing. With both, as Harbor does, the prebuilt image
+wins; the Dockerfile is the fallback when it cannot be had, so tasks run offline.
 """
 
 from __future__ import annotations
@@ -62,8 +57,7 @@ def context_files(environment_dir: Path) -> list[str]:
 
 
 def context_hash(client: docker.DockerClient, environment_dir: Path) -> str:
-    """sha256 over the context (names, kinds, exec bits, symlink targets, contents) and the local ids of the
-    images the Dockerfile builds FROM or copies --from (absent ones count as absent)."""
+    """sha256 over the build context and the local ids of the images the Dockerfile builds from."""
     digest = hashlib.sha256(length_prefixed(HASH_SCHEME))
     for rel in context_files(environment_dir):
         path = environment_dir / rel

@@ -1,12 +1,9 @@
 """What `agentbake prune` removes of the task images' machinery: what this agentbake no longer makes.
 
-- runnable images (`agentbake-run/*`) built by another recipe (label `dev.agentbake.runnable.recipe`, absent
-  on the first ones): a rollout of their task builds the current one;
-- agent bundles made by another `bundle_script.sh`, or from an agent image the engine no longer has: the
-  volume and the container that records it.
+- runnable images (`agentbake-run/*`) of another recipe: a rollout of their task builds the current one;
+- agent bundles of another `bundle_script.sh`, or of an agent image the engine no longer has.
 
-Task images (`agentbake-task/*`) stay: which one a task directory builds to is known only from that
-directory (remove them with `docker rmi`). A bundle whose volume a sandbox still mounts is kept.
+Task images (`agentbake-task/*`) stay: only the task directory knows its tag. A bundle a sandbox mounts stays.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
-"""Which image each rollout's sandbox starts from, resolved per task (a Runner holds one resolver).
+"""Which image each rollout's sandbox starts from, per task (a Runner holds one resolver).
 
-- A task without an image of its own runs in the agent's catalog image, as it always did.
-- A task with `environment/Dockerfile` or `[environment] docker_image` runs in its runnable image
-  (`runnable.py`, on top of the task image from `image.py`) with the agent's bundle (`bundle.py`)
-  mounted at /opt/agentbake: no network and nothing installed per rollout.
+- A task without its own image runs in the agent's catalog image.
+- A task with one runs in its runnable image (`runnable.py` over `image.py`), with the agent bundle
+  (`bundle.py`) mounted at /opt/agentbake.
 
-The first rollout of a task builds what is missing (a task image, its runnable layer, the agent's bundle);
-every later one finds them by their content-hash tags, and within a resolver in a dict. Rollouts of the
-same task started together wait for one build.
+A task's first rollout builds what is missing; later ones find it by tag. Concurrent rollouts wait for one build.
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
 """The runnable image: a task image made ready for agentbake's harness, the same for every agent.
 
     FROM <task image>
-    runnable_prepare.sh as root: the tools the harness runs are there; the agent's user is the image's own
-        USER, root when it names none (as Harbor runs a task: every Terminal-Bench image), or the one a run
-        names (`[agent] user`, `--agent-user`: an entry of the image's /etc/passwd); its log and task dirs
-        under its home (root's: /root); the task's WORKDIR (/app when the image names none) keeps the owner
-        the image gave it (made, the agent's, only when the image lacks it)
-    ENTRYPOINT and CMD emptied (the sandbox's main process is agentbake's relay); LABEL the harness's facts
+    runnable_prepare.sh as root: the harness's tools, the agent's user and its dirs
+    ENTRYPOINT and CMD emptied (the relay is the main process); LABEL the harness's facts
 
-Tagged `agentbake-run/<task>:<hash12>` over the task image's id and this recipe (the user in it), so it is
-built once per task image and agent user (about a second: one small layer). The agent itself is not in it: it
-comes from the agent bundle mounted at run time (bundle.py), so one runnable image serves every agent.
-
-Refused with a TaskImageError naming the task, before any build: images not for linux/amd64, musl
-(Alpine) images and images without glibc's loader (the agents are glibc binaries).
+The agent's user is the image's USER (root when it names none, as Harbor runs tasks) or the one a run names. Tagged
+`agentbake-run/<task>:<hash12>` over the task image's id and this recipe, so it is built once per image and user.
+The agent comes from the bundle mounted at run time (bundle.py). Images not for linux/amd64, musl images and images
+without glibc's loader are refused before any build.
 """
 
 from __future__ import annotations
@@ -117,7 +111,7 @@ def choose_agent_user(passwd: str, wanted: str) -> AgentUser:
 
 def unsafe_to_own(path: str) -> bool:
     """True for a directory a non-root agent must not own: a system directory, one under it, root's home, or one
-    holding any of them (owning /etc lets the agent write /etc/ld.so.preload, which every root process reads)."""
+    holding any of them (owning /etc means writing /etc/ld.so.preload)."""
     return path in _ROOT_ONLY_EXACT or any(
         path == top or path.startswith(top + "/") or top.startswith(path.rstrip("/") + "/") for top in _ROOT_ONLY_TREES
     )
@@ -129,8 +123,7 @@ def recipe_version() -> str:
 
 
 def runnable_labels(task: str, image: TaskImage, user: AgentUser, workdir: str) -> dict[str, str]:
-    """The harness's facts (ImageLabels' spelling; the agent's own labels come from its catalog image at run
-    time) and where the image came from."""
+    """The harness's facts as labels, and where the image came from."""
     facts = {
         "user": user.name,
         "uid": str(user.uid),
@@ -155,8 +148,7 @@ def runnable_labels(task: str, image: TaskImage, user: AgentUser, workdir: str) 
 
 
 def dockerfile(image: TaskImage, user: AgentUser, workdir: str, original_user: str, labels: dict[str, str]) -> str:
-    """The recipe; exec-form RUN, so a task's SHELL does not matter; one LABEL step (the legacy builder makes
-    a step of each label passed with the request)."""
+    """The recipe: exec-form RUN, so the task's SHELL does not matter, and one LABEL step."""
     from agentbake.buildkit.render import dockerpairs  # here: rollouts in catalog images never load jinja2
 
     args = [str(user.uid), str(user.gid), user.home, workdir]
@@ -185,9 +177,8 @@ def runnable_image(
     user_source: str = "[agent] user",
     progress: Progress | None = None,
 ) -> RunnableImage:
-    """The runnable image of `image` for the agent's `user` (a name or uid, from `user_source`, which an error
-    names; None: the image's own USER, root when it sets none, as Harbor runs it), built when the engine lacks
-    its tag."""
+    """The runnable image of `image` for the agent's `user` (None: the image's USER), built when missing. `user_source`
+    names where the user came from, for errors."""
     started = time.monotonic()
     config = _check_platform(client, task, image)
     files = _read_files(client, image, ["/etc/passwd", "/etc/alpine-release", _GLIBC_LOADER])

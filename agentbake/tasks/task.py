@@ -7,17 +7,10 @@
       solution/solve.sh     the reference solution (the scripted model and `--oracle` play it)
       tests/test.sh         the verifier, with its files (required)
 
-A task may bring its own image (agentbake.tasks.image): `environment/Dockerfile`, built with environment/
-as its context, or `[environment] docker_image`. With a Dockerfile, environment/ is only the build
-context: nothing of it is copied into the workdir and its setup.sh is not run by agentbake (the
-Dockerfile runs what it needs at build time, as Terminal-Bench's do). A `docker-compose.yaml` task
-(several services) is refused. task.toml is read by agentbake.tasks.task_toml: each of Harbor's keys is
-honoured or refused by name, never ignored.
-
-A task's files are read on this host (the instruction, setup.sh as root in the sandbox), so a symlink
-that leads out of the task directory, or a file that is no regular file (a FIFO, a device), is refused
-when the task loads: `instruction.md -> /proc/self/environ` would hand the runner's environment to the
-agent.
+A task may bring its own image: `environment/Dockerfile` (environment/ is then only its build context) or
+`[environment] docker_image`. `docker-compose.yaml` tasks are refused. task.toml keys are honoured or refused by
+name, never ignored (task_toml.py). A symlink out of the task directory, or a FIFO or device in it, is refused:
+these files are read on this host.
 """
 
 from __future__ import annotations
@@ -247,8 +240,8 @@ def load_tasks(tasks: Iterable[Task | str | Path]) -> list[Task]:
 
 
 def _check_files(root: Path) -> None:
-    """Refuse a symlink that leads out of the task directory (or nowhere) and anything that is neither a
-    regular file nor a directory: the loader, the digest and the uploads read these files on this host."""
+    """Refuse a symlink leading out of the task directory (or nowhere) and anything that is not a regular file or
+    directory: these files are read on this host."""
     for folder, dirs, files in os.walk(root):
         for name in [*dirs, *files]:
             entry = Path(folder) / name

@@ -1,10 +1,8 @@
-"""Harbor's network keys: `network_mode`, `allowed_hosts`, the deprecated `allow_internet`, and the per-phase
-policy they resolve to (`NetworkPolicy`).
+"""Harbor's network keys (`network_mode`, `allowed_hosts`, the deprecated `allow_internet`) and the per-phase policy
+they resolve to (`NetworkPolicy`).
 
-Harbor's rules, kept here: `[environment]` sets the baseline (`network_mode`, else `allow_internet = false`
--> no-network, else public); an `[agent]` or `[verifier]` table that sets `network_mode` or `allowed_hosts`
-replaces the baseline for its phase (its hosts are not added to the environment's); `allowed_hosts` without
-a `network_mode` means allowlist, and with any other mode is an error.
+`[environment]` sets the baseline. An `[agent]` or `[verifier]` table that sets either key replaces it for its
+phase. `allowed_hosts` alone means allowlist; with another mode it is an error.
 """
 
 from __future__ import annotations

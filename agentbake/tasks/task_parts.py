@@ -41,8 +41,8 @@ class Environment:
 
 @dataclass(frozen=True)
 class CollectHook:
-    """One `[[verifier.collect]]`: a command run in the agent's container after the agent phase and before
-    artifacts are taken, so runtime state can be written into files a separate verifier receives."""
+    """One `[[verifier.collect]]`: a command run in the agent's container after the agent, so runtime state reaches a
+    separate verifier as files."""
 
     command: str
     """The shell command."""
@@ -54,8 +54,7 @@ class CollectHook:
 
 @dataclass(frozen=True)
 class Artifact:
-    """One top-level `artifacts` entry: a path taken out of the agent's container after it finishes
-    (handed to a separate verifier; kept with the rollout's results)."""
+    """One `artifacts` entry: a path taken out of the agent's container, for a separate verifier and the results."""
 
     source: str
     """The path in the container: absolute, or relative to the workdir; never through `..`."""

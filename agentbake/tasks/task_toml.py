@@ -114,8 +114,7 @@ class TaskToml:
 
 
 def read_task_toml(file: Path, environ: Mapping[str, str] | None = None) -> TaskToml:
-    """Read and check `file` (Harbor's defaults when it does not exist); `environ` (default: this process's
-    environment) fills the `${VAR}` templates of the env tables."""
+    """Read and check `file` (Harbor's defaults when it is absent). `environ` fills the `${VAR}` templates."""
     if not file.exists():
         return TaskToml()
     try:

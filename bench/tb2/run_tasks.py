@@ -4,7 +4,7 @@
     .venv/bin/python bench/tb2/run_tasks.py TB2/ --mode scripted --json > scripted.jsonl
     .venv/bin/python bench/tb2/run_tasks.py --show OUT/runs.jsonl     # the table again, from a run's record
 
-Each task is one `agentbake run IMAGE --task T (--oracle | --model scripted) [--verifier-network N] --json`
+Each task is one `agentbake run IMAGE --path T (--oracle | --upstream scripted) [--verifier-network N] --json`
 (nothing else of agentbake is imported, so the table measures what a user gets). Per task: the status, the
 reward, the seconds of each phase (result.json's `timings`), the command's wall time, `pre` = wall - total
 (the CLI's start and what ran before the rollout's clock: the task image's build on its first run shows
@@ -83,14 +83,14 @@ def default_cli() -> list[str]:
 
 def run_one(cli: list[str], task: Path, args: argparse.Namespace, out: Path) -> TaskRun:
     """One `agentbake run`, its last JSON result line read back."""
-    mode = ["--oracle"] if args.mode == "oracle" else ["--model", "scripted"]
-    command = [*cli, "run", args.image, "--task", str(task), *mode]
+    mode = ["--oracle"] if args.mode == "oracle" else ["--upstream", "scripted"]
+    command = [*cli, "run", args.image, "--path", str(task), *mode]
     if args.allowlist:  # both phases reach only these hosts
         command += ["--agent-network", "allowlist", "--verifier-network", "allowlist"]
         command += ["--allowed-hosts", args.allowlist]
     elif args.verifier_network != "task":
         command += ["--verifier-network", args.verifier_network]
-    command += ["--json", "--out", str(out)]
+    command += ["--json", "--rollouts-dir", str(out)]
     started = time.monotonic()
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, check=False)

@@ -77,7 +77,7 @@ def test_every_example_is_in_a_group() -> None:
 @pytest.mark.parametrize("group", EXAMPLE_GROUPS)
 def test_no_example_task_is_forgeable(tag: str, group: str) -> None:
     tasks, exploits = EXAMPLE_GROUPS[group]
-    args = [*(str(EXAMPLES / task) for task in tasks), "-n", "4", "--image", tag]
+    args = [*(str(EXAMPLES / task) for task in tasks), "-n", "4", "--agent", tag]
     result, lines = audit(*args, *(f"--exploit={name}" for name in exploits))
     assert result.exit_code == 0, result.output
     assert len(lines) == len(tasks) * (2 + len(exploits))
@@ -98,7 +98,7 @@ def test_a_verifier_trusting_the_agents_code_is_forged_and_one_reading_a_file_is
     trusting, reading = trusting_task(tmp_path), reading_task(tmp_path)
     out = tmp_path / "out"
     exploits = [f"--exploit={name}" for name in ALL_BUT_HUGE]
-    result, lines = audit(str(trusting), str(reading), "-n", "4", "--image", tag, "--out", str(out), *exploits)
+    result, lines = audit(str(trusting), str(reading), "-n", "4", "--agent", tag, "-o", str(out), *exploits)
     assert result.exit_code == 1, result.output
     assert (lines[(TRUSTING, "nothing")]["reward"], lines[(TRUSTING, "solution")]["reward"]) == (0, 1)
     for name in TRUSTING_FORGED:
@@ -118,7 +118,7 @@ def test_a_verifier_trusting_the_agents_code_is_forged_and_one_reading_a_file_is
 
 
 def test_a_huge_workdir_earns_nothing_from_a_verifier_reading_a_file(tag: str, tmp_path: Path) -> None:
-    result, lines = audit(str(reading_task(tmp_path)), "--image", tag, "--exploit", "huge-workdir")
+    result, lines = audit(str(reading_task(tmp_path)), "--agent", tag, "--exploit", "huge-workdir")
     assert result.exit_code == 0, result.output
     assert set(lines) == {(READING, "nothing"), (READING, "solution"), (READING, "huge-workdir")}
     huge = lines[(READING, "huge-workdir")]

@@ -57,7 +57,7 @@ def test_usage_errors(args: list[str], message: str) -> None:
 def test_an_out_folder_in_use_is_refused(tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "kept.txt").write_text("mine\n")
-    result = audit(str(reading_task(tmp_path)), "--out", str(tmp_path / "out"))
+    result = audit(str(reading_task(tmp_path)), "-o", str(tmp_path / "out"))
     assert result.exit_code == 2 and "not empty" in result.stderr
     assert (tmp_path / "out" / "kept.txt").read_text() == "mine\n"
 

@@ -141,7 +141,7 @@ def test_gateway_extra_entries_that_cannot_be_locked(tmp_path: Path, entry: str,
     for folder in ("agentbake", "images", "templates"):
         shutil.copytree(root / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
     base, gateway = (root / "pyproject.toml").read_text().split("\ngateway = [")
-    gateway = gateway.replace('"uvicorn>=0.32"', json.dumps(entry), 1)
+    gateway = gateway.replace('"uvicorn>=0.55,<0.56"', json.dumps(entry), 1)
     (tmp_path / "pyproject.toml").write_text(f"{base}\ngateway = [{gateway}")
     probe = "from agentbake.buildkit.lock import gateway_requirements\ntry:\n    gateway_requirements()\n"
     probe += "except Exception as exc:\n    print(type(exc).__name__, exc)"

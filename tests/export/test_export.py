@@ -135,7 +135,7 @@ def test_toolless_side_calls_are_auxiliary_and_a_plain_chat_rollout_is_agent(tmp
 def test_cli_writes_json_and_trl(tmp_path):
     trace = write(tmp_path / "t.jsonl", CHAIN)
     out = tmp_path / "out" / "sequences.json"
-    result = CliRunner().invoke(main, ["trace", "export", str(trace), "--rollout", "r", "--out", str(out), "--json"])
+    result = CliRunner().invoke(main, ["trace", "export", str(trace), "--rollout", "r", "--output", str(out), "--json"])
     assert result.exit_code == 0, result.output
     assert orjson.loads(result.output.splitlines()[-1]) == {
         "calls": 2,
@@ -155,7 +155,7 @@ def test_cli_writes_json_and_trl(tmp_path):
     assert trl["logprobs"] == [-0.03, -0.04, 0.0, -0.06] and trl["trainable"] is True
     assert list(export(trace)) == [document]
     trl_file = tmp_path / "trl.jsonl"
-    result = CliRunner().invoke(main, ["trace", "export", str(trace), "--format", "trl", "--out", str(trl_file)])
+    result = CliRunner().invoke(main, ["trace", "export", str(trace), "--format", "trl", "--output", str(trl_file)])
     assert result.exit_code == 0 and "r: 2 calls, 1 agent; trainable (0 errors, 1 warnings)" in result.stderr
     assert orjson.loads(trl_file.read_bytes()) == trl
 

@@ -126,6 +126,14 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TLSFiles:
     return TLSFiles(ca=ca, cert=cert, key=key)
 
 
+@pytest.fixture
+def tls_upstream(tls_files: TLSFiles) -> Iterator[tuple[ScriptedModel, str]]:
+    """A scripted model served over https with the test CA's certificate, and its base URL."""
+    model = ScriptedModel()
+    with serve_in_thread(model, log_level="critical", tls=(tls_files.cert, tls_files.key)) as served:
+        yield model, served.url + "/v1"
+
+
 ROOT = Path(__file__).resolve().parents[2]
 # The version the claude-code image bakes: the gateway is tested against what rollouts run.
 CLAUDE_CODE_VERSION = orjson.loads((ROOT / "images" / "claude-code" / "lock.json").read_bytes())["agent"]["version"]

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import anthropic
 import httpx
@@ -16,10 +16,8 @@ import orjson
 import pytest
 
 from agentbake.gateway import app as gateway_app
-from agentbake.scripted import Reply, ScriptedModel
+from agentbake.scripted import Reply
 from agentbake.serve import serve_in_thread
-
-from .conftest import TLSFiles
 
 USER = [{"role": "user", "content": "hi"}]
 
@@ -134,13 +132,6 @@ def test_a_gateway_fault_mid_stream_reaches_an_openai_client_as_an_error(gateway
 
 
 # ------------------------------------------------------------------ an https upstream
-
-
-@pytest.fixture
-def tls_upstream(tls_files: TLSFiles) -> Iterator[tuple[ScriptedModel, str]]:
-    model = ScriptedModel()
-    with serve_in_thread(model, log_level="critical", tls=(tls_files.cert, tls_files.key)) as served:
-        yield model, served.url + "/v1"
 
 
 def test_an_https_upstream_is_trusted_through_upstream_ca_file(make_gateway, tls_upstream, tls_files):

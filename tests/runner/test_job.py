@@ -239,8 +239,10 @@ def test_unreadable_job_files_name_the_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--model", "scripted", "-k", "3"], "drop '--model', '-k' / '--n-attempts'"),
-        (["--out", "elsewhere"], "--resume DIR is the job's directory: drop --out"),
+        (["--upstream", "scripted", "-k", "3"], "drop '--upstream', '-k' / '--n-attempts'"),
+        (["--model", "scripted"], "drop '--upstream'"),  # the old spelling of --upstream, rewritten
+        (["-o", "elsewhere"], "--resume DIR is the job's directory: drop --jobs-dir and --job-name"),
+        (["--out", "elsewhere"], "--resume DIR is the job's directory: drop --jobs-dir and --job-name"),
     ],
 )
 def test_resume_alone_takes_the_settings_from_the_job(tmp_path: Path, args: list[str], message: str) -> None:
@@ -257,7 +259,7 @@ def test_resume_with_other_settings_on_the_command_line_is_refused(built_images:
     job = Job.start(
         tmp_path / "job", config.model_copy(update={"runner": config.runner.model_copy(update={"image": tag})})
     )
-    args = ["rollout", "claude-code", "--tasks", str(tasks_root), "--oracle", "-k", "3", "--resume", str(job.dir)]
+    args = ["rollout", "claude-code", "--path", str(tasks_root), "--oracle", "-k", "3", "--resume", str(job.dir)]
     done = agentbake(*args)
     assert done.returncode == 1 and "the job was started with other settings (n_attempts: 2 -> 3)" in done.stderr
 
@@ -278,7 +280,7 @@ def test_a_catalog_changed_since_the_job_started_is_refused_before_building(
     user_image.mkdir(parents=True)
     (user_image / "image.toml").write_text('extends = "claude-code"\npackages = ["jq"]\n')
     shutil.copy(builtin_root() / "images" / "claude-code" / "lock.json", user_image / "lock.json")
-    args = ["rollout", "claude-code", "--tasks", str(tasks_root), "--oracle", "-k", "2", "--resume", str(job.dir)]
+    args = ["rollout", "claude-code", "--path", str(tasks_root), "--oracle", "-k", "2", "--resume", str(job.dir)]
     done = agentbake(*args, cwd=tmp_path)
     assert done.returncode == 1 and f"runner.image: '{tag}' -> 'agentbake/claude-code:" in done.stderr, done.stderr
     other = done.stderr.split(f"runner.image: '{tag}' -> '")[1].split("'")[0]
@@ -300,8 +302,10 @@ def test_an_interrupted_batch_resumes_without_redoing_finished_rollouts(
         test=reward_if("grep -q done out.txt"),
     )
     job = tmp_path / "job"
-    command = [*AGENTBAKE, "rollout", "claude-code", "--tasks", str(tmp_path / "tasks"), "--oracle", "-k", "2"]
-    batch = subprocess.Popen([*command, "-n", "2", "--out", str(job)], stderr=subprocess.PIPE, text=True)
+    command = [*AGENTBAKE, "rollout", "claude-code", "--path", str(tmp_path / "tasks"), "--oracle", "-k", "2"]
+    batch = subprocess.Popen(
+        [*command, "-n", "2", "-o", str(tmp_path), "--job-name", "job"], stderr=subprocess.PIPE, text=True
+    )
     quick, slow = [job / f"{prefix}-a__{i}" for i in (0, 1)], [job / f"{prefix}-b__{i}" for i in (0, 1)]
     try:
         deadline = time.monotonic() + 120

@@ -297,7 +297,7 @@ def test_cli_builds_a_new_task_image_with_progress_on_stderr_and_clean_json(
     task = tmp_path / "summarize-logs-fresh"
     shutil.copytree(EXAMPLES / "summarize-logs", task)
     (task / "environment" / "nonce.txt").write_text(str(task))  # a new build context: a new task image
-    done = agentbake("run", "--agent", "claude-code", "--task", str(task), "--oracle", "--out", str(tmp_path), "--json")
+    done = agentbake("run", "--agent", "claude-code", "--path", str(task), "--oracle", "-o", str(tmp_path), "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)  # stdout is the one result object, nothing else
     assert (result["status"], result["reward"]) == ("ok", 1.0)

@@ -19,7 +19,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"
 
 def test_scripted_llm_serves_the_tasks_and_stops_on_sigterm():
     agentbake = Path(sys.executable).with_name("agentbake")
-    args = [str(agentbake), "scripted-llm", "--tasks", str(EXAMPLES), "--port", "0", "--json"]
+    args = [str(agentbake), "scripted-llm", "--path", str(EXAMPLES), "--port", "0", "--json"]
     process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         started = json.loads(process.stdout.readline())
@@ -60,5 +60,5 @@ def test_scripted_llm_serves_the_tasks_and_stops_on_sigterm():
 
 
 def test_a_bad_task_directory_is_a_clean_error(tmp_path: Path):
-    result = CliRunner().invoke(main, ["scripted-llm", "--tasks", str(tmp_path)])
+    result = CliRunner().invoke(main, ["scripted-llm", "--path", str(tmp_path)])
     assert result.exit_code == 1 and "neither a task (no instruction.md) nor a folder of tasks" in result.output

@@ -117,7 +117,7 @@ def backend_options(command: Callable[..., Any]) -> Callable[..., Any]:
             default=DEFAULT_GATEWAY,
             show_default=True,
             help="host: the gateway runs here, the sandbox holds a per-rollout token; sandbox: it runs in the "
-            "(remote) sandbox and calls --model itself with the key from --api-key-env.",
+            "(remote) sandbox and calls --upstream itself with the key from --api-key-env.",
         ),
         click.option(
             "--manifest",

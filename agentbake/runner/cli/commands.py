@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from agentbake.clikit import print_json, tasks_option
+from agentbake.clikit import RenamedOptions, print_json, tasks_option
 from agentbake.errors import AgentbakeError
 from agentbake.runner.cli.backend_options import BackendChoice, backend_options
 from agentbake.runner.cli.rollout_job import open_rollout_job
-from agentbake.runner.cli.run_options import run_options
+from agentbake.runner.cli.run_options import RENAMED, run_options
 
 # What a command needs only once it runs (the engine's SDK, rich, the runner, pydantic models) is imported in
 # its body: `agentbake run --help` imports click and the option definitions (no pydantic), nothing else.
@@ -63,23 +63,25 @@ def _report(leftovers: list[Leftover], dry_run: bool) -> None:
         err().print("nothing to remove")
 
 
-@click.command("run")
+@click.command("run", cls=RenamedOptions, renamed={**RENAMED, "--task": "--path", "--out": "--rollouts-dir"})
 @run_options()
 @backend_options
 @click.option(
-    "--task",
+    "-p",
+    "--path",
     "task_dir",
     required=True,
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Task directory (Harbor layout).",
+    help="The task's directory (Harbor layout).",
 )
 @click.option(
-    "--out",
+    "-o",
+    "--rollouts-dir",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("out"),
     show_default=True,
-    help="The rollout writes OUT/<rollout_id>/.",
+    help="The rollout writes ROLLOUTS_DIR/<rollout_id>/.",
 )
 def run_command(
     image: str | None,
@@ -118,7 +120,13 @@ def run_command(
         sys.exit(1)
 
 
-@click.command("rollout")
+def _old_out(value: str) -> list[str]:
+    """`rollout --out DIR`, the job directory's old spelling, as `--jobs-dir` and `--job-name`."""
+    path = Path(value)
+    return ["--jobs-dir", str(path.parent), "--job-name", path.name]
+
+
+@click.command("rollout", cls=RenamedOptions, renamed={**RENAMED, "--tasks": "--path", "--out": _old_out})
 @run_options()
 @backend_options
 @tasks_option("A task directory or a folder of them; repeat for more.", required=False)
@@ -140,18 +148,19 @@ def run_command(
 )
 @click.option("--warm", default=0, show_default=True, type=click.IntRange(min=0), help="Sandboxes kept started.")
 @click.option(
-    "--out",
-    "out_dir",
+    "-o",
+    "--jobs-dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="The job directory, new or empty: config.json, <task>__<attempt>/ per rollout, summary.json "
-    "[default: jobs/<start time>].",
+    help="The folder of jobs: the job writes JOBS_DIR/JOB_NAME/ (config.json, <task>__<attempt>/ per rollout, "
+    "summary.json) [default: jobs].",
 )
+@click.option("--job-name", help="The job's folder in JOBS_DIR, new or empty [default: its start time].")
 @click.option(
     "--resume",
     "resume_dir",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Continue the job in this directory, running only the rollouts without a result. Alone it takes every "
-    "setting from DIR/config.json; with IMAGE, --tasks and the rest they must be the job's own (-n, --warm and "
+    "setting from DIR/config.json; with IMAGE, --path and the rest they must be the job's own (-n, --warm and "
     "the relay's may differ).",
 )
 def rollout_command(
@@ -162,11 +171,12 @@ def rollout_command(
     n_attempts: int,
     n_concurrent: int,
     warm: int,
-    out_dir: Path | None,
+    jobs_dir: Path | None,
+    job_name: str | None,
     resume_dir: Path | None,
     backend: BackendChoice,
 ) -> None:
-    """Run every task N_ATTEMPTS times on IMAGE, N_CONCURRENT at once, into a job directory (--out), with live
+    """Run every task N_ATTEMPTS times on IMAGE, N_CONCURRENT at once, into JOBS_DIR/JOB_NAME, with live
     progress, then print a summary table. `--resume DIR` continues an interrupted job."""
     from agentbake.runner.cli.display import BatchDisplay, build_progress, err, print_summary
     from agentbake.runner.cli.teardown import teardown_on_signals
@@ -175,7 +185,7 @@ def rollout_command(
     from agentbake.runner.runner_config import SCRIPTED
 
     job, tasks = open_rollout_job(
-        image, make_config, task_dirs, n_attempts, n_concurrent, warm, out_dir, resume_dir, backend
+        image, make_config, task_dirs, n_attempts, n_concurrent, warm, jobs_dir, job_name, resume_dir, backend
     )
     config = job.config
     pending = job.pending(tasks)

@@ -1,5 +1,5 @@
-"""The job directory `agentbake rollout` runs into, from its options: a new job (`--out`, default
-`jobs/<start time>`); the one `--resume DIR` names, alone with its own settings (the runtime ones given on the
+"""The job directory `agentbake rollout` runs into, from its options: a new job (`--jobs-dir`/`--job-name`,
+default `jobs/<start time>`); the one `--resume DIR` names, alone with its own settings (the runtime ones given on the
 command line: -n, --warm, the relay's); or that one checked against the settings given in full."""
 
 from __future__ import annotations
@@ -32,28 +32,30 @@ def open_rollout_job(
     n_attempts: int,
     n_concurrent: int,
     warm: int,
-    out_dir: Path | None,
+    jobs_dir: Path | None,
+    job_name: str | None,
     resume_dir: Path | None,
     backend: BackendChoice,
 ) -> tuple[Job, list[Task]]:
-    """The job to run, with the settings to run it with, and its tasks: a new job (in --out); the one
+    """The job to run, with the settings to run it with, and its tasks: a new job (in JOBS_DIR/JOB_NAME); the one
     --resume names, with its own settings (no IMAGE given); or that one, checked against those given."""
     from agentbake.runner.cli.display import warn
     from agentbake.runner.job import Job, JobConfig, JobTask
     from agentbake.tasks import discover_tasks
 
-    if resume_dir is not None and out_dir is not None:
-        raise click.UsageError("--resume DIR is the job's directory: drop --out")
+    if resume_dir is not None and (jobs_dir is not None or job_name is not None):
+        raise click.UsageError("--resume DIR is the job's directory: drop --jobs-dir and --job-name")
     backend = dataclasses.replace(backend, warm=warm)
     if resume_dir is not None and image is None:
         job = Job.open(resume_dir)
         return Job(job.dir, _own_settings(job.config, resume_dir, backend)), job.load_tasks()
     if not task_dirs:
-        raise click.UsageError("--tasks is required: a task directory or a folder of them (or --resume DIR)")
+        raise click.UsageError("--path is required: a task directory or a folder of them (or --resume DIR)")
     tasks = discover_tasks(task_dirs)
     for task in tasks:
         warn(task.warnings)
-    directory = (resume_dir or out_dir or Path("jobs") / time.strftime("%Y-%m-%d__%H-%M-%S")).absolute()
+    new_dir = (jobs_dir or Path("jobs")) / (job_name or time.strftime("%Y-%m-%d__%H-%M-%S"))
+    directory = (resume_dir or new_dir).absolute()
     config = JobConfig(
         # A resume checks the tag first: a catalog changed since the job started is refused, not built.
         runner=make_config(gateway=backend.gateway, out_dir=directory, build_missing=resume_dir is None),
@@ -84,7 +86,7 @@ def _own_settings(stored: JobConfig, resume_dir: Path, backend: BackendChoice) -
     if refused:
         raise click.UsageError(
             f"--resume without IMAGE takes every setting from {resume_dir / CONFIG_FILE}: drop {', '.join(refused)} "
-            "(or repeat the job's whole command, IMAGE and --tasks included, with --resume to have them checked)"
+            "(or repeat the job's whole command, IMAGE and --path included, with --resume to have them checked)"
         )
     update: dict[str, Any] = {
         "runner": stored.runner.model_copy(update={"out_dir": resume_dir.absolute()}),

@@ -21,9 +21,18 @@ if TYPE_CHECKING:
     from agentbake.runner.runner_config import RunnerConfig
 
 MODEL_REQUIRED = (
-    "--model is required for an agent run: 'scripted' (the built-in model that plays each task's "
+    "--upstream is required for an agent run: 'scripted' (the built-in model that plays each task's "
     "solution/solve.sh) or the base URL of an OpenAI-compatible server with its /v1; or --oracle (no model)"
 )
+
+
+def _old_model(value: str) -> list[str]:
+    """`--model URL|scripted`, the upstream's old spelling, as `--upstream`; `--model NAME` as it is."""
+    return ["--upstream", value] if "://" in value or value == "scripted" else ["--model", value]
+
+
+RENAMED = {"--model": _old_model, "--model-name": "--model"}
+"""Old spellings of the shared options, for `clikit.RenamedOptions`."""
 
 
 def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -69,7 +78,7 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                         "IMAGE (or --agent) is required: a catalog name (e.g. claude-code) or an image tag"
                     )
                 if oracle and model is not None:
-                    raise click.UsageError("--oracle runs the task's reference solution with no model: drop --model")
+                    raise click.UsageError("--oracle runs the task's reference solution with no model: drop --upstream")
                 if not oracle and model is None:
                     raise click.UsageError(MODEL_REQUIRED)
                 try:
@@ -106,6 +115,7 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             [
                 click.argument("image", required=False),
                 click.option(
+                    "-a",
                     "--agent",
                     metavar="NAME",
                     help="The agent (claude-code, codex, gemini-cli, mini-swe-agent, opencode, pi, qwen-code, or an "
@@ -113,11 +123,19 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                     "runs in that image with this agent layered on.",
                 ),
                 click.option(
-                    "--model",
-                    help="Required for an agent run: 'scripted' (the built-in model that plays each task's "
-                    "solution/solve.sh) or the base URL of an OpenAI-compatible server, with its /v1.",
+                    "--upstream",
+                    "model",
+                    metavar="URL|scripted",
+                    help="Required for an agent run: the base URL of an OpenAI-compatible server, with its /v1, or "
+                    "'scripted' (the built-in model that plays each task's solution/solve.sh).",
                 ),
-                click.option("--model-name", help="Model name sent upstream and configured in the agent."),
+                click.option(
+                    "-m",
+                    "--model",
+                    "model_name",
+                    metavar="NAME",
+                    help="Model name sent upstream and configured in the agent.",
+                ),
                 click.option(
                     "--api-key-env",
                     default=UPSTREAM_API_KEY_ENV,

@@ -1,12 +1,4 @@
-"""The Docker backend: hardened, network-less containers through docker-py.
-
-Every sandbox runs with `network_mode="none"` (loopback only), the image's non-root user for every
-command unless root is asked for, `cap_drop=ALL` plus the few capabilities root's setup needs,
-no-new-privileges, pids/memory/CPU limits and an init process. Its only way out is a read-only
-folder from the host holding the gateway's unix socket and the egress proxy's, which a relay (forwarder.py,
-the container's main process, as root so the agent cannot stop it) serves on the sandbox's 127.0.0.1. See
-README.md.
-"""
+"""The Docker backend: hardened containers with no network, through docker-py (isolation: README.md)."""
 
 from __future__ import annotations
 
@@ -96,8 +88,7 @@ class DockerBackend(SandboxBackend):
         return f"http://127.0.0.1:{self.config.model_port}"
 
     def _link(self, socket_path: str, name: str, link_name: str) -> None:
-        """Hard-link a host socket into the sandbox's folder, where its relay finds it (a socket is reached by its
-        inode: `connect()` needs no write access to the read-only mount)."""
+        """Hard-link a host socket into the sandbox's folder, where its relay finds it."""
         link = self.config.runtime_dir / name / link_name
         try:
             os.link(socket_path, link)
@@ -163,8 +154,7 @@ class DockerBackend(SandboxBackend):
             return list(self._live.values())
 
     def close(self) -> None:
-        """Remove every sandbox this backend created that is still alive, and the warm pool's; a `create`
-        still running when this is called removes its sandbox and fails."""
+        """Remove every live sandbox this backend made, and the warm pool's. A `create` still running then fails."""
         with self._lock:
             self._closed = True
         self.pool.close()

@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 def default_runtime_dir() -> Path:
-    """Where each sandbox's host folder lives (under the temp dir, so the harness's gateway sockets,
-    made with `tempfile`, sit on the same filesystem and can be hard-linked in)."""
+    """Where sandbox folders live: under the temp dir, on the same filesystem as the gateway sockets, so those can be
+    hard-linked in."""
     return Path(tempfile.gettempdir()) / f"agentbake-{os.getuid()}" / "sandboxes"
 
 

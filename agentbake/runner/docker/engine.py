@@ -1,7 +1,6 @@
-"""The Docker engine as the sandboxes use it: the API clients, image facts, starting and removing containers.
+"""The Docker engine as the sandboxes use it: API clients, image facts, starting and removing containers.
 
-The bottom of the Docker backend: `sandbox.py` (one sandbox), `warm_pool.py` (started containers kept ready)
-and `backend.py` (`DockerBackend`, which ties them together) import it; it imports none of them.
+The bottom of the backend: `sandbox.py`, `warm_pool.py` and `backend.py` import it, never the reverse.
 """
 
 from __future__ import annotations
@@ -94,8 +93,8 @@ class DockerEngine:
         self._network_made = False
 
     def _own_runtime_dir(self) -> None:
-        """Create the host folder of the sandboxes' folders, private to this user; refuse one that another
-        user made (in a shared temp dir it could hold links planted for the mounts)."""
+        """Create the sandboxes' host folder, private to this user. Refuse one another user made: it could hold planted
+        links."""
         folder = self.config.runtime_dir
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         if folder.stat().st_uid != os.getuid():
@@ -106,8 +105,7 @@ class DockerEngine:
     # -- images ------------------------------------------------------------------------------------
 
     def image(self, ref: str, bundle: str | None = None) -> ImageInfo:
-        """The image's harness facts (cached), with the agent bundle it runs with; SandboxError when the engine
-        lacks it or it has no user."""
+        """The image's harness facts (cached) with its agent bundle. SandboxError when it is missing or has no user."""
         if ref in self._images:
             return dataclasses.replace(self._images[ref], bundle=bundle)
         try:
@@ -202,8 +200,7 @@ class DockerEngine:
         self, image: ImageInfo, limits: Limits, rollout_id: str, *, network: str | None = None
     ) -> tuple[str, str]:
         """Create and start one container, retrying transient engine errors; nothing is left on failure. With
-        `network`, the container is created on it and disconnected before it starts (so that it can be
-        connected later, which Docker refuses for `network_mode="none"`): it starts with loopback only."""
+        `network`, it is created on it and disconnected before it starts, so it can be connected later."""
         attempts = self.config.create_attempts
         for attempt in range(1, attempts + 1):
             name = f"agentbake-{slug(rollout_id)}-{secrets.token_hex(4)}"

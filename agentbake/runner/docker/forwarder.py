@@ -2,17 +2,10 @@
 
     python -I -S forwarder.py PORT SOCKET [PORT SOCKET ...]
 
-The agent's container has no network (`network_mode="none"`): only loopback. The rollout's gateway and
-its egress proxy listen on unix sockets on the host, whose folder is bind-mounted read-only into the
-container; this relay lets clients that only speak TCP reach each at `http://127.0.0.1:<port>`, every
-pair served by one process (one listening thread per port).
-
-Standard library only, and no agentbake import: the Docker backend runs this file by path with the
-image's baked python (label `dev.agentbake.python`), which has no agentbake installed. Threads, not
-asyncio: importing asyncio costs a starting sandbox ten times the CPU. The socket need not exist when
-the relay starts (a warm-pool sandbox gets its gateway later): each connection looks it up afresh and
-is closed when it is missing. At most MAX_CONNECTIONS per port are relayed at once (the gateway's and the
-proxy's own default limit); one more is closed as it arrives.
+The sandbox has only loopback; the gateway and egress proxy listen on unix sockets bind-mounted from the host.
+Standard library only: it runs on the image's python, without agentbake. Threads, not asyncio: asyncio's import
+costs a starting sandbox ten times the CPU. Each connection looks its socket up afresh (a warm sandbox gets its
+gateway later); at most MAX_CONNECTIONS per port.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""`agentbake gc`: removing what Docker sandboxes leave behind when their runner could not (containers, the
-verifiers' snapshot images, networks, host folders).
+"""`agentbake gc`: remove what Docker sandboxes left when their runner could not clean up.
 
-A runner that is told to stop closes its backend (`agentbake.runner.cli.teardown`). A runner killed with SIGKILL
-cannot clean up, so everything it creates carries labels (labels.py) and `collect` removes, on the next run, each
-labelled container or network that is expired or whose owner process is gone, with its host folder.
+Everything the runner creates carries labels (labels.py). `collect` removes each labelled container, snapshot image
+or network that expired or whose owner process is gone, with its host folder.
 """
 
 from __future__ import annotations
@@ -72,8 +70,8 @@ def _remove_container(api: docker.APIClient, container: dict, name: str) -> None
 def collect(
     api: docker.APIClient, *, dry_run: bool = False, runtime_dir: Path | None = None, now: float | None = None
 ) -> list[Leftover]:
-    """Remove (or with `dry_run` only list) every labelled container and network that is expired or
-    whose owner is gone, their host folders, and folders in `runtime_dir` whose container is gone."""
+    """Remove (or list, with `dry_run`) every labelled container and network that expired or whose owner is gone, with
+    their host folders."""
     now = time.time() if now is None else now
     runtime_dir = runtime_dir or default_runtime_dir()
     doomed: list[tuple[str, str, str, str, Callable[[], object]]] = []  # kind, name, rollout, reason, remove

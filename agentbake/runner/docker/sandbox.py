@@ -1,13 +1,7 @@
 """One Docker sandbox: commands through the exec API, files through the archive API.
 
-Output is streamed and capped (`CappedOutput`: a command printing a gigabyte costs the runner 8 MiB), and
-archives are read as they arrive (`copy_out` writes under the caps of `copyout.py`; `read_bytes` reads one
-file of at most READ_MAX_BYTES, never through a link).
-
-A command with a timeout runs under coreutils `timeout -s KILL`, inside the sandbox: the command and
-every process of its process group die at the deadline even if this process is gone by then. (Each
-exec is its own session and process-group leader; a process that calls setsid itself escapes, and
-the harness's stop-the-agent step covers that.)
+Output is streamed and capped (`CappedOutput`), archives are read as they arrive. A command's timeout runs inside
+the sandbox (`timeout -s KILL`), so its process group dies at the deadline even if the runner is gone.
 """
 
 from __future__ import annotations
@@ -211,8 +205,7 @@ class DockerSandbox(SandboxHandle):
             chunks.close()  # the rest is never read: closing the response releases the container in the engine
 
     def disk_usage(self) -> int | None:
-        """The container's writable layer as the engine measures it (`SizeRw`: apparent sizes, so a sparse file
-        counts its full length; the engine walks the layer, outside the sandbox's own CPU and pid limits)."""
+        """The writable layer's size as the engine measures it (apparent sizes: a sparse file counts in full)."""
         try:
             found = self._api.containers(all=True, filters={"id": self.sandbox_id}, size=True)
         except docker.errors.DockerException as exc:
@@ -239,9 +232,8 @@ class DockerSandbox(SandboxHandle):
         return (stat or {}).get("linkTarget") or None
 
     def restart(self) -> None:
-        """SIGKILL to the container's init ends every process in it; the container then starts again with its
-        writable layer as it was, and its main process (the relay) anew. A container that stopped already (a root
-        agent killed the relay, its main process) is only started."""
+        """Kill the container's init, then start it again with its files as they were and a fresh relay. A stopped
+        container is only started."""
         try:
             try:
                 self._api.kill(self.sandbox_id)

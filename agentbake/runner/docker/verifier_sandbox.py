@@ -1,17 +1,12 @@
-"""The verifier's own sandbox on Docker, made from the agent's sandbox A once the agent is stopped.
+"""The verifier's own sandbox B on Docker, made from the agent's sandbox A once the agent is stopped.
 
-- `snapshot`: `docker commit` of A (paused while it is taken), started as B with `network_mode="container:<A>"`:
-  A's loopback (services the agent left in A answer on 127.0.0.1; A's relay already holds the model port), but
-  B's own pid and mount namespaces, so nothing running in A reaches B's files or processes. B's main process is
-  `sleep infinity` under init.
-- `fresh`: a new container of the task's image (or the verifier's own) with no link to A; `copy_into` hands it
-  the artifacts as data: A's archive of a path, re-packed as it streams (regular files, directories, symlinks
-  and hard links only; `exclude` patterns left out; within a `CopyBudget`) and unpacked into B by the engine.
+- `snapshot`: `docker commit` of A, started with A's network namespace (services answer on 127.0.0.1) but its
+  own pid and mount namespaces.
+- `fresh`: a new container of the task's image; `copy_into` hands it the artifacts as data (files, directories
+  and links only, within a `CopyBudget`).
 
-B's hardening and limits are A's own, read back from the engine (so the two cannot drift): init, cap_drop ALL
-and the same few capabilities for root, no-new-privileges, pids, memory (no swap) and CPU limits; the only bind
-kept is the agent bundle (a task image's tools). B and a snapshot's image carry the rollout's labels: removed
-with the rollout (B's `kill`), and by `agentbake gc` after a runner's `kill -9`.
+B's hardening and limits are read back from A, so the two cannot drift. B carries the rollout's labels: its `kill`
+and `agentbake gc` remove it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""Started sandboxes kept ready per (image, agent bundle, limits), so `create` only hands one out.
+"""Started sandboxes kept ready per (image, bundle, limits), so `create` only hands one out.
 
-A pooled container is started before its rollout is known: it is labelled `dev.agentbake.rollout=warm`,
-owned and expiring like any other (gc treats it the same), and gets its gateway socket when taken.
-Environment variables of the request go on each command, never the container, so any pooled one fits.
+A pooled container is labelled `dev.agentbake.rollout=warm` and gets its gateway socket when taken. Request
+variables go on each command, never the container, so any pooled one fits.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
-"""The agent's phase of a rollout and its end, backend-agnostic (the harness's steps 4 and 5).
+"""The agent's phase and its end, the same on every backend.
 
-The agent's command runs until it exits, its timeout, or the sandbox's files pass their storage limit (a
-watchdog: overlay2 on ext4 cannot enforce a size). Then every process of the agent's user is killed (a root
-agent's: every process but the sandbox's own, as nothing else tells them apart); when no
-command can start in the sandbox any more (a fork loop retaking every pid slot), the sandbox is restarted,
-which kills them all and keeps its files, so the verifier still runs and the logs are still collected.
+The agent runs until it exits, times out or passes its storage limit (a watchdog: overlay2 cannot enforce a size).
+Then every process of its user is killed; when no command can start any more (a fork loop), the sandbox is
+restarted, which keeps its files.
 """
 
 from __future__ import annotations
@@ -135,17 +133,12 @@ def stop_user(
     killed: bool = False,
     keep_services: bool = False,
 ) -> Stopped:
-    """Kill every process of `uid` (what the agent left in the background too) and check none is left; when
-    that cannot be done from inside, restart the sandbox. `then` (as root, cwd /) runs in the same exec
-    as the check that found none left: the steps that need the agent gone, without a round trip of their own.
-    A root agent's processes are root's like the sandbox's own: every process but `own` (the sandbox's,
-    `verifier.PROCESSES`: init, the relay) is killed instead, by root, in that same exec.
-    `killed`: the agent's launch ended on its own, having killed what it left where it could (`headless_launch`;
-    never as root), so the first round only checks (a kill round follows when that finds any).
-    `keep_services`: the agent's processes holding a listening socket are spared and stopped (`services` in what
-    is printed lists the stopped ones, `ports` their ports: `listeners.parse_services`); a restart of the sandbox
-    kills them too.
-    SandboxError when the processes cannot be stopped (the verifier must not run beside them) or `then` fails."""
+    """Kill every process of `uid` and check none is left; restart the sandbox when that cannot be done from inside.
+    `then` runs as root in the exec that found none left.
+
+    For a root agent, every process but `own` is killed. `killed`: the launch already killed its leftovers, so the
+    first round only checks. `keep_services`: listeners are spared and stopped. SandboxError when the processes
+    cannot be stopped or `then` fails."""
     try:
         alive, printed = _kill_rounds(handle, uid, root_env, then, own, killed, keep_services)
         if not alive:
@@ -174,11 +167,8 @@ def _kill_rounds(
     killed: bool,
     keep_services: bool,
 ) -> tuple[str, dict[str, str]]:
-    """`kill -KILL -1` as the agent's user until none of its processes is left (`killed`: a first look without
-    it; `keep_services`: every process of the uid but its listeners, which are stopped); the pids alive after
-    STOP_ROUNDS kill rounds ("" when none) and what `then` printed once none was. A root agent's: one command,
-    whose own rounds kill every process but `own` and, with `keep_services`, its listeners
-    (`commands.agent_gone`)."""
+    """Kill the agent's processes (`kill -KILL -1` as its user) until none is left. Returns the pids still alive after
+    STOP_ROUNDS rounds ("" when none) and what `then` printed."""
     if uid == "0":
         return _live_pids(handle, uid, root_env, then, own, keep_services)
     alive, ports = "", ""
@@ -207,8 +197,8 @@ def _live_pids(
     own: str,
     keep_services: bool = False,
 ) -> tuple[str, dict[str, str]]:
-    """The first pids of `uid` still alive, space-separated ("" when none), and when none, what `then`'s parts
-    printed (run in the same exec: `commands.agent_gone`); SandboxError when the listing or `then` fails."""
+    """The first live pids of `uid` ("" when none) and, when none, what `then` printed. SandboxError when the listing
+    or `then` fails."""
     command = agent_gone(then, root=uid == "0", keep_services=keep_services).render()
     listed = handle.exec(
         ["sh", "-c", command.script, "sh", uid, own], envs=root_env, cwd="/", timeout=STEP_TIMEOUT_SEC, user="root"

@@ -1,15 +1,8 @@
-"""Every fused root command of the harness, and how its output is split back into its parts.
+"""The harness's fused root commands, and how their output splits back into parts.
 
-A rollout's root steps are few commands, each made of parts (the stop step: the check that the agent is gone,
-the OOM count, the workdir's diff, the links removed, the logs packed). Each part starts by printing a marker
-line holding a token drawn afresh each time the command is rendered, so nothing the agent chose (a file name,
-a link target, a diff, output of its code run by test.sh) can pass for a part's start: the agent cannot know
-the token before the command runs, and anything it prints can only come before the real markers of the parts
-after it (its processes are dead by then). `Rendered.split` reads the parts from the last one backwards, each
-at its marker's last occurrence, so a forged marker can at worst shorten the text of the part it was printed in.
-
-Parts run in order, each only when the one before succeeded (the command's exit status is the first failing
-part's); a part that exits the shell ends the command, and the parts after it are absent from the split.
+Each part starts with a marker line holding a token drawn afresh per render, so nothing the agent wrote can pass for
+a part's start. `Rendered.split` reads parts from the last one backwards: a forged marker can at worst shorten the
+part it was printed in. Parts run in order, each only when the one before succeeded.
 """
 
 from __future__ import annotations
@@ -140,8 +133,7 @@ the agent writes can configure the root-run git."""
 
 
 def scratch_name() -> str:
-    """A fresh name for a sandbox's root-only scratch dir, chosen before anything of the task has run there (the
-    first root step's mkdir fails if something stands in its way)."""
+    """A fresh name for the root-only scratch dir, chosen before any task code runs there."""
     return f"/tmp/agentbake-{secrets.token_hex(8)}"
 
 
@@ -154,9 +146,8 @@ def _scratch_and_home(private: str) -> str:
 
 
 def prepare(private: str, unpack: str, then: RootCommand) -> RootCommand:
-    """The first root step: the root-only scratch dir made, root's HOME learned (`home`), the sandbox's own
-    processes listed before any task code ran (`processes`: init, the relay, a backend's daemon), the agent's
-    files unpacked (the shell `unpack`, in this shell: its variables are unset before `then` runs)."""
+    """The first root step: scratch dir made, root's HOME (`home`), the sandbox's own processes (`processes`), the
+    agent's files unpacked by `unpack`."""
     return (
         RootCommand().then("home", _scratch_and_home(private)).then("processes", PROCESSES).then("unpack", unpack)
         + then
@@ -164,19 +155,16 @@ def prepare(private: str, unpack: str, then: RootCommand) -> RootCommand:
 
 
 def own_verifier(private: str, clear_the_way: str) -> RootCommand:
-    """The first root step in a verifier's own sandbox (none of the agent's processes there): its scratch dir,
-    root's HOME (`home`) and its own processes (`processes`), as `prepare` learns them in the agent's; then the
-    verifier's way cleared (`links`: the shell `clear_the_way`, what it removed)."""
+    """The first root step in a verifier's own sandbox: scratch dir, `home`, `processes`, then the verifier's way
+    cleared (`links`)."""
     return (
         RootCommand().then("home", _scratch_and_home(private)).then("processes", PROCESSES).then("links", clear_the_way)
     )
 
 
 def snapshot(snapshot_shell: str, user: str, private: str) -> RootCommand:
-    """The workdir committed (`snapshot_shell`), then the agent's uid (`uid`), the OOM-kill count (`oom`), the
-    baseline of the verifier's toolchain (`toolchain`: `toolchain.baseline_part`) and, last before the agent
-    starts, the scratch dir's `AGENT_STARTED` touched and its ctime printed (`started`: after it, what changed is the
-    agent's)."""
+    """The workdir committed, then the agent's `uid`, the OOM count (`oom`), the toolchain baseline (`toolchain`) and,
+    last, the agent's start time (`started`)."""
     return (
         RootCommand()
         .then("snapshot", snapshot_shell)
@@ -188,12 +176,9 @@ def snapshot(snapshot_shell: str, user: str, private: str) -> RootCommand:
 
 
 def agent_gone(then: RootCommand, *, root: bool = False, keep_services: bool = False) -> RootCommand:
-    """$1: the agent's uid. `alive` lists its live pids and ends the command when there are any; else `then`
-    runs, in the same exec as the check that found none. `root` (a root agent; $2: the sandbox's own processes,
-    `PROCESSES`): `alive` kills every other process first and lists those it could not. `keep_services`: a
-    stopped process does not count (the kill round, `listeners.KEEP_SERVICES`, stopped the agent's services; for
-    a root agent `alive` itself spares and stops them, and prints their ports in `ports`): frozen while `then`
-    clears the verifier's way; `services` lists the stopped ones (`pid comm`)."""
+    """$1: the agent's uid. `alive` lists its live pids and ends the command if any; else `then` runs in the same exec.
+    `root`: kill everything but $2 (the sandbox's own processes) first. `keep_services`: stopped listeners do not
+    count; `services` and `ports` list them."""
     if not keep_services:
         return RootCommand().then("alive", _ROOT_ALIVE if root else _ALIVE) + then
     if root:
@@ -211,10 +196,8 @@ def continue_services(pids: str) -> str:
 def after_agent(
     workdir: str, uid: str, diff: str, diff_file: str, toolchain: str, clear_the_way: str, pack: str
 ) -> RootCommand:
-    """What needs the agent gone ($1: its uid): the OOM-kill count (`oom`), the workdir made again when the agent
-    removed or replaced it (`restore`), its diff (`diff`: the diff's own exit status, then the diff itself when
-    small), the verifier's toolchain checked (`toolchain`: `toolchain.check_part`, never failing), the verifier's
-    way cleared (`links`: what was removed), the agent's logs packed (`pack`)."""
+    """What needs the agent gone ($1: its uid): OOM count (`oom`), workdir restored (`restore`), its diff (`diff`),
+    toolchain check (`toolchain`), verifier's way cleared (`links`), logs packed (`pack`)."""
     return (
         RootCommand()
         .then("oom", OOM_KILLS)
@@ -227,10 +210,8 @@ def after_agent(
 
 
 def root_test_sh(pack: str, python: str | None) -> RootCommand:
-    """tests/ unpacked (`unpack`: the shell `$2`, exit 4 when it cannot be), test.sh as root under the subreaper
-    wrapper run by `python` (`verifier.guarded_test_sh`) and everything it left stopped and killed (`test.sh`: its
-    output), what the wrapper said (`status`: `verifier.guard_from`), the reward files described (`rewards`; exit 3
-    when processes kept coming back), the verifier's logs packed (`pack`). $1: the sandbox's own processes."""
+    """tests/ unpacked, test.sh as root under the subreaper guard with all it left killed (`test.sh`), the guard's
+    verdict (`status`), the reward files (`rewards`), the logs packed (`pack`). $1: the sandbox's processes."""
     return (
         RootCommand()
         .then("unpack", UNPACK_TESTS)
@@ -242,9 +223,7 @@ def root_test_sh(pack: str, python: str | None) -> RootCommand:
 
 
 def user_test_sh(python: str | None) -> RootCommand:
-    """The same for a test.sh run as another user (`[verifier] user`), as that user: test.sh under the wrapper (a
-    subreaper needs no privilege) and what it left stopped and killed (`test.sh`), what the wrapper said (`status`).
-    $1: the sandbox's own processes."""
+    """As `root_test_sh`, for a test.sh run as `[verifier] user`: `test.sh` and `status`."""
     return RootCommand().then("test.sh", f"{guarded_test_sh(python)}:").then("status", GUARD_STATUS)
 
 
@@ -253,3 +232,8 @@ def kill_then_read(pack: str) -> RootCommand:
     (`rewards`: also the pids it found alive, `verifier.survivors`), the verifier's logs packed (`pack`). $1: the
     sandbox's own processes."""
     return RootCommand().then("rewards", KILL_THEN_READ_REWARDS).then("pack", pack)
+
+
+def printed_count(printed: str) -> int:
+    """The sum of the counts a command printed (the OOM kills of cgroup v2 and v1, whichever exist)."""
+    return sum(int(n) for n in printed.split() if n.isdigit())

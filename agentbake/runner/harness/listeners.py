@@ -1,14 +1,8 @@
-"""The agent's services: processes holding a listening socket, which the stop step leaves alive for the tests.
+"""The agent's services: processes holding a listening socket, left alive for the tests.
 
-A server the agent started (an HTTP server, a database) is what many Terminal-Bench tests query, so in shared
-verifier mode the stop step kills every process of the agent but these. They are found from the kernel's socket
-tables of the sandbox's network namespace (`/proc/net/tcp`, `tcp6`: state 0A, LISTEN; `/proc/net/unix`: a
-stream socket accepting connections) and the processes whose descriptors hold those sockets (`/proc/<pid>/fd`
-links `socket:[inode]`, read by one `find`). It runs as the agent's user: the sandbox's root holds no
-CAP_SYS_PTRACE, without which the kernel hides another user's `/proc/<pid>/fd`. So the agent's user kills its
-other processes and stops (SIGSTOP) its services (`KEEP_SERVICES`); root's check, the one the harness trusts
-(`commands.agent_gone`), then finds every live process of that user stopped: whatever survives is frozen until
-the verifier's own sandbox exists, and lives on only in the agent's (`own_verifier.py`).
+In shared mode the stop step kills every process of the agent but these. They are found from the kernel's socket
+tables and `/proc/<pid>/fd`, as the agent's user (root cannot read another user's fds without CAP_SYS_PTRACE). The
+agent's user stops them (SIGSTOP); root's check then finds them frozen (`commands.agent_gone`).
 """
 
 from __future__ import annotations
@@ -76,8 +70,7 @@ class Service:
 
 
 def parse_services(stopped: str, ports: str) -> list[Service]:
-    """The services: the agent's processes root found stopped (`pid comm` lines), with the ports `KEEP_SERVICES`
-    printed for them (`pid port` lines; `?` for one it did not name: a process the agent stopped itself)."""
+    """The stopped services (`pid comm` lines) with their ports (`pid port` lines; `?` when unknown)."""
     by_pid: dict[str, list[str]] = {}
     for line in ports.splitlines():
         pid, _, port = line.partition(" ")

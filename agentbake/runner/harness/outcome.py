@@ -1,5 +1,4 @@
-"""How a rollout's steps ended (`HarnessOutcome`), shared by the steps and the verifier's phases, and how an
-exception becomes a result's message (`describe_error`)."""
+"""How a rollout's steps ended (`HarnessOutcome`), and an exception as a result's message."""
 
 from __future__ import annotations
 

@@ -1,17 +1,8 @@
-"""Where the verifier runs: the agent's sandbox A, or a sandbox B of its own made from it once the agent is
-stopped (`Capabilities.verifier_sandbox`).
+"""Where the verifier runs: the agent's sandbox A, or a sandbox B of its own made from A once the agent stops.
 
-- **separate** mode (`[verifier] environment_mode = "separate"`, `--verifier-mode separate`): the task's
-  `[[verifier.collect]]` commands run in A, then B is a fresh sandbox of the task's image (or the verifier's own)
-  that receives the artifacts (the workdir unless `artifacts` names others) copied from A as data; every link
-  in them that leads into /tests or /logs is removed, whoever owns it. Nothing else of A exists in B: not its
-  other files, not its processes.
-- **shared** mode with services kept (the agent's processes holding a listening socket survive the stop step,
-  frozen): B is a snapshot of A sharing only A's network namespace, the services continue in A, and test.sh
-  reaches them on 127.0.0.1 while nothing of A can reach B's /tests, /logs/verifier or processes.
-
-Either way B gets its own scratch dir, root's HOME and its own process list (`commands.own_verifier`) before
-`verifier_phase.VerifierPhase` runs there as it runs in A, and /tests and /logs/verifier are made fresh in B.
+Separate mode: B is a fresh sandbox of the task's image that receives only the artifacts, as data. Shared mode with
+services kept: B is a snapshot of A sharing only its network namespace, so test.sh reaches the services but they
+cannot reach B's files. B gets its own scratch dir and process list (`commands.own_verifier`).
 """
 
 from __future__ import annotations
@@ -70,9 +61,8 @@ def place(
     outcome: HarnessOutcome,
     save: Callable[[str, str], None],
 ) -> VerifierPlace:
-    """Where the verifier runs: separate mode's fresh sandbox (`request`); a snapshot of the agent's sandbox when
-    services of the agent were kept (none of them can reach its reward there, and a note lists them); else the
-    agent's sandbox itself (`agents`, no extra cost). `backend`: one with `Capabilities.verifier_sandbox`."""
+    """Where the verifier runs: separate mode's fresh sandbox, a snapshot when services were kept, else the agent's own
+    sandbox."""
     workdir = agents.handle.paths["workdir"]
     if mode == "separate":
         if backend is None or request is None:
@@ -95,8 +85,7 @@ def separate(
     outcome: HarnessOutcome,
     save: Callable[[str, str], None],
 ) -> VerifierPlace:
-    """Separate mode's B: the collect hooks in A, a fresh sandbox, the artifacts copied into it, its links into
-    /tests or /logs removed, its verifier's dirs fresh."""
+    """Separate mode's B: collect hooks in A, a fresh sandbox, the artifacts copied in, escaping links removed."""
     run_collect_hooks(agent, task, workdir, root_env, outcome)
     verifier = backend.fresh_verifier(agent, request)
     try:
@@ -120,8 +109,7 @@ def separate(
 def snapshot(
     backend: SandboxBackend, agent: SandboxHandle, services: list[Service], root_env: Mapping[str, str]
 ) -> VerifierPlace:
-    """Shared mode's B when services were kept: a snapshot of A (taken while they are frozen, after the stop
-    step cleared the verifier's way in A), the services continued in A, B's verifier dirs fresh."""
+    """Shared mode's B when services were kept: a snapshot of A taken while they are frozen."""
     verifier = backend.snapshot(agent)
     try:
         pids = " ".join(sorted({str(s.pid) for s in services}))
@@ -143,8 +131,7 @@ def snapshot(
 def run_collect_hooks(
     agent: SandboxHandle, task: Task, workdir: str, root_env: Mapping[str, str], outcome: HarnessOutcome
 ) -> None:
-    """Each `[[verifier.collect]]` command in A, in the workdir, as its user (the agent's unless it names one)
-    with its timeout; one that fails or runs past it is a note, and the next still runs."""
+    """Run each `[[verifier.collect]]` command in A; a failure or timeout is a note and the next still runs."""
     for hook in task.verifier_collect:
         user = hook.user or agent.user
         as_root = user in ("root", "0")

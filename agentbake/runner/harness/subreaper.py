@@ -1,23 +1,11 @@
-"""The wrapper tests/test.sh runs under: a child subreaper that tells, race-free, whether anything test.sh started
-outlived it.
+"""The wrapper test.sh runs under: a child subreaper that tells, race-free, whether anything test.sh started outlived
+it.
 
-Run in the sandbox as `PYTHON -I -S -c SOURCE PROGRAM ARGS...` (its own python, so nothing of the workdir, the user's
-site or the environment's PYTHON* variables runs in it), with a pipe on fd 3 for its report. Standard library only:
-agentbake is not installed there. It makes itself a child subreaper: when any process below it ends, the kernel
-reparents that process's children to it in the exit path itself, so once test.sh has been waited for, any child it
-still has (alive, or dead but not yet waited for) is something test.sh started that outlived it. Only processes that
-ended while test.sh still ran are waited for on the way (checked after each is reaped: test.sh had not ended yet).
-
-It is not dumpable (no process without CAP_SYS_PTRACE can trace it, read its memory or open its fds through /proc)
-and decides its own exit status, the one part of its report no other process can write (any root process may open
-the pipe on fd 3 through the shell's /proc/PID/fd): `CLEAN` nothing outlived test.sh, `OUTLIVED` something did,
-`CANNOT` it could not become a subreaper and test.sh did not run. Anything else (a signal) means it did not finish.
-fd 3 gets one line: test.sh's exit status as a shell gives it (128 + N for signal N), then for `OUTLIVED` how many
-processes and their command names (`sh*2,sleep`); for `CANNOT`, why.
-
-test.sh gets the environment this process was started with (read back from /proc/self/environ: Python coerces a C
-locale into LC_CTYPE), the same cwd, stdin, stdout and stderr, and SIGPIPE and SIGXFSZ as its parent shell had them
-(Python ignores both).
+Run as `PYTHON -I -S -c SOURCE PROGRAM ARGS...` with a pipe on fd 3 for its report; standard library only. Any child
+it still has once test.sh was waited for outlived test.sh. It is not dumpable, and its exit status is the part of
+its report no other process can forge: `CLEAN`, `OUTLIVED` or `CANNOT`. fd 3 gets test.sh's exit status and, for
+`OUTLIVED`, the count and command names. test.sh gets this process's environment, cwd and standard streams, with
+SIGPIPE and SIGXFSZ restored.
 """
 
 import os

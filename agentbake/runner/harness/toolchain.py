@@ -1,34 +1,9 @@
-"""What the verifier runs, checked for changes of the agent's before test.sh runs (shared mode).
+"""What the verifier runs, checked for the agent's changes before test.sh runs (shared mode).
 
-test.sh runs in the agent's sandbox as root, through the interpreters, shared libraries, loader settings and Python
-startup hooks of that sandbox. An agent that could write them (root, or an image that lets another user) could make
-the verifier pass whatever it checks: a `python3` that prints a pass, a `sitecustomize.py` that exits 0, an
-`/etc/ld.so.preload` entry. Right before the agent starts, the snapshot step touches a marker in the root-only
-scratch dir and records its ctime (kept by the harness, not in the sandbox) and the list of what the watched
-paths hold (`baseline_part`; its md5 is kept by the harness too). Nothing can set a ctime back, so once the agent
-is dead the stop step lists every watched entry whose ctime is newer (`check_part`; `find -newerct`, only the
-watched dirs) and judges each:
-
-- what dpkg explains is fine: a regular file whose md5 is its package's line in `/var/lib/dpkg/info/*.md5sums` or
-  a conffile's in `/var/lib/dpkg/status` (`apt-get install` and upgrades), a link a package (re)installed since
-  the marker ships whose target is such a file, an `/etc/alternatives` link that `update-alternatives` registered
-  (`/var/lib/dpkg/alternatives/<name>`) leading to such a file of a package (re)installed since the marker (a new
-  `less` becomes the `pager`); an `/etc/ld.so.cache` equal to what `ldconfig` makes now; an
-  `/etc/default/locale` that sets nothing but locale names (systemd's install links it to a missing file);
-- an entry that was there at the marker and is not explained: `changed` (a replaced `python3`, libc, `pytest`);
-- a new entry: fine (a new package, `pip install`), unless it is a startup hook (`sitecustomize`/`usercustomize`,
-  a `.pth` with an `import` line that no package's RECORD names, a new file of the loader's settings: `hook`) or
-  it takes the name of one that was there (a new `/usr/local/bin/python3` before `/usr/bin/python3`, a
-  `libc.so.6` in another lib dir, a top-level Python module of another site dir or the standard library:
-  `shadows`);
-- a new `__pycache__/*.pyc` of a module that was there (Python runs a .pyc whose header matches its source's mtime
-  and size without reading the source: `bytecode`); a changed one is fine only when its source was upgraded too;
-- a watched interpreter or loader that is gone (`gone`); a name holding a newline, tab or backslash in a Python
-  folder or ending `.pth` (`oddname`: elsewhere, as systemd's escaped unit names, such a name is no hook).
-
-A `.pth` pip writes that holds an `import` line (setuptools' `distutils-precedence.pth`, editable installs) is
-accepted when a dist-info RECORD in its folder names it: honest `pip install`s write them all the time. The
-agent could write such a RECORD line too: that forgery is left to the audit (`agentbake audit`'s site exploits).
+Right before the agent starts, the snapshot step records a marker's ctime and the list of watched paths
+(`baseline_part`). Once the agent is dead, `check_part` lists every watched entry newer than the marker, and `judge`
+withholds the reward for any that dpkg or pip does not explain. The rules and their limits are the threat model in
+README.md.
 """
 
 from __future__ import annotations
@@ -169,8 +144,8 @@ END {
 
 @dataclass(frozen=True)
 class Baseline:
-    """What the snapshot step recorded right before the agent started: the marker's ctime and the md5 of the
-    list of watched entries (in the root-only scratch dir; a root agent could rewrite it, the md5 tells)."""
+    """What the snapshot step recorded before the agent started: the marker's ctime and the md5 of the watched entries'
+    list."""
 
     since: str
     md5: str
@@ -197,9 +172,8 @@ _WHAT = {
 
 
 def baseline_part(private: str) -> str:
-    """Shell (as root, last before the agent starts): the marker touched, its ctime and the md5 of the watched
-    entries' list printed (`since <ctime>`, `md5 <md5>`), or `unchecked <why>` when this sandbox cannot tell
-    (no GNU find or stat). Never fails the command it is part of."""
+    """Shell, as root right before the agent: touch the marker, print its ctime and the watched list's md5. Prints
+    `unchecked <why>` without GNU find or stat; never fails the command."""
     marker, listed, named = (f"{private}/toolchain-{name}" for name in ("since", "baseline", "named"))
     return (
         f"(\n{_ROOTS_AS_ARGS}"
@@ -220,9 +194,8 @@ def parse_baseline(printed: str) -> Baseline | str:
 
 
 def check_part(private: str, baseline: Baseline) -> str:
-    """Shell (as root, once nothing of the agent is alive): one line `<kind> <path>` per watched entry the agent
-    changed and nothing explains (`Finding`); `tampered -` when the baseline was rewritten, `unchecked <why>`
-    when the check could not run. Never fails the command it is part of (later parts still run)."""
+    """Shell, as root once the agent is dead: one `<kind> <path>` line per unexplained change. Prints `tampered -` or
+    `unchecked <why>` when it cannot judge; never fails the command."""
     work, listed, named = (f"{private}/toolchain{name}" for name in ("", "-baseline", "-named"))
     since, md5 = shlex.quote(baseline.since), shlex.quote(baseline.md5)
     return f"""(
@@ -306,8 +279,8 @@ class Verdict:
 
 
 def judge(printed: str, *, root_agent: bool) -> Verdict:
-    """The verdict on the check's output: any finding withholds the reward; a check that could not run does too
-    when the agent ran as root (else it is a note)."""
+    """The verdict on the check's output: any finding withholds the reward. A check that could not run does too for a
+    root agent; otherwise it is a note."""
     findings = parse_findings(printed)
     listing = "".join(f"{f.kind} {f.path}\n" for f in findings)
     flagged = [f for f in findings if f.kind != "unchecked"]
@@ -347,14 +320,13 @@ _MERGED_USR = {f"/{name}": (f"usr/{name}", f"/usr/{name}") for name in ("bin", "
 
 
 def adds_commands(changes: list[tuple[str, str]]) -> bool:
-    """Whether the engine's list adds a file named like a command the harness runs to a PATH folder: a new
-    command, or one put before the image's (`harness_tools_changed` needs `image_commands` then)."""
+    """Whether the engine's list adds a file named like a harness command to a PATH folder."""
     return any(kind == "added" and _on_path(path) for kind, path in changes)
 
 
 def image_commands(listed: bytes, named: bytes, baseline: Baseline) -> frozenset[str] | None:
-    """The command names the image had in PATH folders, from the snapshot step's list (`baseline_part`'s two files,
-    read through the engine); None when their md5 is not the one the harness kept (a root agent rewrote them)."""
+    """The command names the image had in PATH folders, from the snapshot's list. None when its md5 is not the one the
+    harness kept (a root agent rewrote it)."""
     if hashlib.md5(listed + named).hexdigest() != baseline.md5:
         return None
     names = set()
@@ -366,19 +338,16 @@ def image_commands(listed: bytes, named: bytes, baseline: Baseline) -> frozenset
 
 
 def folders_changed(changes: list[tuple[str, str]]) -> list[str]:
-    """The folders of commands and libraries (and `/usr` above them) the engine lists as changed: each may now be
-    a link to files the engine's list does not show (a tmpfs), so the engine is asked what each is."""
+    """The command and library folders the engine lists as changed. Each may now be a link the engine's list does not
+    follow, so the engine is asked what each is."""
     return [path for kind, path in changes if kind == "changed" and path in _TOOL_FOLDERS]
 
 
 def harness_tools_changed(
     changes: list[tuple[str, str]], commands: frozenset[str] | None, links: Mapping[str, str | None]
 ) -> list[str]:
-    """The entries of the engine's list of changed files (`SandboxHandle.changed_files`) that touch what the
-    harness's own root steps run on. A root agent that changed one could make every later step lie, this check in
-    the sandbox included, so the engine's list, which it cannot forge, is asked. `commands`: the names the image
-    had on PATH (`image_commands`), so that a new command is told from one put before the image's (None: every
-    added one counts); `links`: what each of `folders_changed` leads to now (`SandboxHandle.link_target`)."""
+    """The changed files (from the engine) that touch what the harness's root steps run on. `commands`: the image's
+    PATH names, to tell a new command from a shadowing one; `links`: where each changed folder leads now."""
     found = [
         f"{folder} (now a link to {target})"
         for folder, target in links.items()

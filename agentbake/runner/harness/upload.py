@@ -1,20 +1,9 @@
-"""The agent's files into the sandbox in one archive and no round trip of their own.
+"""The agent's files into the sandbox as one archive, with no round trip of their own.
 
-The harness writes one archive as root (`tar_archive`) beside its scratch dir, with a list of what it makes in
-the image user's dirs (home, workdir, the image's labelled dirs; `made_in_user_dirs`). Its first root step, the
-one that makes the scratch dir, runs `unpack_command`: the directories of that list that do not exist yet are
-noted, the archive is unpacked as root, then exactly those directories (with all below them: the archive's) and
-the archive's files in directories that did exist are given to the user. The user owns what it would have owned
-had it unpacked the archive itself (`tar -x` as the user), and nothing more: a directory or file
-of the image in those dirs keeps its owner. Modes are masked as the user's umask (022) would. Nothing of the
-agent has run yet, so root unpacks only what the task and the launch hold.
-
-An archive of at most `ENV_ARCHIVE_MAX` reaches that command in its own environment (`hand_over`: base64, split
-across variables, decoded by `base64 -d` into the `tar -x`), on a backend whose commands take that much
-(`Capabilities.large_exec_env`): no file write of its own either. The variables are unset before
-anything else runs in that command, and only that command gets them; its /proc/<pid>/environ is readable by
-root alone (its cmdline, readable by every user, names the variables only). A larger archive, or on another
-backend, is written as a root-only file first, as before. The verifier's tests/ travel the same way.
+The first root step unpacks the archive as root and gives the user exactly what a `tar -x` of its own would have
+made; modes are masked by umask 022. A small archive rides in that command's environment (`hand_over`), unset before
+anything else runs. A larger one, or on a backend without `Capabilities.large_exec_env`, is written as a root-only
+file first. The verifier's tests/ travel the same way.
 """
 
 from __future__ import annotations
@@ -73,9 +62,8 @@ class HandedArchive:
 
 
 def hand_over(handle: SandboxHandle, archive: bytes, path: str, *, in_env: bool) -> HandedArchive:
-    """`archive` for the next command that unpacks it: in its environment when `in_env` (the backend's
-    `Capabilities.large_exec_env`) and it is at most `ENV_ARCHIVE_MAX`; else written to `path` (root's, mode
-    0600: in or beside the harness's root-only scratch dir) now."""
+    """`archive` for the command that unpacks it: in its environment when `in_env` and small enough
+    (`ENV_ARCHIVE_MAX`), else written now to `path` (root's, mode 0600)."""
     if in_env and len(archive) <= ENV_ARCHIVE_MAX:
         text = base64.b64encode(archive).decode()
         envs = {f"{ENV_PREFIX}{n}": text[at : at + ENV_CHUNK] for n, at in enumerate(range(0, len(text), ENV_CHUNK))}
@@ -110,10 +98,8 @@ def tar_archive(files: Mapping[str, bytes | Path], *, mode_mask: int = 0o7777) -
 
 
 def made_in_user_dirs(files: Mapping[str, bytes | Path], user_dirs: Iterable[str]) -> str:
-    """The list `unpack_command` reads: for each file inside one of `user_dirs` (the deepest that holds it; `/`
-    never counts), the directories between that dir and the file (`path/`) and the file itself, a line each,
-    sorted. Sorted, a directory comes first and all that is below it right after it. A name with a line break
-    is a `TaskError` (the list is read line by line)."""
+    """The list `unpack_command` reads: per file in `user_dirs`, the directories down to it and the file, sorted. A
+    name with a line break is a `TaskError`: the list is read line by line."""
     dirs = [d.rstrip("/") for d in user_dirs if d.rstrip("/")]
     made: set[str] = set()
     for path, source in files.items():
@@ -131,10 +117,8 @@ def made_in_user_dirs(files: Mapping[str, bytes | Path], user_dirs: Iterable[str
 
 
 def unpack_command(archive: HandedArchive, made: str, user: str) -> str:
-    """Shell, as root: `archive` (which holds `made`, the list of `made_in_user_dirs`, in the root-only scratch
-    dir) unpacked at / and forgotten; then what it made in the user's dirs given to `user` and its group: each
-    directory of the list that did not exist before (recursively: all below it is the archive's) and each file
-    of the list that is not below such a directory (`chown -h`: a link is never followed)."""
+    """Shell, as root: unpack `archive` at /, then give the user what it made in the user's dirs. New directories go
+    whole, existing ones keep their owner; `chown -h` never follows a link."""
     listed, owned = shlex.quote(made), shlex.quote(f"{made}.owned")
     who = shlex.quote(user)
     # `top` ends in "/": entries below a directory found missing are covered by its recursive chown.

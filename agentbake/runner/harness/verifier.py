@@ -74,11 +74,9 @@ done
 """After `KEEP_OWN`: kills every process not kept; `$stuck`: the pids that kept coming back, if any; `$found`: those
 of the first round."""
 
-# test.sh runs under the subreaper wrapper (`subreaper.py`, on the sandbox's own python, `-I -S`): its exit status
-# says whether a process test.sh started outlived it, race-free; its report on fd 3, test.sh's status (and who).
-# A wrapper that could not become a subreaper (CANNOT), or a python that cannot run (126, 127), has not run test.sh:
-# it runs as before, unguarded. Either way kill(-1) then stops, in one system call, every process this user may signal
-# (but init and this shell), and everything left is killed, so nothing runs after the reward is read.
+# test.sh under the subreaper wrapper (`subreaper.py`): its exit status says whether anything test.sh started
+# outlived it; fd 3 carries test.sh's status. Without a working wrapper (CANNOT, 126, 127) test.sh runs unguarded.
+# Then kill(-1) stops every process this user may signal and the rest are killed: nothing runs after the reward.
 _GUARDED = """exec 4>&1
 report=$({python} -I -S -c {source} bash {test_sh} 3>&1 >&4 4>&-); guard=$? rc=
 exec 4>&-
@@ -87,7 +85,7 @@ case $guard in {cannot}|126|127) bash {test_sh}; rc=$? ;; esac
 _UNGUARDED = f"bash {HARBOR_TESTS_DIR}/test.sh; rc=$? guard=none report=\n"
 _SUBREAPER = shlex.quote(inspect.getsource(subreaper))
 GUARD_NONE = "none"
-"""The guard's status when the sandbox has no python to run the wrapper (test.sh ran as before, unguarded)."""
+"""The guard's status when the sandbox has no python to run the wrapper (test.sh ran unguarded)."""
 
 
 def guarded_test_sh(python: str | None) -> str:
@@ -199,16 +197,10 @@ rode in are unset before test.sh starts); exit 4 when it cannot be."""
 # Harbor's two paths as the agent's symlinks must not reach them: /tests and everything under /logs.
 PROTECTED_ROOTS = (HARBOR_TESTS_DIR, _LOGS_PARENT)
 
-# $1: the agent's uid, $2: the protected roots (space-separated), $3: a root-only scratch file, $4: a file
-# touched right before the agent started. Every symlink that changed since $4 (ctime: no process can set it back;
-# a root agent's links are root's, told apart from the image's only so) or that a non-root agent's uid owns,
-# anywhere but /proc and /sys, is resolved the way the kernel will when the verifier
-# opens it (each component, root's symlinks included, `..` on the physical path). It is listed
-# (`path\0target\0`) when the walk ends in or above a protected root (a link to / reaches /tests too),
-# passes through /proc (magic links there resolve per process: /proc/self/cwd, /proc/self/fd/N), or
-# loops; once every link is judged, the listed ones are removed (so the verdict does not depend on the
-# order find meets them: a link through a listed link is listed too). The agent is dead: nothing changes
-# under the walk.
+# $1: the agent's uid, $2: the protected roots, $3: a root-only scratch file, $4: the file touched as the agent
+# started. Each of the agent's symlinks (owned by its uid, or changed since $4) is resolved as the kernel will for
+# the verifier. It is listed (`path\0target\0`) when it leads into or above a protected root, through /proc, or
+# loops; the listed ones are removed once all are judged, so find's order does not matter.
 _JUDGE_THEN_REMOVE = r""" -exec sh -c '
 walk() {  # $1: the link, $2: its target; sets R (where it leads) and P=1 (through /proc, or a loop)
   case $2 in /*) R=/ ;; *) R=${1%/*}; R=${R:-/} ;; esac

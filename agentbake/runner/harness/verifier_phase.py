@@ -1,13 +1,8 @@
-"""Step 7 of a rollout, the verifier, run by the harness once every process of the agent is dead.
+"""The verifier step, run once every process of the agent is dead.
 
-In the stop step's root command, the one that finds none of the agent's processes left (`clear_the_way`):
-the agent's links into /tests or /logs removed (and listed), /tests and /logs/verifier made fresh. Then here:
-tests/ handed to the command that unpacks it (in its environment, or written into the root-only scratch dir
-first when large: `upload.hand_over`) -> unpacked -> test.sh under its guard (`subreaper.py`: a process it
-started that outlived it withholds the reward), with everything it left stopped and killed the moment it ends
--> a root pass kills what is still there -> the reward read as Harbor does, without following a symlink; for a
-test.sh run as root, all of it one command (`commands.root_test_sh`), three with another `[verifier] user`. The
-in-sandbox commands and the reward rules are in `verifier.py`; why each step is there is README.md's threat model.
+tests/ is unpacked, test.sh runs under its guard (`subreaper.py`), everything it left is killed, and the reward is
+read as Harbor does, without following a symlink. The in-sandbox commands are in `verifier.py`; the reasons are
+README.md's threat model.
 """
 
 from __future__ import annotations
@@ -63,8 +58,8 @@ _PASSWD_ENTRY = (
 
 @dataclass
 class VerifierPhase:
-    """What the verifier step needs from the harness: its sandbox, task and outcome, the facts gathered by
-    the earlier steps, and its helpers for root commands and files in out/."""
+    """The verifier step: its sandbox, task and outcome, the earlier steps' facts, and helpers for root commands and
+    out/."""
 
     handle: SandboxHandle
     task: Task
@@ -137,11 +132,9 @@ class VerifierPhase:
         self._judge(result, ended, guard)
 
     def _run_as_root(self, envs: Mapping[str, str], unpack: str) -> tuple[ExecResult, ExecResult, Guard | None]:
-        """tests/ unpacked (the shell `unpack`; its archive's variables, if any, in `envs`), test.sh as root under the
-        guard, what it left killed and the reward files described, in one command (`commands.root_test_sh`); returns
-        test.sh's result (its part's output), the kill-and-read's, and what the guard said (None when the command did
-        not get that far), as the commands of another user's test.sh would. A command cut short (its deadline, a
-        test.sh that kills it) is followed by the kill-and-read of its own, as those are."""
+        """tests/ unpacked, test.sh as root under the guard, its leftovers killed and the rewards described, in one
+        command (`commands.root_test_sh`). Returns test.sh's result, the kill-and-read's, and the guard's verdict
+        (None when the command ended early)."""
         command = commands.root_test_sh(self._pack_logs, self.handle.python).render()
         both = self.handle.exec(
             ["sh", "-c", command.script, "sh", self.own_processes, unpack],
@@ -161,15 +154,14 @@ class VerifierPhase:
 
     @staticmethod
     def _guarded(ran: ExecResult, parts: Mapping[str, str]) -> tuple[ExecResult, Guard | None]:
-        """test.sh's result out of the command that ran it (`test.sh`: its output; its exit status as the guard
-        said), and what the guard said (`status`), None when the command ended before saying it."""
+        """test.sh's result and the guard's verdict from the command's output; None when it ended before the guard
+        spoke."""
         guard = guard_from(parts["status"]) if "status" in parts else None
         exit_code = guard.exit_code if guard is not None and guard.exit_code is not None else ran.exit_code
         return replace(ran, exit_code=exit_code, stdout=parts.get("test.sh", ran.stdout)), guard
 
     def _kill_then_read_rewards(self) -> ExecResult:
-        """What a timed-out test.sh left, and what any user but root left, dies here; the reward is read after (and
-        the log dir packed)."""
+        """Kill what test.sh or any non-root user left, then read the reward and pack the logs."""
         command = commands.kill_then_read(self._pack_logs).render()
         ended = self.handle.exec(
             ["sh", "-c", command.script, "sh", self.own_processes],
@@ -184,16 +176,15 @@ class VerifierPhase:
 
     @property
     def _pack_logs(self) -> str:
-        """The part that ends the command that read the reward: the verifier's log dir packed (`PackedLogs`), final
-        once test.sh and everything it left are dead."""
+        """The part that packs the verifier's log dir, once test.sh and all it left are dead."""
         return self.packed.pack([HARBOR_VERIFIER_LOGS])
 
     def _take_logs(self, parts: Mapping[str, str]) -> None:
         self.packed.take(parts.get("pack"), [HARBOR_VERIFIER_LOGS])
 
     def _verifier_user(self, user: str) -> tuple[str, str] | None:
-        """`[verifier] user` as `uid:gid` and its home, from the sandbox's passwd (a bare uid that is not there
-        runs as itself, home /); a name that is not there is a `verifier_error` (None)."""
+        """`[verifier] user` as `uid:gid` and its home, from the sandbox's passwd. An unknown name is a
+        `verifier_error` (None)."""
         found = self.handle.exec(
             ["sh", "-c", _PASSWD_ENTRY, "sh", user], envs=self.root_env, cwd="/", timeout=STEP_TIMEOUT_SEC, user="root"
         )
@@ -244,8 +235,7 @@ class VerifierPhase:
             self.outcome.fail(Status.VERIFIER_ERROR, f"reward 0 not counted: {offline}")
 
     def _offline(self, output: str) -> str | None:
-        """Why the verifier's output says it lacked the network (`NO_NETWORK`, `REFUSED_HOSTS`), or None: with
-        the egress proxy, only when the proxy refused it a host in this phase."""
+        """Why the verifier's output says it lacked the network, or None."""
         line = network_failure(output)
         if line is None:
             return None
@@ -261,10 +251,8 @@ class VerifierPhase:
 
 
 def trust_workdir(envs: Mapping[str, str], workdir: str) -> dict[str, str]:
-    """`envs` with git's `safe.directory` set for the workdir and all below it (git 2.46+ reads `dir/*` so), in
-    git's GIT_CONFIG_COUNT/KEY/VALUE variables after any the task set: a verifier's git works in a workdir of
-    another owner (the agent's uid 1000), as it does in a root-owned one. In the verifier's environment only,
-    never a file the agent could edit; agentbake's own git steps run without it (`workdir.py`)."""
+    """`envs` with git's `safe.directory` set for the workdir, so a verifier's git works in a workdir the agent owns.
+    Set in the verifier's environment only, never in a file the agent could edit."""
     count = envs.get("GIT_CONFIG_COUNT", "0")
     first = int(count) if count.isdigit() else 0
     trusted = dict(envs)
@@ -275,12 +263,8 @@ def trust_workdir(envs: Mapping[str, str], workdir: str) -> dict[str, str]:
 
 
 def clear_the_way(private: str, links: str = REMOVE_ESCAPING_LINKS, *, since: str = "@0") -> str:
-    """Shell for the root command that finds none of the agent's processes left (`agent_phase.stop_user`'s
-    `then`; $1: the agent's uid), last in it: the agent's symlinks into /tests or /logs go (a non-root uid's, and
-    any whose ctime is after `since`, `@<seconds>` held by the harness: a root agent's; printed, NUL-separated,
-    for `note_removed_links`); then both are made fresh and root-owned: nothing in them predates this run. /tests
-    is root's alone: code of the agent that test.sh runs as another user cannot read the answers. `links`: which
-    links are judged (`verifier.remove_escaping_links_under` in a verifier's own sandbox; "" none)."""
+    """Shell, last in the command that found the agent gone ($1: its uid): remove the agent's links into /tests or
+    /logs, then make both fresh and root-owned. `since` dates a root agent's links; `links` picks which are judged."""
     roots = shlex.quote(" ".join(PROTECTED_ROOTS))
     return (
         f'(\nset -e\nset -- "$1" {roots} {private}/removed-links {shlex.quote(since)}\n'

@@ -1,11 +1,7 @@
-"""The workdir's snapshot before the agent and its diff after, as the shell commands the harness runs as root
-in the workdir, with a git directory of their own in the harness's root-only scratch dir.
+"""The workdir's snapshot before the agent and its diff after, as root shell commands with a private git dir.
 
-What the agent left there is hostile to these commands too: its `.gitattributes` could mark every file binary
-(`* -diff`) or name a filter or an encoding that fails the staging, so the snapshot's own attributes unset them
-all (they rank above any in the tree); a 300 GB sparse file would be read whole by `git add`, so files over
-MAX_DIFF_FILE_MB are left out of both the snapshot and the diff; a workdir removed or replaced by a link is
-made again, empty, so the diff shows what was lost and nothing follows the link.
+The agent's files are hostile here too: the snapshot unsets every `.gitattributes` setting, leaves out files over
+MAX_DIFF_FILE_MB, and a workdir removed or replaced by a link is made again, empty.
 """
 
 from __future__ import annotations
@@ -28,8 +24,7 @@ RECREATED = "recreated"
 
 
 def _git(private: str, workdir: str, git: str) -> str:
-    """git on the private git dir: the workdir's own `.git` (its config: hooks, fsmonitor, filters, pager, ssh
-    command) is never read, and no hook runs even from the private dir."""
+    """git on the private git dir: the workdir's own `.git` config is never read and no hook runs."""
     return f"{git} --git-dir={private}/snapshot.git --work-tree={shlex.quote(workdir)} -c core.hooksPath=/dev/null"
 
 
@@ -73,8 +68,8 @@ def restore_command(workdir: str, uid: str) -> str:
 
 
 def print_diff_command(out: str) -> str:
-    """Shell that prints diff file `out` as one line `inline <size> <base64>` when it holds at most
-    MAX_PRINTED_DIFF_BYTES, nothing otherwise; it never fails (`printed_diff` refuses anything short)."""
+    """Shell that prints the diff as one line `inline <size> <base64>` when it is small enough. It never fails;
+    `printed_diff` refuses anything short."""
     quoted = shlex.quote(out)
     return (
         f'size=$(wc -c < {quoted}) && [ "$size" -le {MAX_PRINTED_DIFF_BYTES} ] && '

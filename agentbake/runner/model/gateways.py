@@ -31,7 +31,7 @@ class RolloutGateways:
         self._scripted: Any = None  # the scripted model's server, started by start_scripted
         upstream = config.upstream_url
         remove_stale_gateways()
-        # Without --model-name, the model the upstream serves: what the agent asks for must exist there.
+        # Without --model, the model the upstream serves: what the agent asks for must exist there.
         self.model_name = config.model_name or (served_model(upstream, config.api_key_env) if upstream else None)
         self._shared: GatewayConfig | None = None
         if upstream:

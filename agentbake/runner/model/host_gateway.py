@@ -91,5 +91,5 @@ def served_model(upstream: str, api_key_env: str) -> str:
     except (OSError, ValueError, LookupError, TypeError, AttributeError) as exc:
         raise ConfigError(
             f"model {upstream}: could not read the served model's name from {upstream}/models ({exc}); "
-            "pass --model-name (RunnerConfig.model_name)"
+            "pass --model (RunnerConfig.model_name)"
         ) from None

@@ -49,7 +49,7 @@ def test_an_oracle_run_loads_only_what_it_uses(built_images: dict[str, BuildResu
         f"print(json.dumps(sorted(m for m in {NOT_FOR_AN_ORACLE_RUN!r} if m in sys.modules)))"
     )
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    args = ["run", "claude-code", "--task", str(EXAMPLES / "write-file"), "--oracle", "--out", str(tmp_path / "out")]
+    args = ["run", "claude-code", "--path", str(EXAMPLES / "write-file"), "--oracle", "-o", str(tmp_path / "out")]
     for options in ([], ["--json"]):  # the first run renders the tag once (an empty cache)
         done = subprocess.run(
             [sys.executable, "-c", probe, *args, *options], capture_output=True, text=True, env=env, timeout=300
@@ -66,7 +66,7 @@ def test_an_oracle_run_loads_only_what_it_uses(built_images: dict[str, BuildResu
 
 def test_run_oracle_json_prints_one_result_object(built_images: dict[str, BuildResult], tmp_path: Path) -> None:
     done = agentbake(
-        "run", "claude-code", "--task", str(EXAMPLES / "write-file"), "--oracle", "--out", str(tmp_path), "--json"
+        "run", "claude-code", "--path", str(EXAMPLES / "write-file"), "--oracle", "-o", str(tmp_path), "--json"
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -89,8 +89,8 @@ def test_run_oracle_json_prints_one_result_object(built_images: dict[str, BuildR
 
 
 def test_rollout_json_prints_each_result_then_the_summary(built_images: dict, tmp_path: Path) -> None:
-    args = ["rollout", "claude-code", "--tasks", str(EXAMPLES), "--oracle", "-n", "3", "--json"]
-    done = agentbake(*args, "--out", str(tmp_path))
+    args = ["rollout", "claude-code", "--path", str(EXAMPLES), "--oracle", "-n", "3", "--json"]
+    done = agentbake(*args, "-o", str(tmp_path))
     assert done.returncode == 0, done.stderr
     *results, totals = [json.loads(line) for line in done.stdout.splitlines()]
     assert sorted(r["task"] for r in results) == sorted(EXAMPLE_TASKS)
@@ -104,14 +104,14 @@ def test_rollout_json_prints_each_result_then_the_summary(built_images: dict, tm
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--model", "ftp://example.invalid"], "expected 'scripted' or an http(s):// URL"),
+        (["--upstream", "ftp://example.invalid"], "expected 'scripted' or an http(s):// URL"),
         (["--oracle"], "no solution/solve.sh; --oracle runs the task's reference solution"),
     ],
 )
 def test_bad_input_is_one_clear_error(built_images: dict, tmp_path: Path, args: list[str], message: str) -> None:
     task = write_task(tmp_path, "no-solution", solve="true\n", test="true\n")
     (task / "solution" / "solve.sh").unlink()
-    done = agentbake("run", "claude-code", "--task", str(task), "--out", str(tmp_path / "out"), *args)
+    done = agentbake("run", "claude-code", "--path", str(task), "-o", str(tmp_path / "out"), *args)
     assert done.returncode != 0
     assert message in done.stderr and "Traceback" not in done.stderr
 
@@ -120,8 +120,8 @@ def test_a_model_server_that_fails_the_preflight_is_one_clear_error(built_images
     model = ScriptedModel()
     model.ignore_fields = {"logprobs", "top_logprobs"}
     with serve_in_thread(model, log_level="critical") as server:
-        args = ["run", "claude-code", "--task", str(EXAMPLES / "write-file"), "--out", str(tmp_path)]
-        done = agentbake(*args, "--model", f"{server.url}/v1", "--logprobs-mode", "raw")
+        args = ["run", "claude-code", "--path", str(EXAMPLES / "write-file"), "-o", str(tmp_path)]
+        done = agentbake(*args, "--upstream", f"{server.url}/v1", "--logprobs-mode", "raw")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "preflight failed" in done.stderr and "the server ignores `logprobs: true`" in done.stderr
     assert "--no-preflight" in done.stderr and not list(tmp_path.iterdir())  # no rollout started
@@ -135,8 +135,8 @@ def test_a_signal_to_a_batch_removes_its_sandboxes_and_gateways(
     name = f"sig{signum}-{os.getpid()}"
     task = write_task(tmp_path, name, solve="sleep 120\n", test="true\n")
     runner = subprocess.Popen(
-        [*AGENTBAKE, "rollout", "claude-code", "--tasks", str(task), "--model", "scripted", "-k", "2", "-n", "2",
-         "--out", str(tmp_path / "out")],
+        [*AGENTBAKE, "rollout", "claude-code", "--path", str(task), "--upstream", "scripted", "-k", "2", "-n", "2",
+         "-o", str(tmp_path / "out")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -168,7 +168,7 @@ def test_agent_user_reaches_the_run_and_a_bad_one_is_a_usage_error(
 ) -> None:
     """`--agent-user` is the RunnerConfig's: a catalog-image task refuses another user than its image's, naming the
     flag; a value that is no user name is a usage error naming it."""
-    args = ["run", "claude-code", "--task", str(EXAMPLES / "write-file"), "--oracle", "--out", str(tmp_path)]
+    args = ["run", "claude-code", "--path", str(EXAMPLES / "write-file"), "--oracle", "-o", str(tmp_path)]
     done = agentbake(*args, "--agent-user", "root")
     assert done.returncode != 0 and "task write-file: --agent-user 'root'" in done.stderr, done.stderr
     bad = agentbake(*args, "--agent-user", "two words")

@@ -41,9 +41,9 @@ pytestmark = pytest.mark.docker
 
 
 def remote_cli(*args: str | Path, backend: str, manifest: Path, out: Path, exit_code: int = 0) -> list[dict[str, Any]]:
-    """`agentbake <args> --backend <backend> --manifest <manifest> --out <out> --json` in this process: its exit
+    """`agentbake <args> --backend <backend> --manifest <manifest> -o <out> --json` in this process: its exit
     code checked (the output shown when it differs), then each line it printed, parsed."""
-    options = ["--backend", backend, "--manifest", str(manifest), "--out", str(out), "--json"]
+    options = ["--backend", backend, "--manifest", str(manifest), "-o", str(out), "--json"]
     done = CliRunner().invoke(main, [*map(str, args), *options], catch_exceptions=False)
     assert done.exit_code == exit_code, done.output
     return [json.loads(line) for line in done.stdout.strip().splitlines()]
@@ -84,7 +84,7 @@ def test_run_on_a_remote_backend_solves_the_task_and_leaves_nothing(
     tag = built_images["claude-code"].tag
     fake_cloud = fake_e2b(monkeypatch, machines, {template: (tag, "agent")}) if backend == "e2b" else None
     with fake_cloud or fake_hub(monkeypatch, machines) as fake:
-        run = ("run", "claude-code", "--task", EXAMPLES / "write-file", "--model", "scripted")
+        run = ("run", "claude-code", "--path", EXAMPLES / "write-file", "--upstream", "scripted")
         result = remote_cli(*run, backend=backend, manifest=manifest, out=tmp_path)[-1]
         assert (result["status"], result["reward"], result["exit_code"]) == ("ok", 1.0, 0), result["error"]
         assert result["turns"] >= 2 and result["tokens"] > 0 and result["calls_without_token_ids"] == 0
@@ -150,7 +150,7 @@ def test_a_batch_spans_sandboxes_concurrently_with_bounded_create_retries(
     manifest, template = published
     with fake_e2b(monkeypatch, machines, {template: (built_images["claude-code"].tag, "agent")}) as fake:
         fake.fail_creates = [503, 429]  # two creates are refused once each, then go through
-        examples = [arg for name in CATALOG_IMAGE_EXAMPLES for arg in ("--tasks", EXAMPLES / name)]
+        examples = [arg for name in CATALOG_IMAGE_EXAMPLES for arg in ("--path", EXAMPLES / name)]
         rollout = ("rollout", "claude-code", *examples, "-k", "2", "-n", "6", "--oracle")
         lines = remote_cli(*rollout, backend="e2b", manifest=manifest, out=tmp_path)
         results = [line for line in lines if "rollout_id" in line]
@@ -170,7 +170,7 @@ def test_an_image_not_published_at_its_hash_is_a_clear_error(
     path = tmp_path / "published.json"
     save_manifest(path, manifest)
     with fake_e2b(monkeypatch, machines, {"claude-code:x1": (tag, "agent")}) as fake:
-        run = ("run", "claude-code", "--task", EXAMPLES / "write-file", "--oracle")
+        run = ("run", "claude-code", "--path", EXAMPLES / "write-file", "--oracle")
         error = remote_cli(*run, backend="e2b", manifest=path, out=tmp_path / "out", exit_code=1)[-1]["error"]
         assert "no single published content hash matches" in error and "000000000000" in error
         assert fake.created == 0  # the template of another build is never started
@@ -232,6 +232,6 @@ def test_a_sandbox_that_stops_answering_is_a_sandbox_error_and_is_killed(
 def test_bad_backend_options_are_one_clear_error(
     built_images: dict[str, BuildResult], tmp_path: Path, args: list[str], code: int, message: str
 ) -> None:
-    task = ["--task", str(EXAMPLES / "write-file"), "--oracle", "--out", str(tmp_path)]
+    task = ["--path", str(EXAMPLES / "write-file"), "--oracle", "-o", str(tmp_path)]
     done = CliRunner().invoke(main, ["run", "claude-code", *task, *args])
     assert (done.exit_code, message in done.output) == (code, True), done.output

@@ -177,9 +177,9 @@ def test_verifier_mode_separate_on_the_command_line_forces_it(
     test = reward_if("[ -f /app/answer.txt ] && [ ! -e /tmp/left-by-agent ]")
     task = debian_task(tmp_path, "separate-by-flag", solve=SEPARATE_SOLVE, test=test)
     assert task.verifier_mode == "shared"
-    args = ["run", built_images["claude-code"].tag, "--task", str(task.path), "--oracle", "--json"]
-    shared = agentbake(*args, "--out", str(tmp_path / "shared"))
-    separate = agentbake(*args, "--out", str(tmp_path / "separate"), "--verifier-mode", "separate")
+    args = ["run", built_images["claude-code"].tag, "--path", str(task.path), "--oracle", "--json"]
+    shared = agentbake(*args, "-o", str(tmp_path / "shared"))
+    separate = agentbake(*args, "-o", str(tmp_path / "separate"), "--verifier-mode", "separate")
     assert shared.returncode == 0 and separate.returncode == 0, shared.stderr + separate.stderr
     assert json.loads(shared.stdout)["reward"] == 0.0  # the agent's /tmp file is there in its own sandbox
     assert json.loads(separate.stdout)["reward"] == 1.0, separate.stdout
