@@ -25,7 +25,7 @@ from agentbake.clikit import json_option, print_json
 )
 @json_option
 def report_command(job_dirs: tuple[Path, ...], output: Path | None, as_json: bool) -> None:
-    """Write the report of the job in JOB_DIR (an `agentbake rollout --out` folder) as one self-contained HTML
+    """Write the report of the job in JOB_DIR (a job folder `agentbake rollout` wrote) as one self-contained HTML
     file: totals, reward per task and attempt, reward over time, time per phase, failures by cause, and a page per
     rollout with its turns, workdir diff and verifier output. With JOB_DIR2 the two jobs are compared side by side.
     Prints the file's path."""

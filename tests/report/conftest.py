@@ -32,18 +32,23 @@ def report_tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def job_a(built_images: dict, report_tasks: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """The scripted job's directory and what `agentbake rollout` printed on stderr."""
-    job = tmp_path_factory.mktemp("report-jobs") / "scripted"
+    jobs = tmp_path_factory.mktemp("report-jobs")
     done = agentbake(
-        "rollout", "claude-code", "--tasks", str(report_tasks), "--model", "scripted", "-k", "2", "-n", "4",
-        "--out", str(job),
+        "rollout", "claude-code", "--path", str(report_tasks), "--upstream", "scripted", "-k", "2", "-n", "4",
+        "--jobs-dir", str(jobs), "--job-name", "scripted",
     )  # fmt: skip
+    job = jobs / "scripted"
     assert done.returncode == 0, done.stderr
     return job, done.stderr
 
 
 @pytest.fixture(scope="session")
 def job_b(built_images: dict, report_tasks: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    job = tmp_path_factory.mktemp("report-jobs") / "oracle"
-    done = agentbake("rollout", "claude-code", "--tasks", str(report_tasks), "--oracle", "-n", "2", "--out", str(job))
+    jobs = tmp_path_factory.mktemp("report-jobs")
+    done = agentbake(
+        "rollout", "claude-code", "--path", str(report_tasks), "--oracle", "-n", "2", "--jobs-dir", str(jobs),
+        "--job-name", "oracle",
+    )  # fmt: skip
+    job = jobs / "oracle"
     assert done.returncode == 0, done.stderr
     return job
