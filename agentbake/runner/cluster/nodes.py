@@ -69,6 +69,12 @@ class NodeSlots:
                 self._changed.wait(self._refresh_s)
         raise NoNodeError("the batch was aborted")
 
+    def count(self) -> int:
+        """The live nodes that advertise the resource, read now."""
+        with self._changed:
+            self._refresh()
+            return sum(node.alive for node in self._nodes.values())
+
     def release(self, node: Node) -> None:
         with self._changed:
             node.running -= 1
@@ -79,10 +85,6 @@ class NodeSlots:
         with self._changed:
             node.alive = False
             self._changed.notify_all()
-
-    def names(self) -> dict[str, str]:
-        with self._changed:
-            return {node.id: node.name for node in self._nodes.values()}
 
     def _refresh(self) -> None:
         self._read_at = time.monotonic()

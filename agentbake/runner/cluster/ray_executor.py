@@ -50,6 +50,13 @@ class RayExecutor:
                     "and give its address (HOST:PORT)"
                 ) from None
         self.nodes = NodeSlots(config.resource, config.refresh_s, ray.nodes)
+        if not self.nodes.count():
+            self.close()
+            raise ConfigError(
+                f"--ray {config.address}: no live node of the cluster advertises the resource {config.resource!r}; "
+                f'start each node that has a Docker engine with `ray start --resources \'{{"{config.resource}": '
+                "N}'` (N: its rollouts at once), or name their resource with --ray-resource"
+            )
         self._prepare = ray.remote(num_cpus=0, max_retries=0)(prepare_image)
         self._run = ray.remote(num_cpus=0, max_retries=0)(run_on_node)
         self._lock = threading.Lock()
