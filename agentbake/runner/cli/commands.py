@@ -177,6 +177,7 @@ def rollout_command(
     from agentbake.runner.runner import Runner
     from agentbake.runner.runner_config import SCRIPTED
 
+    ray.check(backend.name)
     job, tasks = open_rollout_job(
         image, make_config, task_dirs, n_attempts, n_concurrent, warm, out_dir, resume_dir, backend
     )

@@ -26,11 +26,16 @@ class RayChoice:
     resource: str
     ship_image: bool
 
+    def check(self, backend: str) -> None:
+        """Refuse `--ray` with a backend other than Docker."""
+        if self.address is not None and backend != "docker":
+            raise click.UsageError(f"--ray runs rollouts on the nodes' Docker engines: drop --backend {backend}")
+
     def executor(self, backend: str) -> RayExecutor | None:
+        """The executor for a job of `backend`, connected; None without `--ray`."""
+        self.check(backend)
         if self.address is None:
             return None
-        if backend != "docker":
-            raise click.UsageError(f"--ray runs rollouts on the nodes' Docker engines: drop --backend {backend}")
         from agentbake.runner.cluster.ray_config import RayConfig
         from agentbake.runner.cluster.ray_executor import RayExecutor
 

@@ -75,21 +75,20 @@ def cluster() -> Iterator[LocalCluster]:
     }
     port = _free_port()
     common = ["--num-cpus", "1", "--object-store-memory", str(100 * 1024**2), "--disable-usage-stats"]
+
     try:
-        for label in NODES:
+        for label in NODES:  # one after the other: two nodes joining at once from one machine can race
             resources = json.dumps({"agentbake_docker": SLOTS, f"node:{label}": 1})
-            where = (
-                ["--head", "--port", str(port), "--node-ip-address", "127.0.0.1", "--include-dashboard=false"]
-                if label == "w0"
-                else ["--address", f"127.0.0.1:{port}"]
-            )
-            subprocess.run(
+            where = ["--head", "--port", str(port), "--include-dashboard=false"] if label == "w0" else []
+            where = where or ["--address", f"127.0.0.1:{port}"]
+            started = subprocess.run(
                 [str(RAY), "start", *where, *common, "--temp-dir", str(temp_dir), "--resources", resources],
                 env=env,
-                check=True,
                 capture_output=True,
+                text=True,
                 timeout=180,
             )
+            assert started.returncode == 0, started.stderr
         yield LocalCluster(f"127.0.0.1:{port}", temp_dir, env)
     finally:
         for _ in range(3):  # a worker may start while the others die

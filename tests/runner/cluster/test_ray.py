@@ -20,7 +20,7 @@ from agentbake.runner import Runner, RunnerConfig, Status, discover_tasks
 from agentbake.runner.cluster.ray_config import RayConfig
 from agentbake.runner.cluster.ray_executor import RayExecutor
 from agentbake.runner.docker import labels
-from tests.runner.cluster.conftest import NODES, SLOTS, LocalCluster
+from tests.runner.cluster.conftest import NODES, LocalCluster
 from tests.runner.rollouts import EXAMPLES, write_task
 
 pytestmark = pytest.mark.docker
@@ -37,9 +37,9 @@ def test_scripted_batch_runs_its_gateways_on_the_nodes(cluster: LocalCluster, im
     config = RunnerConfig(image=image, model="scripted", out_dir=tmp_path)
     with RayExecutor(RayConfig(address=cluster.address)) as executor, Runner(config, executor=executor) as runner:
         runner.start_scripted(tasks)
-        done = runner.run_batch(tasks, repeats=3, concurrency=3)
-    assert [r.status for r in done] == [Status.OK] * 3, [r.error for r in done]
-    assert {r.node for r in done} == set(NODES)  # the most free node first: one each
+        done = runner.run_batch(tasks, repeats=2, concurrency=2)
+    assert [r.status for r in done] == [Status.OK] * 2, [r.error for r in done]
+    assert len({r.node for r in done}) == 2 and {r.node for r in done} <= set(NODES)  # the most free node first
     for result in done:
         assert result.reward == 1.0 and result.turns > 0 and result.trace  # the node's gateway, its trace back here
         assert result.trace[0].completion_token_ids
@@ -79,13 +79,13 @@ def test_a_batch_goes_on_past_a_killed_node_and_resume_runs_its_rollouts(
         write_task(
             tmp_path / "tasks",
             name,
-            solve="sleep 8\necho done > out.txt\n",
+            solve="sleep 4\necho done > out.txt\n",
             test="echo 1 > /logs/verifier/reward.txt\n",
         )
     job = tmp_path / "job"
-    args = [*AGENTBAKE, "rollout", image, "--tasks", str(tmp_path / "tasks"), "--oracle", "-k", "2"]
-    batch = subprocess.Popen(
-        [*args, "-n", str(SLOTS * len(NODES)), "--ray", cluster.address, "--out", str(job)],
+    args = [*AGENTBAKE, "rollout", image, "--tasks", str(tmp_path / "tasks"), "--oracle", "-n", "3"]
+    batch = subprocess.Popen(  # the most free node first: one rollout each
+        [*args, "--ray", cluster.address, "--out", str(job)],
         env=cluster.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -95,15 +95,15 @@ def test_a_batch_goes_on_past_a_killed_node_and_resume_runs_its_rollouts(
     _out, err = batch.communicate(timeout=300)
     assert batch.returncode == 0, err
     found = results(job)
-    assert len(found) == 6 and {r["node"] for r in found.values()} == set(NODES)
+    assert len(found) == 3 and {r["node"] for r in found.values()} == set(NODES)
     lost = {folder: r for folder, r in found.items() if r["node"] == "w1"}
     assert killed in {r["rollout_id"] for r in lost.values()}
     for result in lost.values():
         assert (result["status"], result["reward"]) == ("node_lost", 0.0)
         assert result["error"].startswith("node lost:") and "w1" in result["error"]
-    assert [r["status"] for f, r in found.items() if f not in lost] == ["ok"] * (6 - len(lost))
+    assert [r["status"] for f, r in found.items() if f not in lost] == ["ok"] * (3 - len(lost))
     summary = json.loads((job / "summary.json").read_text())
-    assert (summary["complete"], summary["finished"]) == (False, 6 - len(lost))
+    assert (summary["complete"], summary["finished"]) == (False, 3 - len(lost))
     # What the killed node's runner left on the engine (there `agentbake gc` removes it: its owner is gone).
     for container in engine.containers.list(all=True, filters={"label": labels.ROLLOUT}, ignore_removed=True):
         if container.labels[labels.ROLLOUT] in {r["rollout_id"] for r in lost.values()}:
@@ -117,7 +117,7 @@ def test_a_batch_goes_on_past_a_killed_node_and_resume_runs_its_rollouts(
         timeout=300,
     )
     assert resumed.returncode == 0, resumed.stderr
-    assert f"{6 - len(lost)} rollouts finished, {len(lost)} to run" in resumed.stderr
+    assert f"{3 - len(lost)} rollouts finished, {len(lost)} to run" in resumed.stderr
     again = results(job)
     assert all(r["status"] == "ok" for r in again.values()), again
     assert {again[folder]["node"] for folder in lost} <= {"w0", "w2"}  # the dead node gets none
