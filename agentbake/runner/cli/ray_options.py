@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
+    from agentbake.runner.cluster.ray_config import RayConfig
     from agentbake.runner.cluster.ray_executor import RayExecutor
 
 RAY_OPTIONS = ("ray_address", "ray_resource", "ray_ship_image")
@@ -26,20 +27,31 @@ class RayChoice:
     resource: str
     ship_image: bool
 
-    def check(self, backend: str) -> None:
-        """Refuse `--ray` with a backend other than Docker."""
-        if self.address is not None and backend != "docker":
+    def check(self, backend: str) -> RayConfig | None:
+        """The Ray settings (None without `--ray`); refused with a backend other than Docker, or malformed."""
+        if self.address is None:
+            return None
+        if backend != "docker":
             raise click.UsageError(f"--ray runs rollouts on the nodes' Docker engines: drop --backend {backend}")
+        from pydantic import ValidationError
+
+        from agentbake.runner.cluster.ray_config import RayConfig
+
+        try:
+            return RayConfig(address=self.address, resource=self.resource, ship_image=self.ship_image)
+        except ValidationError as exc:
+            problem = exc.errors()[0]
+            option = {"address": "--ray", "resource": "--ray-resource"}.get(str(problem["loc"][0]), "--ray")
+            raise click.BadParameter(problem["msg"], param_hint=option) from None
 
     def executor(self, backend: str) -> RayExecutor | None:
         """The executor for a job of `backend`, connected; None without `--ray`."""
-        self.check(backend)
-        if self.address is None:
+        config = self.check(backend)
+        if config is None:
             return None
-        from agentbake.runner.cluster.ray_config import RayConfig
         from agentbake.runner.cluster.ray_executor import RayExecutor
 
-        return RayExecutor(RayConfig(address=self.address, resource=self.resource, ship_image=self.ship_image))
+        return RayExecutor(config)
 
 
 def ray_options(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import socket
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,7 @@ class RayExecutor:
         self._ray = ray
         self._own_connection = not ray.is_initialized()
         if self._own_connection:
+            _check_reachable(config.address)
             try:
                 ray.init(address=config.address, logging_level=logging.ERROR, log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -71,6 +73,7 @@ class RayExecutor:
             ray.exceptions.ObjectLostError,
             ray.exceptions.TaskUnschedulableError,
             ray.exceptions.RaySystemError,
+            ray.exceptions.OutOfMemoryError,  # Ray's memory monitor killed the worker
         )
 
     def __enter__(self) -> RayExecutor:
@@ -115,6 +118,8 @@ class RayExecutor:
         except self._ray.exceptions.RayTaskError as exc:
             cause = exc.cause if isinstance(exc.cause, BaseException) else exc
             return self._end(result, Status.SANDBOX_ERROR, f"on node {node.name}: {describe_error(cause)}")
+        except self._ray.exceptions.RayError as exc:  # Ray's own failure, not the rollout's: the batch goes on
+            return self._end(result, Status.SANDBOX_ERROR, f"on node {node.name}: {type(exc).__name__}: {exc}")
         finally:
             self.nodes.release(node)
         return self._received(result, files)
@@ -205,3 +210,18 @@ class RayExecutor:
         else:
             received.write()
         return received
+
+
+def _check_reachable(address: str, timeout_s: float = 10.0) -> None:
+    """Refuse a `HOST:PORT` nothing listens on at once (Ray itself retries for minutes); `auto` and `ray://` URLs
+    are Ray's to check."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ConfigError(
+            f"--ray {address}: no Ray cluster answers there ({exc}); start one with `ray start --head --port PORT` "
+            "and give its HOST:PORT"
+        ) from None

@@ -4,6 +4,7 @@ both ways, and the options refused before connecting."""
 from __future__ import annotations
 
 import io
+import socket
 import tarfile
 import threading
 from pathlib import Path
@@ -17,6 +18,7 @@ from agentbake.errors import ConfigError
 from agentbake.runner.cluster.folders import pack_folder, unpack_folder
 from agentbake.runner.cluster.nodes import NodeSlots, NoNodeError, node_name
 from agentbake.runner.cluster.ray_config import RayConfig
+from agentbake.runner.cluster.ray_executor import RayExecutor
 from agentbake.runner.docker.backend import DockerBackend
 from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
@@ -73,11 +75,20 @@ def test_a_folder_goes_over_and_back_and_a_hostile_archive_is_refused(tmp_path: 
     assert not (tmp_path / "escaped.txt").exists()
 
 
-def test_bad_ray_settings_are_refused() -> None:
+def test_bad_ray_settings_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="address"):
         RayConfig(address="")
     with pytest.raises(ValidationError, match="extra"):
         RayConfig(address="auto", resources="x")
+    with socket.socket() as unused:  # bound, never listening: refused at once
+        unused.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{unused.getsockname()[1]}"
+        with pytest.raises(ConfigError, match=rf"--ray {address}: no Ray cluster answers there .*ray start --head"):
+            RayExecutor(RayConfig(address=address))
+    args = ["rollout", "claude-code", "--tasks", str(tmp_path), "--oracle", "--ray", "auto", "--ray-resource", ""]
+    done = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "job")])
+    assert done.exit_code == 2 and "Invalid value for --ray-resource" in done.output, done.output
+    assert not (tmp_path / "job").exists()
 
 
 @pytest.mark.docker
