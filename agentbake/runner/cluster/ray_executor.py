@@ -97,32 +97,39 @@ class RayExecutor:
 
     def run(self, task: Task, result: RolloutResult, settings: NodeSettings) -> RolloutResult:
         """The rollout on a node with a free slot: its folder into `result.out_dir`, its result.json naming
-        the node. Its node lost: status `node_lost`, reward 0, the error naming the node."""
+        the node. Its node lost while it ran: status `node_lost`, reward 0, the error naming the node; lost before
+        it started there (preparing the image, or unschedulable), it goes to another node, with a note."""
         assert result.out_dir is not None
-        try:
-            node = self.nodes.acquire(self._aborted)
-        except NoNodeError as exc:
-            return self._end(result, Status.NODE_LOST, f"node lost: {exc}")
-        result.node = node.name
-        try:
-            self._prepared(node, settings.runner.image)
-            files = self._get(
-                self._run.options(**self._placement(node)).remote(
+        while True:
+            try:
+                node = self.nodes.acquire(self._aborted)
+            except NoNodeError as exc:
+                return self._end(result, Status.NODE_LOST, f"node lost: {exc}")
+            result.node = node.name
+            started = False
+            try:
+                self._prepared(node, settings.runner.image)
+                started = True
+                ref = self._run.options(**self._placement(node)).remote(
                     self._task_ref(task), task.name, result.rollout_id, settings
                 )
-            ).files
-        except self._lost_errors as exc:
-            return self._end(result, Status.NODE_LOST, self._lost(node, exc))
-        except self._ray.exceptions.TaskCancelledError:
-            return self._end(result, Status.SANDBOX_ERROR, "the batch was aborted")
-        except self._ray.exceptions.RayTaskError as exc:
-            cause = exc.cause if isinstance(exc.cause, BaseException) else exc
-            return self._end(result, Status.SANDBOX_ERROR, f"on node {node.name}: {describe_error(cause)}")
-        except self._ray.exceptions.RayError as exc:  # Ray's own failure, not the rollout's: the batch goes on
-            return self._end(result, Status.SANDBOX_ERROR, f"on node {node.name}: {type(exc).__name__}: {exc}")
-        finally:
-            self.nodes.release(node)
-        return self._received(result, files)
+                files = self._get(ref).files
+            except self._lost_errors as exc:
+                if started and not isinstance(exc, self._ray.exceptions.TaskUnschedulableError):
+                    return self._end(result, Status.NODE_LOST, self._lost(node, exc))
+                self.nodes.lost(node)
+                result.notes.append(f"node {node.name} was lost before the rollout began there ({type(exc).__name__})")
+                continue
+            except self._ray.exceptions.TaskCancelledError:
+                return self._end(result, Status.SANDBOX_ERROR, "the batch was aborted")
+            except self._ray.exceptions.RayTaskError as exc:
+                cause = exc.cause if isinstance(exc.cause, BaseException) else exc
+                return self._end(result, Status.SANDBOX_ERROR, f"on node {node.name}: {describe_error(cause)}")
+            except self._ray.exceptions.RayError as exc:  # Ray's own failure, not the rollout's: the batch goes on
+                return self._end(result, Status.SANDBOX_ERROR, f"on node {node.name}: {type(exc).__name__}: {exc}")
+            finally:
+                self.nodes.release(node)
+            return self._received(result, files)
 
     def _placement(self, node: Node) -> dict[str, Any]:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -203,6 +210,7 @@ class RayExecutor:
         except AgentbakeError as exc:
             return self._end(result, Status.SANDBOX_ERROR, f"on node {node}: {exc}")
         received.out_dir, received.node = out_dir, node
+        received.notes[:0] = result.notes  # the nodes lost before it started
         if (out_dir / TRACE_FILE).exists():
             received.trace = load_trace(out_dir / TRACE_FILE).records
         if self._aborted.is_set():

@@ -14,8 +14,9 @@ from click.testing import CliRunner
 from pydantic import ValidationError
 
 from agentbake.cli import main
-from agentbake.errors import ConfigError
+from agentbake.errors import ConfigError, SandboxError
 from agentbake.runner.cluster.folders import pack_folder, unpack_folder
+from agentbake.runner.cluster.node import prepare_image
 from agentbake.runner.cluster.nodes import NodeSlots, NoNodeError, node_name
 from agentbake.runner.cluster.ray_config import RayConfig
 from agentbake.runner.cluster.ray_executor import RayExecutor
@@ -102,3 +103,13 @@ def test_ray_with_another_backend_is_a_usage_error(tmp_path: Path) -> None:
     done = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "job")])
     assert done.exit_code == 2 and "--ray runs rollouts on the nodes' Docker engines: drop --backend e2b" in done.output
     assert not (tmp_path / "job").exists()  # refused before the job starts
+
+
+@pytest.mark.docker
+def test_an_image_a_node_cannot_make_is_refused_naming_why(image: str) -> None:
+    with pytest.raises(SandboxError, match=r"no catalog image to build here; ship it from the driver"):
+        prepare_image("example.org/not-here:1", [])
+    assert prepare_image(image, []) == "present"
+    stale = image.rsplit(":", 1)[0] + ":000000000000"  # another agentbake's catalog made this tag
+    with pytest.raises(SandboxError, match=rf"this node's catalog builds '{image}' for 'claude-code', the run uses"):
+        prepare_image(stale, [])

@@ -4,11 +4,15 @@ into one job directory, the gateway on the node with the trace streamed back, a 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -17,6 +21,7 @@ import pytest
 
 from agentbake.errors import ConfigError
 from agentbake.runner import Runner, RunnerConfig, Status, discover_tasks
+from agentbake.runner.cluster.node import prepare_image
 from agentbake.runner.cluster.ray_config import RayConfig
 from agentbake.runner.cluster.ray_executor import RayExecutor
 from agentbake.runner.docker import labels
@@ -47,6 +52,30 @@ def test_scripted_batch_runs_its_gateways_on_the_nodes(cluster: LocalCluster, im
         written = json.loads((result.out_dir / "result.json").read_text())
         assert (written["node"], written["out_dir"]) == (result.node, str(result.out_dir))
         assert (result.out_dir / "trace.jsonl").is_file() and (result.out_dir / "sequences.json").is_file()
+
+
+def test_a_node_lacking_the_image_loads_the_one_the_driver_shipped(
+    cluster: LocalCluster, engine: docker.DockerClient
+) -> None:
+    import ray
+
+    tag = f"agentbake-test/shipped:{secrets.token_hex(4)}"
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w") as tar:
+        info = tarfile.TarInfo("hello.txt")
+        info.size = 3
+        tar.addfile(info, io.BytesIO(b"hi\n"))
+    engine.api.import_image_from_data(layer.getvalue(), repository=tag.split(":")[0], tag=tag.split(":")[1])
+    try:
+        saved = b"".join(engine.api.get_image(tag))
+        engine.images.remove(tag)
+        with RayExecutor(RayConfig(address=cluster.address)):
+            prepare = ray.remote(num_cpus=0, resources={"node:w2": 0.01})(prepare_image)
+            assert ray.get(prepare.remote(tag, [ray.put(saved)])) == "loaded"
+        assert engine.images.get(tag).tags == [tag]
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            engine.images.remove(tag)
 
 
 def test_a_resource_no_node_advertises_is_refused(cluster: LocalCluster) -> None:
