@@ -104,6 +104,8 @@ class RayExecutor:
             try:
                 node = self.nodes.acquire(self._aborted)
             except NoNodeError as exc:
+                if self._aborted.is_set():
+                    return self._end(result, Status.SANDBOX_ERROR, "the batch was aborted before this rollout started")
                 return self._end(result, Status.NODE_LOST, f"node lost: {exc}")
             result.node = node.name
             started = False
