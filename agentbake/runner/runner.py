@@ -142,10 +142,10 @@ class Runner:
     def abort(self) -> None:
         """Remove every live sandbox and gateway now (Ctrl-C, SIGTERM); rollouts in flight end as errors."""
         self._aborted.set()
-        if self.executor is not None:
-            self.executor.abort()
         with self._lock:
             live = list(self._live.values())
+        if self.executor is not None and live:  # only this runner's rollouts: a shared executor goes on serving
+            self.executor.abort()
         for entry in live:
             release(entry)
 
@@ -194,7 +194,7 @@ class Runner:
             out_dir=out_dir,
         )
         if self.executor is not None:
-            return self.executor.run(task, result, self._node_settings())
+            return self._run_elsewhere(self.executor, task, result)
         timings = Timings()
         live = LiveRollout()
         with self._lock:
@@ -225,6 +225,19 @@ class Runner:
             except OSError as exc:
                 logger.error("rollout %s: cannot write %s: %s", rollout_id, out_dir / "result.json", exc)
         return result
+
+    def _run_elsewhere(self, executor: Executor, task: Task, result: RolloutResult) -> RolloutResult:
+        """The rollout by the executor; here it holds nothing, an abort cancels it through the executor."""
+        if self._aborted.is_set():
+            result.status, result.error = Status.SANDBOX_ERROR, "the batch was aborted before this rollout started"
+            return result
+        with self._lock:
+            self._live[result.rollout_id] = LiveRollout()
+        try:
+            return executor.run(task, result, self._node_settings())
+        finally:
+            with self._lock:
+                self._live.pop(result.rollout_id, None)
 
     def _node_settings(self) -> NodeSettings:
         """The settings an executor's node runs a rollout with: the model as resolved here (no second preflight)."""

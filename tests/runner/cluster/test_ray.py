@@ -40,9 +40,12 @@ def results(job: Path) -> dict[str, dict]:
 def test_scripted_batch_runs_its_gateways_on_the_nodes(cluster: LocalCluster, image: str, tmp_path: Path) -> None:
     tasks = discover_tasks([EXAMPLES / "write-file"])
     config = RunnerConfig(image=image, model="scripted", out_dir=tmp_path)
-    with RayExecutor(RayConfig(address=cluster.address)) as executor, Runner(config, executor=executor) as runner:
-        runner.start_scripted(tasks)
-        done = runner.run_batch(tasks, repeats=2, concurrency=2)
+    with RayExecutor(RayConfig(address=cluster.address)) as executor:
+        with Runner(config, executor=executor) as runner:
+            runner.start_scripted(tasks)
+            done = runner.run_batch(tasks, repeats=2, concurrency=2)
+        with Runner(RunnerConfig(image=image, oracle=True, out_dir=tmp_path), executor=executor) as runner:
+            assert runner.run(tasks[0]).status is Status.OK  # a closed runner leaves its executor serving
     assert [r.status for r in done] == [Status.OK] * 2, [r.error for r in done]
     assert len({r.node for r in done}) == 2 and {r.node for r in done} <= set(NODES)  # the most free node first
     for result in done:
