@@ -177,7 +177,7 @@ def rollout_command(
     from agentbake.runner.runner import Runner
     from agentbake.runner.runner_config import SCRIPTED
 
-    ray.check(backend.name)
+    ray.check(backend.name, warm)
     job, tasks = open_rollout_job(
         image, make_config, task_dirs, n_attempts, n_concurrent, warm, out_dir, resume_dir, backend
     )
@@ -189,7 +189,7 @@ def rollout_command(
     if pending:
         display = BatchDisplay(len(pending))
         backend_config = config.backend.config
-        executor = ray.executor(config.backend.name)
+        executor = ray.executor(config.backend.name, getattr(config.backend.config, "warm", 0))
         runner = Runner(config.runner, backend_config, build_progress=build_progress, executor=executor)
         with teardown_on_signals(runner, *([executor] if executor else [])):
             if config.runner.model == SCRIPTED:

@@ -27,12 +27,15 @@ class RayChoice:
     resource: str
     ship_image: bool
 
-    def check(self, backend: str) -> RayConfig | None:
-        """The Ray settings (None without `--ray`); refused with a backend other than Docker, or malformed."""
+    def check(self, backend: str, warm: int) -> RayConfig | None:
+        """The Ray settings (None without `--ray`); refused with a backend other than Docker, with a warm pool
+        (each node's Ray workers would keep one of their own, outliving the batch), or malformed."""
         if self.address is None:
             return None
         if backend != "docker":
             raise click.UsageError(f"--ray runs rollouts on the nodes' Docker engines: drop --backend {backend}")
+        if warm:
+            raise click.UsageError("--ray starts each sandbox on its node as the rollout needs it: drop --warm")
         from pydantic import ValidationError
 
         from agentbake.runner.cluster.ray_config import RayConfig
@@ -44,9 +47,9 @@ class RayChoice:
             option = {"address": "--ray", "resource": "--ray-resource"}.get(str(problem["loc"][0]), "--ray")
             raise click.BadParameter(problem["msg"], param_hint=option) from None
 
-    def executor(self, backend: str) -> RayExecutor | None:
-        """The executor for a job of `backend`, connected; None without `--ray`."""
-        config = self.check(backend)
+    def executor(self, backend: str, warm: int) -> RayExecutor | None:
+        """The executor for a job of `backend` (with a warm pool of `warm`), connected; None without `--ray`."""
+        config = self.check(backend, warm)
         if config is None:
             return None
         from agentbake.runner.cluster.ray_executor import RayExecutor

@@ -98,10 +98,12 @@ def test_an_executor_takes_a_backends_config_not_a_built_backend(image: str, bac
         Runner(RunnerConfig(image=image, oracle=True), backend, executor=object())  # type: ignore[arg-type]
 
 
-def test_ray_with_another_backend_is_a_usage_error(tmp_path: Path) -> None:
+def test_ray_with_another_backend_or_a_warm_pool_is_a_usage_error(tmp_path: Path) -> None:
     args = ["rollout", "claude-code", "--tasks", str(tmp_path), "--oracle", "--backend", "e2b", "--ray", "auto"]
     done = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "job")])
     assert done.exit_code == 2 and "--ray runs rollouts on the nodes' Docker engines: drop --backend e2b" in done.output
+    done = CliRunner().invoke(main, [*args[:-4], "--warm", "2", "--ray", "auto", "--out", str(tmp_path / "job")])
+    assert done.exit_code == 2 and "as the rollout needs it: drop --warm" in done.output
     assert not (tmp_path / "job").exists()  # refused before the job starts
 
 
