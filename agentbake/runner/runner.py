@@ -231,10 +231,18 @@ class Runner:
         if self._aborted.is_set():
             result.status, result.error = Status.SANDBOX_ERROR, "the batch was aborted before this rollout started"
             return result
+        try:
+            settings = self._node_settings()
+        except AgentbakeError as exc:  # as a local rollout's: its result says why, the batch goes on
+            result.status, result.error = Status.SANDBOX_ERROR, describe_error(exc)
+            assert result.out_dir is not None
+            result.out_dir.mkdir(parents=True, exist_ok=True)
+            result.write()
+            return result
         with self._lock:
             self._live[result.rollout_id] = LiveRollout()
         try:
-            return executor.run(task, result, self._node_settings())
+            return executor.run(task, result, settings)
         finally:
             with self._lock:
                 self._live.pop(result.rollout_id, None)

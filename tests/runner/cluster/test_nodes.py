@@ -21,8 +21,11 @@ from agentbake.runner.cluster.nodes import NodeSlots, NoNodeError, node_name
 from agentbake.runner.cluster.ray_config import RayConfig
 from agentbake.runner.cluster.ray_executor import RayExecutor
 from agentbake.runner.docker.backend import DockerBackend
+from agentbake.runner.result import RolloutResult, Status
 from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
+from agentbake.tasks import discover_tasks
+from tests.runner.rollouts import EXAMPLES
 
 
 def _node(node_id: str, label: str | None, slots: int, alive: bool = True) -> dict:
@@ -93,9 +96,18 @@ def test_bad_ray_settings_are_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.docker
-def test_an_executor_takes_a_backends_config_not_a_built_backend(image: str, backend: DockerBackend) -> None:
+def test_an_executor_takes_a_backends_config_not_a_built_backend(
+    image: str, backend: DockerBackend, tmp_path: Path
+) -> None:
     with pytest.raises(ConfigError, match="pass its config"):
         Runner(RunnerConfig(image=image, oracle=True), backend, executor=object())  # type: ignore[arg-type]
+    task = discover_tasks([EXAMPLES / "write-file"])[0]
+    config = RunnerConfig(image=image, model="scripted", out_dir=tmp_path)
+    with Runner(config, executor=object()) as runner:  # type: ignore[arg-type]
+        result = runner.run(task)  # no start_scripted: refused here, before the executor is asked
+    assert (result.status, result.node) == (Status.SANDBOX_ERROR, None)
+    assert "start_scripted" in (result.error or "")
+    assert RolloutResult.read(tmp_path / result.rollout_id).status is Status.SANDBOX_ERROR
 
 
 def test_ray_with_another_backend_or_a_warm_pool_is_a_usage_error(tmp_path: Path) -> None:
