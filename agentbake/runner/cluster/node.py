@@ -5,6 +5,8 @@ files go back to the driver as bytes. The node's gateway, egress proxy and sandb
 from __future__ import annotations
 
 import atexit
+import shutil
+import socket
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -13,11 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from agentbake.errors import SandboxError
 from agentbake.runner.cluster.folders import pack_folder, unpack_folder
+from agentbake.runner.docker.labels import owner_alive, this_process
 
 if TYPE_CHECKING:
     from agentbake.runner.executor import NodeSettings
     from agentbake.runner.runner import Runner
 
+SCRATCH_PREFIX = "agentbake-node-"
+"""A rollout's scratch folder on its node: `agentbake-node-<pid>-<start time>-<random>`, by the worker's process."""
 CATALOG_PREFIX = "agentbake/"
 """A catalog image's repository prefix: `agentbake/<name>:<content tag>` is built from the node's catalog."""
 
@@ -70,7 +75,8 @@ def run_on_node(task_files: bytes, task_name: str, rollout_id: str, settings: No
     from agentbake.tasks import load_task
 
     runner = _runner(settings)
-    with tempfile.TemporaryDirectory(prefix="agentbake-node-") as scratch:
+    _, pid, start = this_process().rsplit(":", 2)
+    with tempfile.TemporaryDirectory(prefix=f"{SCRATCH_PREFIX}{pid}-{start}-") as scratch:
         root = Path(scratch)
         unpack_folder(task_files, root / "task" / task_name)
         out_dir = root / "rollout"
@@ -88,8 +94,21 @@ def _runner(settings: NodeSettings) -> Runner:
         if runner is None:
             if not _runners:
                 atexit.register(_close_all)
+                remove_stale_scratch()
             runner = _runners[key] = Runner(settings.runner, settings.backend)
         return runner
+
+
+def remove_stale_scratch() -> list[Path]:
+    """Remove the scratch folders of workers that died mid-rollout (their node's raylet killed): those whose
+    process is gone. Returns what was removed."""
+    removed = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
+        pid, _, rest = folder.name.removeprefix(SCRATCH_PREFIX).partition("-")
+        if owner_alive(f"{socket.gethostname()}:{pid}:{rest.partition('-')[0]}") is False:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
 
 
 def _close_all() -> None:

@@ -4,8 +4,11 @@ both ways, and the options refused before connecting."""
 from __future__ import annotations
 
 import io
+import shutil
 import socket
+import subprocess
 import tarfile
+import tempfile
 import threading
 from pathlib import Path
 
@@ -16,11 +19,12 @@ from pydantic import ValidationError
 from agentbake.cli import main
 from agentbake.errors import ConfigError, SandboxError
 from agentbake.runner.cluster.folders import pack_folder, unpack_folder
-from agentbake.runner.cluster.node import prepare_image
+from agentbake.runner.cluster.node import SCRATCH_PREFIX, prepare_image, remove_stale_scratch
 from agentbake.runner.cluster.nodes import NodeSlots, NoNodeError, node_name
 from agentbake.runner.cluster.ray_config import RayConfig
 from agentbake.runner.cluster.ray_executor import RayExecutor
 from agentbake.runner.docker.backend import DockerBackend
+from agentbake.runner.docker.labels import this_process
 from agentbake.runner.result import RolloutResult, Status
 from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
@@ -127,3 +131,16 @@ def test_an_image_a_node_cannot_make_is_refused_naming_why(image: str) -> None:
     stale = image.rsplit(":", 1)[0] + ":000000000000"  # another agentbake's catalog made this tag
     with pytest.raises(SandboxError, match=rf"this node's catalog builds '{image}' for 'claude-code', the run uses"):
         prepare_image(stale, [])
+
+
+def test_the_scratch_of_a_worker_that_died_is_removed(tmp_path: Path) -> None:
+    gone = subprocess.Popen(["true"])  # a pid that no longer runs
+    gone.wait()
+    _, pid, start = this_process().rsplit(":", 2)
+    stale = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{gone.pid}-1-"))
+    live = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{pid}-{start}-"))
+    try:
+        assert stale in remove_stale_scratch()
+        assert not stale.exists() and live.is_dir()
+    finally:
+        shutil.rmtree(live, ignore_errors=True)

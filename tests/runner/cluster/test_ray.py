@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import pytest
 
 from agentbake.errors import ConfigError
 from agentbake.runner import Runner, RunnerConfig, Status, discover_tasks
-from agentbake.runner.cluster.node import prepare_image
+from agentbake.runner.cluster.node import SCRATCH_PREFIX, prepare_image
 from agentbake.runner.cluster.ray_config import RayConfig
 from agentbake.runner.cluster.ray_executor import RayExecutor
 from agentbake.runner.docker import labels
@@ -86,8 +87,10 @@ def test_a_resource_no_node_advertises_is_refused(cluster: LocalCluster) -> None
         RayExecutor(RayConfig(address=cluster.address, resource="gpu_docker"))
 
 
-def _kill_when_running(cluster: LocalCluster, label: str, engine: docker.DockerClient, batch: subprocess.Popen) -> str:
-    """SIGKILL node `label`'s raylet once a sandbox of one of its workers runs; the rollout it ran."""
+def _kill_when_running(
+    cluster: LocalCluster, label: str, engine: docker.DockerClient, batch: subprocess.Popen
+) -> tuple[str, int]:
+    """SIGKILL node `label`'s raylet once a sandbox of one of its workers runs; the rollout and that worker."""
     raylet = cluster.raylet(label)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and batch.poll() is None:
@@ -99,7 +102,7 @@ def _kill_when_running(cluster: LocalCluster, label: str, engine: docker.DockerC
                 continue
             if parent == raylet:
                 os.kill(raylet, signal.SIGKILL)
-                return container.labels[labels.ROLLOUT]
+                return container.labels[labels.ROLLOUT], owner_pid
         time.sleep(0.2)
     raise AssertionError(f"no rollout ran on node {label}: {batch.communicate()}")
 
@@ -123,7 +126,7 @@ def test_a_batch_goes_on_past_a_killed_node_and_resume_runs_its_rollouts(
         stderr=subprocess.PIPE,
         text=True,
     )
-    killed = _kill_when_running(cluster, "w1", engine, batch)
+    killed, worker = _kill_when_running(cluster, "w1", engine, batch)
     _out, err = batch.communicate(timeout=300)
     assert batch.returncode == 0, err
     found = results(job)
@@ -157,3 +160,5 @@ def test_a_batch_goes_on_past_a_killed_node_and_resume_runs_its_rollouts(
         folder: r["rollout_id"] for folder, r in found.items() if folder not in lost
     }
     assert json.loads(resumed.stdout.splitlines()[-1])["complete"] is True
+    # The killed node's worker left its scratch folder; the next worker on this host removed it.
+    assert not list(Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}{worker}-*"))
