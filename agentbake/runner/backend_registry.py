@@ -76,8 +76,13 @@ DEFAULT_BACKEND = "docker"
 
 def make_backend(config: BackendConfig) -> SandboxBackend:
     """The backend `config` configures (`DockerConfig` -> `DockerBackend`, ...), ready for `create`."""
+    return backend_type(config)(config)
+
+
+def backend_type(config: BackendConfig) -> type[SandboxBackend]:
+    """The class of the backend `config` configures (its `name` and `capabilities`, without building it)."""
     for kind in BACKENDS.values():
         if isinstance(config, kind.config):
-            return kind.backend(config)
+            return kind.backend
     known = ", ".join(kind.config.__name__ for kind in BACKENDS.values())
     raise ConfigError(f"{type(config).__name__} configures no sandbox backend; pass one of {known}")

@@ -5,8 +5,8 @@
     DIR/summary.json           the totals and every finished rollout, sorted by task and attempt
 
 A rollout is finished when its folder holds result.json (written whole, and never by a rollout that
-`Runner.abort()` cut short). `agentbake rollout --resume DIR` runs only the others, after emptying what
-they left, and refuses settings other than the job's own: what differs is named.
+`Runner.abort()` cut short) of a status other than `node_lost`. `agentbake rollout --resume DIR` runs only the
+others, after emptying what they left, and refuses settings other than the job's own: what differs is named.
 
     job = Job.start(Path("jobs/run-1"), config)         # or Job.open(path), then job.check(requested)
     for result in runner.iter_rollouts(job.pending(tasks), concurrency=config.n_concurrent): ...
@@ -34,7 +34,7 @@ from pydantic import (
 
 from agentbake.errors import JobError
 from agentbake.runner.backend_registry import BACKENDS, DEFAULT_BACKEND
-from agentbake.runner.result import RESULT_FILE, RolloutResult, summarize_results
+from agentbake.runner.result import RESULT_FILE, RolloutResult, Status, summarize_results
 from agentbake.runner.runner_config import RunnerConfig
 from agentbake.tasks import Task, load_task
 
@@ -224,11 +224,12 @@ class Job:
         ]
 
     def pending(self, tasks: list[Task]) -> list[tuple[Task, Path]]:
-        """The rollouts with no result.json yet, with their folders emptied of what an unfinished run left."""
+        """The rollouts not finished (no result.json yet, or one of a lost node), with their folders emptied of
+        what an unfinished run left."""
         by_name = {task.name: task for task in tasks}
         pending = []
         for name, _, folder in self.rollouts():
-            if (folder / RESULT_FILE).is_file():
+            if _finished(folder):
                 continue
             if folder.exists():
                 shutil.rmtree(folder)
@@ -245,12 +246,14 @@ class Job:
         return sorted(found, key=lambda item: (item[0], item[1]))
 
     def write_summary(self) -> dict[str, Any]:
-        """Write summary.json (totals over the finished rollouts, then each of them); returns it."""
+        """Write summary.json (totals over the rollouts with a result, then each of them; `finished` leaves out
+        those of a lost node); returns it."""
         finished = self.results()
         total = len(self.config.tasks) * self.config.n_attempts
+        done = sum(result.status is not Status.NODE_LOST for _, _, result in finished)
         summary = {
-            "complete": len(finished) == total,
-            "finished": len(finished),
+            "complete": done == total,
+            "finished": done,
             "total": total,
             "summary": summarize_results([result for _, _, result in finished]).as_dict(),
             "rollouts": [
@@ -267,6 +270,14 @@ class Job:
         }
         _write_json(self.dir / SUMMARY_FILE, summary)
         return summary
+
+
+def _finished(folder: Path) -> bool:
+    """The rollout in `folder` finished: its result.json is there, and not of a lost node (a resume runs that
+    one again)."""
+    if not (folder / RESULT_FILE).is_file():
+        return False
+    return RolloutResult.read(folder).status is not Status.NODE_LOST
 
 
 def _write_json(path: Path, data: Any) -> None:

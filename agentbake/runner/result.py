@@ -41,6 +41,9 @@ class Status(enum.StrEnum):
     """`tests/test.sh` ran past `[verifier] timeout_sec`."""
     SANDBOX_ERROR = "sandbox_error"
     """The sandbox could not be created or stopped answering."""
+    NODE_LOST = "node_lost"
+    """The cluster node running the rollout was lost (`--ray`: it died, or none was left to run it); nothing of the
+    rollout came back. The only status a job's `--resume` runs again."""
 
 
 # Phases in the order they run (`image`: resolving the task's image, a build only for a task image's first
@@ -91,6 +94,9 @@ class RolloutResult:
     """The agent's name (`claude-code`, `opencode`, `pi`), or `oracle` when the reference solution ran."""
     agent_version: str | None = None
     """The agent CLI's version from the image's labels."""
+    node: str | None = None
+    """The cluster node that ran the rollout (`--ray`: its `node:<label>` resource, else `<address>/<id>`); None
+    when it ran on this machine."""
     task_image: str | None = None
     """The task's own image (its Dockerfile's build or its docker_image), the agent layered on at run time."""
     exit_code: int | None = None
@@ -134,6 +140,7 @@ class RolloutResult:
             "task_image": self.task_image,
             "agent": self.agent,
             "agent_version": self.agent_version,
+            "node": self.node,
             "timings": self.timings,
             "turns": self.turns,
             "tokens": self.tokens,

@@ -30,7 +30,7 @@ from agentbake.errors import AgentbakeError, ConfigError, SandboxError, TaskErro
 from agentbake.gateway.settings import LogprobsMode
 from agentbake.gateway.trace import load_trace
 from agentbake.runner.agents import AgentImage, AgentLaunch, ModelAccess, agent_for_labels
-from agentbake.runner.backend_registry import BACKENDS, make_backend
+from agentbake.runner.backend_registry import BACKENDS, backend_type, make_backend
 from agentbake.runner.batch import BatchProgress, Rollout, repeated, run_rollouts
 from agentbake.runner.choices import VerifierMode
 from agentbake.runner.docker.config import DockerConfig
@@ -50,6 +50,7 @@ from agentbake.tasks.resolver import ImageResolver, ProgressFactory, ResolvedIma
 if TYPE_CHECKING:
     from agentbake.egress import EgressConfig, EgressService
     from agentbake.runner.backend_registry import BackendConfig
+    from agentbake.runner.executor import Executor, NodeSettings
 
 logger = logging.getLogger("agentbake.runner")
 
@@ -74,13 +75,16 @@ class Runner:
         *,
         build_progress: ProgressFactory | None = None,
         egress: EgressService | EgressConfig | None = None,
+        executor: Executor | None = None,
     ) -> None:
         """`backend`: a backend to use (the caller closes it), or the config of one for the runner to build
         (after the preflight) and close; None builds a Docker backend (with `config.warm` sandboxes kept warm,
         deprecated: `DockerConfig(warm=)` is the setting). `build_progress` displays what a task image's first
         rollout builds (the CLI: its console). `egress`: the egress service the rollouts' proxies run in (the
         caller closes it), or the config of the one the runner starts on the first rollout that needs it
-        (default: `EgressConfig()`, its cache under the user's cache dir)."""
+        (default: `EgressConfig()`, its cache under the user's cache dir). `executor`: where each rollout runs
+        instead of here (`cluster.RayExecutor`; the caller closes it), each node building the backend `backend`
+        configures (a config then, not a built backend)."""
         if config.warm and backend is not None and _warm_pool(backend) != config.warm:
             raise ConfigError(
                 f"RunnerConfig.warm={config.warm} (deprecated) differs from the given backend's warm pool "
@@ -96,11 +100,21 @@ class Runner:
         """Which image each task's rollouts start from (resolve a batch's tasks ahead to build up front)."""
         # Before the backend: a server that fails the preflight leaves nothing started.
         self._gateways = RolloutGateways(config)
+        self.executor = executor
         self._own_backend = not isinstance(backend, SandboxBackend)
+        self._backend_config: BackendConfig | None = None
         if isinstance(backend, SandboxBackend):
+            if executor is not None:
+                raise ConfigError(
+                    "an executor's nodes each build their own backend: pass its config (e.g. DockerConfig()), not a "
+                    "built backend"
+                )
             self.backend = backend
         else:
-            self.backend = make_backend(backend or DockerConfig(warm=config.warm))
+            self._backend_config = backend or DockerConfig(warm=config.warm)
+            if executor is None:  # else each node builds it
+                self.backend = make_backend(self._backend_config)
+        self._backend_type = type(self.backend) if executor is None else backend_type(self._backend_config)
         self._live: dict[str, LiveRollout] = {}
         self._lock = threading.Lock()
         self._aborted = threading.Event()
@@ -130,6 +144,8 @@ class Runner:
         self._aborted.set()
         with self._lock:
             live = list(self._live.values())
+        if self.executor is not None and live:  # only this runner's rollouts: a shared executor goes on serving
+            self.executor.abort()
         for entry in live:
             release(entry)
 
@@ -142,7 +158,7 @@ class Runner:
             egress, self._egress = self._egress, None
         if egress is not None and egress is not self._egress_given:
             egress.close()
-        if self._own_backend:
+        if self._own_backend and self.executor is None:
             self.backend.close()
 
     def _egress_service(self) -> EgressService:
@@ -167,7 +183,6 @@ class Runner:
         self._check(task)
         rollout_id = rollout_id or new_rollout_id(task)
         out_dir = (out_dir or self.config.out_dir / rollout_id).resolve()
-        timings = Timings()
         result = RolloutResult(
             rollout_id=rollout_id,
             task=task.name,
@@ -178,6 +193,9 @@ class Runner:
             agent_version=self._labels.agent_version,
             out_dir=out_dir,
         )
+        if self.executor is not None:
+            return self._run_elsewhere(self.executor, task, result)
+        timings = Timings()
         live = LiveRollout()
         with self._lock:
             self._live[rollout_id] = live
@@ -208,27 +226,65 @@ class Runner:
                 logger.error("rollout %s: cannot write %s: %s", rollout_id, out_dir / "result.json", exc)
         return result
 
+    def _run_elsewhere(self, executor: Executor, task: Task, result: RolloutResult) -> RolloutResult:
+        """The rollout by the executor; here it holds nothing, an abort cancels it through the executor."""
+        if self._aborted.is_set():
+            result.status, result.error = Status.SANDBOX_ERROR, "the batch was aborted before this rollout started"
+            return result
+        try:
+            settings = self._node_settings()
+        except AgentbakeError as exc:  # as a local rollout's: its result says why, the batch goes on
+            result.status, result.error = Status.SANDBOX_ERROR, describe_error(exc)
+            assert result.out_dir is not None
+            result.out_dir.mkdir(parents=True, exist_ok=True)
+            result.write()
+            return result
+        with self._lock:
+            self._live[result.rollout_id] = LiveRollout()
+        try:
+            return executor.run(task, result, settings)
+        finally:
+            with self._lock:
+                self._live.pop(result.rollout_id, None)
+
+    def _node_settings(self) -> NodeSettings:
+        """The settings an executor's node runs a rollout with: the model as resolved here (no second preflight)."""
+        from agentbake.runner.executor import NodeSettings
+
+        scripted = self.config.model == SCRIPTED and not self.config.oracle
+        update = {
+            "model": self._gateways.upstream or self.config.model,
+            "model_name": self._gateways.model_name or (SCRIPTED_MODEL_NAME if scripted else None),
+            "logprobs_mode": self.logprobs_mode,
+            "preflight": False,
+        }
+        if scripted and self._gateways.upstream is None:
+            raise SandboxError("model 'scripted' needs Runner.start_scripted(tasks) before a rollout")
+        assert self._backend_config is not None  # an executor is only taken with a backend's config
+        return NodeSettings(self.config.model_copy(update=update), self._backend_config)
+
     def _check(self, task: Task) -> None:
+        backend = self._backend_type
         if self.config.oracle and task.solution_script is None:
             raise TaskError(f"{task.path}: no solution/solve.sh; --oracle runs the task's reference solution")
-        if not self.backend.capabilities.network_phases:
-            PhaseNetworks.of(task, self.config).check_remote(task, self.backend.name)
-        if self._verifier_mode(task) == "separate" and not self.backend.capabilities.verifier_sandbox:
+        if not backend.capabilities.network_phases:
+            PhaseNetworks.of(task, self.config).check_remote(task, backend.name)
+        if self._verifier_mode(task) == "separate" and not backend.capabilities.verifier_sandbox:
             able = ", ".join(name for name, kind in BACKENDS.items() if kind.backend.capabilities.verifier_sandbox)
             why = (
                 "--verifier-mode separate" if self.config.verifier_mode else '[verifier] environment_mode = "separate"'
             )
             raise TaskError(
-                f"{task.path}: {why} runs the verifier in a sandbox of its own, which the {self.backend.name} backend "
+                f"{task.path}: {why} runs the verifier in a sandbox of its own, which the {backend.name} backend "
                 f"cannot make; run it with --backend {able}, or with --verifier-mode shared"
             )
         if not task.has_own_image:
             self.images.check_catalog_user(task)
-        elif not self.backend.capabilities.task_images:
+        elif not backend.capabilities.task_images:
             able = ", ".join(name for name, kind in BACKENDS.items() if kind.backend.capabilities.task_images)
             raise TaskError(
                 f"{task.path}: the task brings its own image (environment/Dockerfile or docker_image), which the "
-                f"{self.backend.name} backend cannot run yet; run it with --backend {able}"
+                f"{backend.name} backend cannot run yet; run it with --backend {able}"
             )
 
     def _verifier_mode(self, task: Task) -> VerifierMode:

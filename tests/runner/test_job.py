@@ -83,6 +83,20 @@ def test_the_layout_is_config_one_folder_per_task_and_attempt_and_a_summary(tmp_
     ]
 
 
+def test_a_rollout_lost_with_its_node_is_pending_again(tmp_path: Path) -> None:
+    tasks_root = _tasks(tmp_path / "tasks")
+    job = Job.start(tmp_path / "job", _config(tmp_path / "job", tasks_root, n_attempts=1))
+    for name, status in (("alpha", Status.OK), ("beta", Status.NODE_LOST)):
+        folder = job.dir / f"{name}__0"
+        folder.mkdir()
+        RolloutResult(name, name, status, 0.0, "img", "oracle", node="w1", out_dir=folder).write()
+    summary = job.write_summary()
+    assert (summary["complete"], summary["finished"], summary["total"]) == (False, 1, 2)
+    assert [r["status"] for r in summary["rollouts"]] == ["ok", "node_lost"]  # listed, not counted finished
+    assert [folder.name for _, folder in job.pending(discover_tasks([tasks_root]))] == ["beta__0"]
+    assert not (job.dir / "beta__0").exists() and RolloutResult.read(job.dir / "alpha__0").node == "w1"
+
+
 def test_a_job_needs_a_folder_of_its_own(tmp_path: Path) -> None:
     tasks_root = _tasks(tmp_path / "tasks")
     Job.start(tmp_path / "job", _config(tmp_path / "job", tasks_root))

@@ -15,6 +15,7 @@ import click
 from agentbake.clikit import RenamedOptions, print_json, tasks_option
 from agentbake.errors import AgentbakeError
 from agentbake.runner.cli.backend_options import BackendChoice, backend_options
+from agentbake.runner.cli.ray_options import RayChoice, ray_options
 from agentbake.runner.cli.rollout_job import open_rollout_job
 from agentbake.runner.cli.run_options import RENAMED, run_options
 
@@ -129,6 +130,7 @@ def _old_out(value: str) -> list[str]:
 @click.command("rollout", cls=RenamedOptions, renamed={**RENAMED, "--tasks": "--path", "--out": _old_out})
 @run_options()
 @backend_options
+@ray_options
 @tasks_option("A task directory or a folder of them; repeat for more.", required=False)
 @click.option(
     "-k",
@@ -175,6 +177,7 @@ def rollout_command(
     job_name: str | None,
     resume_dir: Path | None,
     backend: BackendChoice,
+    ray: RayChoice,
 ) -> None:
     """Run every task N_ATTEMPTS times on IMAGE, N_CONCURRENT at once, into JOBS_DIR/JOB_NAME, with live
     progress, then print a summary table. `--resume DIR` continues an interrupted job."""
@@ -184,6 +187,7 @@ def rollout_command(
     from agentbake.runner.runner import Runner
     from agentbake.runner.runner_config import SCRIPTED
 
+    ray.check(backend.name, warm)
     job, tasks = open_rollout_job(
         image, make_config, task_dirs, n_attempts, n_concurrent, warm, jobs_dir, job_name, resume_dir, backend
     )
@@ -195,7 +199,9 @@ def rollout_command(
     if pending:
         display = BatchDisplay(len(pending))
         backend_config = config.backend.config
-        with teardown_on_signals(runner := Runner(config.runner, backend_config, build_progress=build_progress)):
+        executor = ray.executor(config.backend.name, getattr(config.backend.config, "warm", 0))
+        runner = Runner(config.runner, backend_config, build_progress=build_progress, executor=executor)
+        with teardown_on_signals(runner, *([executor] if executor else [])):
             if config.runner.model == SCRIPTED:
                 runner.start_scripted(tasks)
             try:
@@ -248,6 +254,8 @@ def _write_report(directory: Path) -> str | None:
 def _prepare_images(runner: Runner, tasks: list[Task]) -> None:
     """Build what the tasks' own images lack before the first rollout, with progress. A task whose image
     cannot be had is reported here; its rollouts then end as `sandbox_error` with the same message."""
+    if runner.executor is not None:
+        return  # each node builds them, by its first rollout of the task
     for task in tasks:
         if task.has_own_image and runner.backend.capabilities.task_images:
             try:

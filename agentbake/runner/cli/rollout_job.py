@@ -14,6 +14,7 @@ import click
 from click.core import ParameterSource
 
 from agentbake.runner.cli.backend_options import BackendChoice
+from agentbake.runner.cli.ray_options import RAY_OPTIONS
 
 if TYPE_CHECKING:
     from agentbake.runner.job import Job, JobConfig
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 
 # What `--resume DIR` alone may set; every other setting comes from the job's config.json.
-_RESUME_MAY_SET = ("resume_dir", "as_json", "n_concurrent", "warm", "relay_listen", "relay_url")
+_RESUME_MAY_SET = ("resume_dir", "as_json", "n_concurrent", "warm", "relay_listen", "relay_url", *RAY_OPTIONS)
 
 
 def open_rollout_job(

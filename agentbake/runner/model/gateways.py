@@ -75,6 +75,11 @@ class RolloutGateways:
         self._shared = gateway
 
     @property
+    def upstream(self) -> str | None:
+        """The URL every gateway calls (the scripted model's once started); None for the oracle."""
+        return None if self._shared is None else self._shared.upstream
+
+    @property
     def logprobs_mode(self) -> LogprobsMode | None:
         """`Runner.logprobs_mode`: what the gateways stamp on their records."""
         return None if self._shared is None else self._shared.logprobs_mode
