@@ -93,8 +93,8 @@ def test_bad_ray_settings_are_refused(tmp_path: Path) -> None:
         address = f"127.0.0.1:{unused.getsockname()[1]}"
         with pytest.raises(ConfigError, match=rf"--ray {address}: no Ray cluster answers there .*ray start --head"):
             RayExecutor(RayConfig(address=address))
-    args = ["rollout", "claude-code", "--tasks", str(tmp_path), "--oracle", "--ray", "auto", "--ray-resource", ""]
-    done = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "job")])
+    args = ["rollout", "claude-code", "--path", str(tmp_path), "--oracle", "--ray", "auto", "--ray-resource", ""]
+    done = CliRunner().invoke(main, [*args, "--jobs-dir", str(tmp_path), "--job-name", "job"])
     assert done.exit_code == 2 and "Invalid value for --ray-resource" in done.output, done.output
     assert not (tmp_path / "job").exists()
 
@@ -115,10 +115,12 @@ def test_an_executor_takes_a_backends_config_not_a_built_backend(
 
 
 def test_ray_with_another_backend_or_a_warm_pool_is_a_usage_error(tmp_path: Path) -> None:
-    args = ["rollout", "claude-code", "--tasks", str(tmp_path), "--oracle", "--backend", "e2b", "--ray", "auto"]
-    done = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "job")])
+    args = ["rollout", "claude-code", "--path", str(tmp_path), "--oracle", "--backend", "e2b", "--ray", "auto"]
+    done = CliRunner().invoke(main, [*args, "--jobs-dir", str(tmp_path), "--job-name", "job"])
     assert done.exit_code == 2 and "--ray runs rollouts on the nodes' Docker engines: drop --backend e2b" in done.output
-    done = CliRunner().invoke(main, [*args[:-4], "--warm", "2", "--ray", "auto", "--out", str(tmp_path / "job")])
+    done = CliRunner().invoke(
+        main, [*args[:-4], "--warm", "2", "--ray", "auto", "--jobs-dir", str(tmp_path), "--job-name", "job"]
+    )
     assert done.exit_code == 2 and "as the rollout needs it: drop --warm" in done.output
     assert not (tmp_path / "job").exists()  # refused before the job starts
 

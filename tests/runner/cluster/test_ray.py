@@ -118,9 +118,9 @@ def test_a_batch_goes_on_past_a_killed_node_and_resume_runs_its_rollouts(
             test="echo 1 > /logs/verifier/reward.txt\n",
         )
     job = tmp_path / "job"
-    args = [*AGENTBAKE, "rollout", image, "--tasks", str(tmp_path / "tasks"), "--oracle", "-n", "3"]
+    args = [*AGENTBAKE, "rollout", image, "--path", str(tmp_path / "tasks"), "--oracle", "-n", "3"]
     batch = subprocess.Popen(  # the most free node first: one rollout each
-        [*args, "--ray", cluster.address, "--out", str(job)],
+        [*args, "--ray", cluster.address, "--jobs-dir", str(tmp_path), "--job-name", "job"],
         env=cluster.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
