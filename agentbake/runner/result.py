@@ -40,7 +40,10 @@ class Status(enum.StrEnum):
     VERIFIER_TIMEOUT = "verifier_timeout"
     """`tests/test.sh` ran past `[verifier] timeout_sec`."""
     SANDBOX_ERROR = "sandbox_error"
-    """The sandbox could not be created or stopped answering."""
+    """The sandbox could not be created or stopped answering, or the rollout was cancelled (`Runner.cancel`)."""
+    MODEL_ERROR = "model_error"
+    """The model worker the rollout was pinned to stopped answering (or none was left to take it); the rollout
+    ended there rather than moving to another worker mid-conversation."""
 
 
 # Phases in the order they run (`image`: resolving the task's image, a build only for a task image's first
@@ -111,6 +114,8 @@ class RolloutResult:
     notes: list[str] = field(default_factory=list)
     """What was cut or left out while the status stayed (a log cut at the copy-out caps, a link in the logs
     not followed, a path that could not be collected)."""
+    worker: str | None = None
+    """The model worker the rollout's calls all went to (its URL without credentials); None with no model."""
     out_dir: Path | None = None
     """The folder holding result.json, trace.jsonl, the agent's log, the verifier's output,
     workdir.diff and sequences.json."""

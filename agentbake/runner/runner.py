@@ -40,6 +40,7 @@ from agentbake.runner.images import image_labels
 from agentbake.runner.live import LiveRollout, release
 from agentbake.runner.model.gateways import RolloutGateways
 from agentbake.runner.model.host_gateway import remove_stale_gateways
+from agentbake.runner.model.workers import ModelWorkerError, Worker
 from agentbake.runner.network import EGRESS_DIR_PREFIX, EGRESS_LOG, PhaseNetworks, RolloutEgress
 from agentbake.runner.result import RolloutResult, Status, Timings
 from agentbake.runner.runner_config import SCRIPTED, SCRIPTED_MODEL_NAME, RunnerConfig
@@ -95,13 +96,14 @@ class Runner:
         )
         """Which image each task's rollouts start from (resolve a batch's tasks ahead to build up front)."""
         # Before the backend: a server that fails the preflight leaves nothing started.
-        self._gateways = RolloutGateways(config)
+        self._gateways = RolloutGateways(config, self._worker_failed)
         self._own_backend = not isinstance(backend, SandboxBackend)
         if isinstance(backend, SandboxBackend):
             self.backend = backend
         else:
             self.backend = make_backend(backend or DockerConfig(warm=config.warm))
         self._live: dict[str, LiveRollout] = {}
+        self._ended: dict[str, tuple[Status, str]] = {}  # rollouts ended from outside: how, why
         self._lock = threading.Lock()
         self._aborted = threading.Event()
         self._egress_given = egress
@@ -125,6 +127,29 @@ class Runner:
         given, else what the preflight found; None when unknown (no preflight, or no model yet)."""
         return self._gateways.logprobs_mode
 
+    def set_policy_version(self, version: int) -> None:
+        """The policy (weights) version the model now serves: every call sent from now on, by any rollout,
+        records it (`TraceRecord.policy_version`, the export's rows). A trainer sets it after each weight sync."""
+        self._gateways.set_policy_version(version)
+
+    def cancel(self, rollout_id: str, reason: str = "cancelled by the caller") -> bool:
+        """End one live rollout now (its sandbox and gateway removed): it finishes as `sandbox_error` with
+        `reason`. False when no such rollout runs."""
+        return self._end(rollout_id, Status.SANDBOX_ERROR, reason)
+
+    def _end(self, rollout_id: str, status: Status, reason: str) -> bool:
+        with self._lock:
+            live = self._live.get(rollout_id)
+            if live is None:
+                return False
+            self._ended.setdefault(rollout_id, (status, reason))
+        release(live)
+        return True
+
+    def _worker_failed(self, worker: Worker, rollout_ids: list[str]) -> None:
+        for rollout_id in rollout_ids:
+            self._end(rollout_id, Status.MODEL_ERROR, _worker_failure(worker))
+
     def abort(self) -> None:
         """Remove every live sandbox and gateway now (Ctrl-C, SIGTERM); rollouts in flight end as errors."""
         self._aborted.set()
@@ -137,7 +162,7 @@ class Runner:
         """Remove what live rollouts hold, stop the scripted model, release the backend (when the runner
         made it). Safe to call from a signal's teardown while rollouts run."""
         self.abort()
-        self._gateways.stop_scripted()
+        self._gateways.close()
         with self._lock:
             egress, self._egress = self._egress, None
         if egress is not None and egress is not self._egress_given:
@@ -188,10 +213,20 @@ class Runner:
             if not isinstance(exc, AgentbakeError):
                 logger.exception("rollout %s failed unexpectedly", rollout_id)
             outcome = HarnessOutcome()
-            outcome.fail(Status.SANDBOX_ERROR, describe_error(exc))
+            outcome.fail(
+                Status.MODEL_ERROR if isinstance(exc, ModelWorkerError) else Status.SANDBOX_ERROR, describe_error(exc)
+            )
         finally:
             with self._lock:
                 self._live.pop(rollout_id, None)
+                ended = self._ended.pop(rollout_id, None)
+            worker = self._gateways.finish(rollout_id)
+        if worker is not None:
+            result.worker = worker.label
+            if worker.failure is not None and ended is None:
+                ended = Status.MODEL_ERROR, _worker_failure(worker)
+        if ended is not None:
+            outcome.fail(*ended, decisive=True)
         result.status, result.reward, result.error = outcome.status, outcome.reward, outcome.error
         result.notes = outcome.notes
         result.exit_code, result.verifier_exit_code = outcome.exit_code, outcome.verifier_exit_code
@@ -293,6 +328,8 @@ class Runner:
                     live.egress.port = live.handle.egress_port
             if self._aborted.is_set():
                 raise SandboxError("the batch was aborted")
+            if rollout_id in self._ended:  # ended while its sandbox was being made
+                raise SandboxError(self._ended[rollout_id][1])
             if in_sandbox:
                 self._start_sandbox_gateway(live.handle, rollout_id, out_dir / TRACE_FILE)
             mode = self._verifier_mode(task)
@@ -429,6 +466,13 @@ def _warm_pool(backend: SandboxBackend | BackendConfig) -> int:
     if isinstance(backend, DockerBackend):
         return backend.config.warm
     return backend.warm if isinstance(backend, DockerConfig) else 0
+
+
+def _worker_failure(worker: Worker) -> str:
+    return (
+        f"model worker {worker.label} failed ({worker.failure}); the rollout was pinned to it and is not moved to "
+        "another worker mid-conversation"
+    )
 
 
 def add_trace(result: RolloutResult, out_dir: Path, logprobs: LogprobsMode) -> None:

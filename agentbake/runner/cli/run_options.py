@@ -38,7 +38,7 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             *args: Any,
             image: str | None,
             agent: str | None,
-            model: str | None,
+            model: tuple[str, ...],
             model_name: str | None,
             api_key_env: str,
             oracle: bool,
@@ -68,14 +68,14 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                     raise click.UsageError(
                         "IMAGE (or --agent) is required: a catalog name (e.g. claude-code) or an image tag"
                     )
-                if oracle and model is not None:
+                if oracle and model:
                     raise click.UsageError("--oracle runs the task's reference solution with no model: drop --model")
-                if not oracle and model is None:
+                if not oracle and not model:
                     raise click.UsageError(MODEL_REQUIRED)
                 try:
                     return RunnerConfig(
                         image=resolve_image(image, build_missing=build_missing),
-                        model=model,
+                        model=(model[0] if len(model) == 1 else model) or None,
                         model_name=model_name,
                         api_key_env=api_key_env,
                         oracle=oracle,
@@ -114,8 +114,10 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                 ),
                 click.option(
                     "--model",
+                    multiple=True,
                     help="Required for an agent run: 'scripted' (the built-in model that plays each task's "
-                    "solution/solve.sh) or the base URL of an OpenAI-compatible server, with its /v1.",
+                    "solution/solve.sh) or the base URL of an OpenAI-compatible server, with its /v1. Repeat it "
+                    "for several workers of one model: each rollout stays on one for its whole run.",
                 ),
                 click.option("--model-name", help="Model name sent upstream and configured in the agent."),
                 click.option(
