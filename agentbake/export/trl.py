@@ -24,8 +24,9 @@ def to_trl(document: dict) -> dict[str, Any]:
     --format trl` writes it (one JSON line per rollout; the columns a `rollout_func` returns for several
     rollouts are their rows' fields, listed in order): `prompt_ids`, `completion_ids`,
     `logprobs` (0.0 where the model did not sample, as TRL's tool loop fills them), `env_mask`, and
-    `rollout_id`, `trainable`, `agent_sequences`, `untrained_tokens`. A rollout without an agent sequence gets
-    empty id lists (and is never trainable)."""
+    `rollout_id`, `trainable`, `agent_sequences`, `untrained_tokens`, `worker` (the model worker of the row's
+    last call) and `policy_versions` (each of the row's calls' policy version, in order; None where unset). A
+    rollout without an agent sequence gets empty id lists (and is never trainable)."""
     agent = [s for s in document["sequences"] if s["role"] == "agent"]
     row: dict[str, Any] = {
         "rollout_id": document["rollout_id"],
@@ -36,6 +37,8 @@ def to_trl(document: dict) -> dict[str, Any]:
         "logprobs": [],
         "env_mask": [],
         "untrained_tokens": 0,
+        "worker": None,
+        "policy_versions": [],
     }
     if not agent:
         return row
@@ -47,6 +50,8 @@ def to_trl(document: dict) -> dict[str, Any]:
     row["env_mask"] = mask
     row["logprobs"] = [lp if sampled else 0.0 for lp, sampled in zip(main["logprobs"][start:], mask, strict=True)]
     others = {call for s in agent if s is not main for call in s["calls"]} - set(main["calls"])
-    lengths = {call["index"]: call["completion_len"] for call in document["calls"]}
-    row["untrained_tokens"] = sum(lengths[call] for call in others)
+    calls = {call["index"]: call for call in document["calls"]}
+    row["untrained_tokens"] = sum(calls[call]["completion_len"] for call in others)
+    row["worker"] = calls[main["calls"][-1]].get("worker")
+    row["policy_versions"] = [calls[call].get("policy_version") for call in main["calls"]]
     return row
