@@ -145,6 +145,7 @@ class RolloutResult:
             "calls_without_token_ids": self.calls_without_token_ids,
             "trainable": self.trainable,
             "error": self.error,
+            "worker": self.worker,
             "notes": self.notes,
             "out_dir": str(self.out_dir) if self.out_dir else None,
         }
