@@ -1,5 +1,6 @@
 """Several workers of one model: each rollout's calls all go to one worker (as the records and the workers' own
-logs say), and a worker that dies ends its rollout as `model_error` naming it while the others finish."""
+logs say), a worker that dies ends its rollout as `model_error` naming it while the others finish, and the
+trainer's policy version reaches a live rollout's next calls."""
 
 from __future__ import annotations
 
@@ -52,6 +53,16 @@ def test_each_rollout_stays_on_its_worker_and_a_dead_workers_rollout_fails_visib
         return policy(request)
 
     dying.responder = die_on_the_task
+    first, moved = models[0].responder, threading.Event()
+
+    def move_the_policy_at_the_first_call(request: dict) -> object:
+        """The trainer syncs its weights while the first worker answers its rollout's first call."""
+        if mark in json.dumps(request.get("messages")) and not moved.is_set():
+            moved.set()
+            runner.set_policy_version(8)
+        return first(request)
+
+    models[0].responder = move_the_policy_at_the_first_call
     servers = [serve_in_thread(model, log_level="critical") for model in models]
     try:
         urls = [f"{server.url}/v1" for server in servers]
@@ -59,6 +70,7 @@ def test_each_rollout_stays_on_its_worker_and_a_dead_workers_rollout_fails_visib
             image=built_images["claude-code"].tag, model=urls, model_name="scripted", out_dir=tmp_path
         )
         with Runner(config, backend) as runner:
+            runner.set_policy_version(7)
             results = runner.run_batch([task], repeats=3, concurrency=3)
     finally:
         for server in servers[:2]:
@@ -78,6 +90,9 @@ def test_each_rollout_stays_on_its_worker_and_a_dead_workers_rollout_fails_visib
             assert all(not r.ok for r in records[-1:])  # its calls failed there; none went to another worker
             continue
         assert result.status is Status.OK and result.reward == 1.0, result.error
+        if url == urls[0]:  # the live rollout's later calls carry the version the trainer moved to
+            task_calls = [r.policy_version for r in records if mark in json.dumps(r.request.get("messages"))]
+            assert task_calls[0] == 7 and task_calls[-1] == 8 and len(task_calls) >= 2
         # The worker's own log: exactly the task's calls its rollout's records hold (the preflight's calls aside).
         served = [
             ids
