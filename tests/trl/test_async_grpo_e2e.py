@@ -1,6 +1,6 @@
 """TRL's own AsyncGRPOTrainer on CPU, one optimisation step, fed by TRL's real `HarnessRolloutWorker`: its
 `start()` pickles `RunnerSessions` and spawns the worker process, where the factory starts its own Runner;
-each session is a real Claude Code rollout against one of two scripted-model workers (one tokenizer, no Hub).
+each session is a real Pi rollout (the agent) against one of two scripted-model workers (one tokenizer, no Hub).
 
 Checked: the worker's process starts (pickling included), the two sessions of the group land one per worker
 and stay there (records and the workers' own logs), the step trains exactly the ids the workers sampled, and
@@ -33,6 +33,8 @@ from tests.tiny_tokenizer import build_tokenizer
 from tests.trl.tiny import INSTRUCTION, TEST_SH, tiny_model
 
 pytestmark = pytest.mark.docker
+
+AGENT = "pi"  # a short system prompt: the CPU step attends over ~2k tokens, not Claude Code's ~16k
 
 async_grpo = pytest.importorskip("trl.experimental.async_grpo")
 harness = pytest.importorskip("trl.experimental.async_grpo.openenv_harness")  # needs openenv
@@ -133,7 +135,7 @@ def test_trls_async_worker_trains_a_step_on_agentbake_sessions_over_two_workers(
     try:
         urls = [f"{server.url}/v1" for server in servers]
         config = RunnerConfig(
-            image=built_images["claude-code"].tag,
+            image=built_images[AGENT].tag,
             model=urls,
             model_name="scripted",
             out_dir=tmp_path / "out",
