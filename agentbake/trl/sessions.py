@@ -4,8 +4,9 @@ TRL's `HarnessRolloutWorker` (trl.experimental.async_grpo) drives a loop-owning 
 factory: `harness_session_factory(sampling=...)` gives a factory whose `create(prompt, seed=, episode_id=)`
 starts one rollout; the worker then calls `wait_for_completion()`, `fetch_training_trace()` (the captured
 turns, each with a loss mask over prompt + completion), `verify(transcript)` (its `env_reward`) and `close()`.
-`session_factory(runner, tasks)` is that callable, backed by agentbake's Runner: the agent CLI in its
-sandbox, the gateway's captured ids, the verifier's reward.
+`RunnerSessions(config, tasks)` is that callable, backed by agentbake's Runner (the agent CLI in its sandbox,
+the gateway's captured ids, the verifier's reward); TRL pickles it into the worker's own process, where it
+starts the runner. `session_factory(runner, tasks)` is the same on a runner of this process.
 
 Unlike `GRPOTrainer`'s one row per rollout, the worker trains several rows per rollout: every agent sequence
 of the export (a subagent, the continuation after a compaction) goes out, each call once; a call shared by
