@@ -16,10 +16,11 @@ endif
 
 dev: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# The extras declare ranges; constraints/ci.txt pins what CI tests with.
+$(VENV)/.installed: pyproject.toml constraints/ci.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,gateway]'
+	$(PY) -m pip install --quiet -c constraints/ci.txt -e '.[dev,gateway]'
 	touch $@
 
 # A Docker engine that answers (installed and started here when possible).

@@ -318,3 +318,37 @@ def test_the_release_workflows_demo_runs_from_the_wheel(venv: Path, tmp_path: Pa
         "claude-code",
     )
     assert "rollouts: 1\n" in ran.stdout and "errors: 0\n" in ran.stdout  # the trace summary
+
+
+def resolve(requirements: list[str], tmp_path: Path) -> dict[str, str]:
+    """The versions uv resolves `requirements` to for Linux x86-64 and this Python: resolution only, every wheel's
+    metadata read from the index, nothing installed."""
+    from uv import find_uv_bin
+
+    listed = tmp_path / "requirements.in"
+    listed.write_text("\n".join(requirements) + "\n")
+    target = ["--python-version", f"{sys.version_info.major}.{sys.version_info.minor}"]
+    compiled = subprocess.run(
+        [find_uv_bin(), "pip", "compile", str(listed), *target, "--python-platform", "x86_64-manylinux_2_28", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert compiled.returncode == 0, compiled.stderr
+    pins = (re.fullmatch(r"([A-Za-z0-9._-]+)==(\S+)", line) for line in compiled.stdout.splitlines())
+    return {match[1].lower(): match[2] for match in pins if match}
+
+
+def test_the_trl_extra_installs_beside_vllm_without_holding_it_back(tmp_path: Path) -> None:
+    """`pip install 'agentbake[trl]' vllm` resolves, to the vLLM (and so the torch) it resolves to alone: the
+    extra's ranges leave a trainer's stack alone, and its trl stays in the tested minor."""
+    alone = resolve(["vllm"], tmp_path)
+    together = resolve([f"agentbake[trl] @ {builtin_root().as_uri()}", "vllm"], tmp_path)
+    assert (together["vllm"], together["torch"]) == (alone["vllm"], alone["torch"])
+    assert together["trl"].startswith("1.16.")
+    pinned = dict(
+        line.split("==") for line in (builtin_root() / "constraints/ci.txt").read_text().split() if "==" in line
+    )
+    assert set(pinned) == {"torch", "transformers", "trl"}  # the exact pins CI installs live there, not in the extra
+    extra = tomllib.loads((builtin_root() / "pyproject.toml").read_text())["project"]["optional-dependencies"]["trl"]
+    assert not [requirement for requirement in extra if "==" in requirement]

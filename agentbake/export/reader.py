@@ -57,6 +57,10 @@ class Call:
     capture_reason: str | None = None
     logprobs_mode: str | None = None
     """"raw" or "processed" when the gateway's preflight stamped it on the record."""
+    worker: str | None = None
+    """The upstream worker that answered, when the record names it."""
+    policy_version: int | None = None
+    """The policy version the record was stamped with, when the trainer set one."""
     problems: list[Finding] = field(default_factory=list)
     """What is wrong with this record's ids or logprobs."""
     parent: int | None = None
@@ -156,6 +160,8 @@ def to_call(raw: dict[str, Any], position: int, line: int, prompt_text: bytes | 
         error=raw.get("upstream_error") if isinstance(raw.get("upstream_error"), str) else None,
         finish_reason=raw.get("finish_reason") if isinstance(raw.get("finish_reason"), str) else None,
         logprobs_mode=raw.get("logprobs_mode") if isinstance(raw.get("logprobs_mode"), str) else None,
+        worker=raw.get("worker") if isinstance(raw.get("worker"), str) else None,
+        policy_version=raw.get("policy_version") if is_int(raw.get("policy_version")) else None,
     )
     if isinstance(capture, dict):
         reasons = capture.get("reasons")

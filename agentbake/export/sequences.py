@@ -190,9 +190,11 @@ def _call(call: Call, superseded: set[int]) -> dict:
         "index": call.index,
         "ok": call.ok,
         "parent": call.parent,
+        "policy_version": call.policy_version,
         "prompt_len": call.prompt_len,
         "retried": call.index in superseded,
         "retry_of": call.retry_of,
         "tools": call.tools,
         "turn": call.turn,
+        "worker": call.worker,
     }

@@ -13,7 +13,8 @@ from typing import Any
 
 def to_trl(document: dict) -> dict[str, Any]:
     """One rollout's TRL row from an export document: `prompt_ids`, `completion_ids`, `logprobs` (0.0 where not
-    sampled), `env_mask`, plus `rollout_id`, `trainable`, `agent_sequences`, `untrained_tokens`."""
+    sampled), `env_mask`, plus `rollout_id`, `trainable`, `agent_sequences`, `untrained_tokens`, `worker` (the
+    last call's model worker) and `policy_versions` (each call's, None where unset)."""
     agent = [s for s in document["sequences"] if s["role"] == "agent"]
     row: dict[str, Any] = {
         "rollout_id": document["rollout_id"],
@@ -24,6 +25,8 @@ def to_trl(document: dict) -> dict[str, Any]:
         "logprobs": [],
         "env_mask": [],
         "untrained_tokens": 0,
+        "worker": None,
+        "policy_versions": [],
     }
     if not agent:
         return row
@@ -35,6 +38,8 @@ def to_trl(document: dict) -> dict[str, Any]:
     row["env_mask"] = mask
     row["logprobs"] = [lp if sampled else 0.0 for lp, sampled in zip(main["logprobs"][start:], mask, strict=True)]
     others = {call for s in agent if s is not main for call in s["calls"]} - set(main["calls"])
-    lengths = {call["index"]: call["completion_len"] for call in document["calls"]}
-    row["untrained_tokens"] = sum(lengths[call] for call in others)
+    calls = {call["index"]: call for call in document["calls"]}
+    row["untrained_tokens"] = sum(calls[call]["completion_len"] for call in others)
+    row["worker"] = calls[main["calls"][-1]].get("worker")
+    row["policy_versions"] = [calls[call].get("policy_version") for call in main["calls"]]
     return row

@@ -8,11 +8,14 @@ Plumbing lives in asgi.py, upstream calls and recording in calls.py.
 from __future__ import annotations
 
 import gc
+import hmac
 import logging
+import os
 from collections.abc import Callable
 
 import orjson
 
+from agentbake.errors import ConfigError
 from agentbake.gateway.asgi import (
     BodyBudget,
     Receive,
@@ -63,6 +66,10 @@ class Gateway:
         token = config.client_token.get_secret_value().encode() if config.client_token else None
         # The header values a request may carry to pass; None when the gateway is open.
         self._accepted: tuple[bytes, bytes] | None = (token, b"Bearer " + token) if token else None
+        admin = os.environ.get(config.admin_token_env) if config.admin_token_env else None
+        if config.admin_token_env and not admin:
+            raise ConfigError(f"admin_token_env: environment variable {config.admin_token_env} is not set")
+        self._admin: bytes | None = b"Bearer " + admin.encode() if admin else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -106,6 +113,9 @@ class Gateway:
         error_body = _error_shape(path)
         receive = counted = self.bodies.receiver(receive)
         try:
+            if (method, path) == ("PUT", "/policy_version") and self._admin is not None:
+                await self._policy_version(scope, receive, send)
+                return
             if self._accepted is not None and path != "/healthz" and not carries_token(scope, self._accepted):
                 raise Unauthorized(
                     "missing or wrong gateway token: send this rollout's token as x-api-key or Authorization: "
@@ -139,6 +149,20 @@ class Gateway:
             await respond(send, status, orjson.dumps(body))
         finally:
             counted.release()
+
+    async def _policy_version(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """`PUT /policy_version` `{"policy_version": N}` with the admin token: the version later records carry."""
+        admin = self._admin
+        if not any(
+            name == b"authorization" and hmac.compare_digest(value, admin or b"") for name, value in scope["headers"]
+        ):
+            raise Unauthorized("PUT /policy_version needs the admin token (admin_token_env) as Authorization: Bearer")
+        body = parse_json(await read_body(scope, receive, 4096))
+        version = body.get("policy_version")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise InvalidRequest('expected {"policy_version": <integer>}')
+        self.calls.policy_version = version
+        await respond(send, 200, orjson.dumps({"policy_version": version}))
 
     # ------------------------------------------------------------------ dialects
 

@@ -45,6 +45,8 @@ class Call:
     capture: Capture = field(default_factory=Capture)
     previous: Answered | None = None
     """The call this one should continue (multi-turn consistency), fixed when it arrives."""
+    policy_version: int | None = None
+    """The policy version when the call was sent upstream (`Calls.policy_version` then)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,8 @@ class Calls:
             self._upstream_headers["authorization"] = f"Bearer {key}"
         self._client: UpstreamClient | None = None
         self._refused: set[str] = set()
+        self.policy_version = config.policy_version
+        """Written on every record from now on; the trainer moves it between steps."""
 
     @property
     def client(self) -> UpstreamClient:
@@ -120,7 +124,9 @@ class Calls:
                 f"(max_trace_bytes = {limit}); it takes no more model calls"
             )
         injected = rewrite_request(body, self.config, self._refused)
-        call = Call(dialect=dialect, rollout_id=rollout_id, body=body, injected=injected)
+        call = Call(
+            dialect=dialect, rollout_id=rollout_id, body=body, injected=injected, policy_version=self.policy_version
+        )
         call.turn, call.retry_of = self.turns.begin(rollout_id, body)
         if self.writer is not None:
             call.previous = self.prefixes.previous(rollout_id, call.retry_of)
@@ -167,6 +173,8 @@ class Calls:
                 capture=captured.verdict,
                 prefix=prefix_check(call.previous, prompt),
                 logprobs_mode=self.config.logprobs_mode,
+                worker=self.config.worker,
+                policy_version=call.policy_version,
             )
         )
 

@@ -136,6 +136,18 @@ class GatewayConfig(ModelSettings):
     tokenize_url: str | None = None
     """vLLM's `/tokenize` endpoint for exact `count_tokens`; defaults to `upstream` without its `/v1`."""
 
+    worker: str | None = None
+    """Which upstream worker this gateway calls, written on every record (a runner with several workers of one
+    model names the one each rollout is pinned to); None writes nothing."""
+
+    policy_version: int | None = None
+    """The policy (weights) version the upstream serves, written on every record; a trainer moves it between
+    steps (`PUT /policy_version` with the admin token, or the runner's `set_policy_version`)."""
+
+    admin_token_env: str | None = None
+    """Environment variable holding the token that `PUT /policy_version` must carry (`Authorization: Bearer`);
+    unset, the route does not exist. Never the client token: the agent must not set what its records say."""
+
     log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "warning"
     """uvicorn log level; request bodies and keys are never logged."""
 

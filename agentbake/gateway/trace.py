@@ -77,6 +77,11 @@ class TraceRecord:
     logprobs_mode: str | None = None
     """"raw" or "processed": what the upstream's logprobs are (the gateway's `logprobs_mode`); None when unknown."""
 
+    worker: str | None = None
+    """The upstream worker that answered (the gateway's `worker`: one of a runner's several); None when unnamed."""
+    policy_version: int | None = None
+    """The policy version the upstream served when the call was sent (the gateway's, set by the trainer)."""
+
     @property
     def ok(self) -> bool:
         return self.upstream_error is None and self.upstream_status == 200

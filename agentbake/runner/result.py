@@ -40,7 +40,10 @@ class Status(enum.StrEnum):
     VERIFIER_TIMEOUT = "verifier_timeout"
     """`tests/test.sh` ran past `[verifier] timeout_sec`."""
     SANDBOX_ERROR = "sandbox_error"
-    """The sandbox could not be created or stopped answering."""
+    """The sandbox could not be created or stopped answering, or the rollout was cancelled (`Runner.cancel`)."""
+    MODEL_ERROR = "model_error"
+    """The model worker the rollout was pinned to stopped answering (or none was left to take it); the rollout
+    ended there rather than moving to another worker mid-conversation."""
     NODE_LOST = "node_lost"
     """The cluster node running the rollout was lost (`--ray`: it died, or none was left to run it); nothing of the
     rollout came back. The only status a job's `--resume` runs again."""
@@ -117,6 +120,8 @@ class RolloutResult:
     notes: list[str] = field(default_factory=list)
     """What was cut or left out while the status stayed (a log cut at the copy-out caps, a link in the logs
     not followed, a path that could not be collected)."""
+    worker: str | None = None
+    """The model worker the rollout's calls all went to (its URL without credentials); None with no model."""
     out_dir: Path | None = None
     """The folder holding result.json, trace.jsonl, the agent's log, the verifier's output,
     workdir.diff and sequences.json."""
@@ -147,6 +152,7 @@ class RolloutResult:
             "calls_without_token_ids": self.calls_without_token_ids,
             "trainable": self.trainable,
             "error": self.error,
+            "worker": self.worker,
             "notes": self.notes,
             "out_dir": str(self.out_dir) if self.out_dir else None,
         }

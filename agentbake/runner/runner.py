@@ -40,6 +40,7 @@ from agentbake.runner.images import image_labels
 from agentbake.runner.live import LiveRollout, release
 from agentbake.runner.model.gateways import RolloutGateways
 from agentbake.runner.model.host_gateway import remove_stale_gateways
+from agentbake.runner.model.workers import ModelWorkerError, Worker
 from agentbake.runner.network import EGRESS_DIR_PREFIX, EGRESS_LOG, PhaseNetworks, RolloutEgress
 from agentbake.runner.result import RolloutResult, Status, Timings
 from agentbake.runner.runner_config import SCRIPTED, SCRIPTED_MODEL_NAME, RunnerConfig
@@ -99,7 +100,7 @@ class Runner:
         )
         """Which image each task's rollouts start from (resolve a batch's tasks ahead to build up front)."""
         # Before the backend: a server that fails the preflight leaves nothing started.
-        self._gateways = RolloutGateways(config)
+        self._gateways = RolloutGateways(config, self._worker_failed)
         self.executor = executor
         self._own_backend = not isinstance(backend, SandboxBackend)
         self._backend_config: BackendConfig | None = None
@@ -116,6 +117,7 @@ class Runner:
                 self.backend = make_backend(self._backend_config)
         self._backend_type = type(self.backend) if executor is None else backend_type(self._backend_config)
         self._live: dict[str, LiveRollout] = {}
+        self._ended: dict[str, tuple[Status, str]] = {}  # rollouts ended from outside: how, why
         self._lock = threading.Lock()
         self._aborted = threading.Event()
         self._egress_given = egress
@@ -139,6 +141,29 @@ class Runner:
         given, else what the preflight found; None when unknown (no preflight, or no model yet)."""
         return self._gateways.logprobs_mode
 
+    def set_policy_version(self, version: int) -> None:
+        """The policy (weights) version the model now serves: every call sent from now on, by any rollout,
+        records it (`TraceRecord.policy_version`, the export's rows). A trainer sets it after each weight sync."""
+        self._gateways.set_policy_version(version)
+
+    def cancel(self, rollout_id: str, reason: str = "cancelled by the caller") -> bool:
+        """End one live rollout now (its sandbox and gateway removed): it finishes as `sandbox_error` with
+        `reason`. False when no such rollout runs."""
+        return self._end(rollout_id, Status.SANDBOX_ERROR, reason)
+
+    def _end(self, rollout_id: str, status: Status, reason: str) -> bool:
+        with self._lock:
+            live = self._live.get(rollout_id)
+            if live is None:
+                return False
+            self._ended.setdefault(rollout_id, (status, reason))
+        release(live)
+        return True
+
+    def _worker_failed(self, worker: Worker, rollout_ids: list[str]) -> None:
+        for rollout_id in rollout_ids:
+            self._end(rollout_id, Status.MODEL_ERROR, _worker_failure(worker))
+
     def abort(self) -> None:
         """Remove every live sandbox and gateway now (Ctrl-C, SIGTERM); rollouts in flight end as errors."""
         self._aborted.set()
@@ -153,7 +178,7 @@ class Runner:
         """Remove what live rollouts hold, stop the scripted model, release the backend (when the runner
         made it). Safe to call from a signal's teardown while rollouts run."""
         self.abort()
-        self._gateways.stop_scripted()
+        self._gateways.close()
         with self._lock:
             egress, self._egress = self._egress, None
         if egress is not None and egress is not self._egress_given:
@@ -206,10 +231,20 @@ class Runner:
             if not isinstance(exc, AgentbakeError):
                 logger.exception("rollout %s failed unexpectedly", rollout_id)
             outcome = HarnessOutcome()
-            outcome.fail(Status.SANDBOX_ERROR, describe_error(exc))
+            outcome.fail(
+                Status.MODEL_ERROR if isinstance(exc, ModelWorkerError) else Status.SANDBOX_ERROR, describe_error(exc)
+            )
         finally:
             with self._lock:
                 self._live.pop(rollout_id, None)
+                ended = self._ended.pop(rollout_id, None)
+            worker = self._gateways.finish(rollout_id)
+        if worker is not None:
+            result.worker = worker.label
+            if worker.failure is not None and ended is None:
+                ended = Status.MODEL_ERROR, _worker_failure(worker)
+        if ended is not None:
+            outcome.fail(*ended, decisive=True)
         result.status, result.reward, result.error = outcome.status, outcome.reward, outcome.error
         result.notes = outcome.notes
         result.exit_code, result.verifier_exit_code = outcome.exit_code, outcome.verifier_exit_code
@@ -253,12 +288,12 @@ class Runner:
 
         scripted = self.config.model == SCRIPTED and not self.config.oracle
         update = {
-            "model": self._gateways.upstream or self.config.model,
+            "model": _one_or_all(self._gateways.upstreams) or self.config.model,
             "model_name": self._gateways.model_name or (SCRIPTED_MODEL_NAME if scripted else None),
             "logprobs_mode": self.logprobs_mode,
             "preflight": False,
         }
-        if scripted and self._gateways.upstream is None:
+        if scripted and not self._gateways.upstreams:
             raise SandboxError("model 'scripted' needs Runner.start_scripted(tasks) before a rollout")
         assert self._backend_config is not None  # an executor is only taken with a backend's config
         return NodeSettings(self.config.model_copy(update=update), self._backend_config)
@@ -349,6 +384,8 @@ class Runner:
                     live.egress.port = live.handle.egress_port
             if self._aborted.is_set():
                 raise SandboxError("the batch was aborted")
+            if rollout_id in self._ended:  # ended while its sandbox was being made
+                raise SandboxError(self._ended[rollout_id][1])
             if in_sandbox:
                 self._start_sandbox_gateway(live.handle, rollout_id, out_dir / TRACE_FILE)
             mode = self._verifier_mode(task)
@@ -478,6 +515,11 @@ def run_rollout(
         return runner.run(task)
 
 
+def _one_or_all(urls: tuple[str, ...]) -> str | tuple[str, ...] | None:
+    """`RunnerConfig.model` for these worker URLs: one as a string, several as a tuple, none as None."""
+    return urls[0] if len(urls) == 1 else (urls or None)
+
+
 def _warm_pool(backend: SandboxBackend | BackendConfig) -> int:
     """The warm pool a given backend, or backend config, keeps: its `DockerConfig.warm`; 0 for the others."""
     from agentbake.runner.docker.backend import DockerBackend
@@ -485,6 +527,13 @@ def _warm_pool(backend: SandboxBackend | BackendConfig) -> int:
     if isinstance(backend, DockerBackend):
         return backend.config.warm
     return backend.warm if isinstance(backend, DockerConfig) else 0
+
+
+def _worker_failure(worker: Worker) -> str:
+    return (
+        f"model worker {worker.label} failed ({worker.failure}); the rollout was pinned to it and is not moved to "
+        "another worker mid-conversation"
+    )
 
 
 def add_trace(result: RolloutResult, out_dir: Path, logprobs: LogprobsMode) -> None:

@@ -33,9 +33,11 @@ class RunnerConfig(BaseModel):
     image: str
     """Image reference the sandboxes run: a content-hash tag such as `agentbake/claude-code:<hash12>`."""
 
-    model: str | None = None
+    model: str | tuple[str, ...] | None = None
     """`scripted`, or the base URL of an OpenAI-compatible server including its `/v1`
-    (e.g. `http://127.0.0.1:8000/v1`). None only with `oracle`."""
+    (e.g. `http://127.0.0.1:8000/v1`), or several such URLs: workers serving the same model, each rollout
+    pinned to one of them for its whole run (the server's prefix cache keeps its conversation), a failed
+    worker's rollouts ending as `model_error` (never moved to another). None only with `oracle`."""
 
     model_name: str | None = None
     """Model name sent upstream on every call (the gateway's model override) and configured in the agent.
@@ -160,8 +162,12 @@ class RunnerConfig(BaseModel):
             raise ValueError(
                 "no model: pass model='scripted' or an OpenAI-compatible URL ending in /v1, or oracle=True"
             )
-        if self.model not in (None, SCRIPTED) and not self.model.startswith(("http://", "https://")):
-            raise ValueError(f"model {self.model!r}: expected 'scripted' or an http(s):// URL ending in /v1")
+        urls = self.model if isinstance(self.model, tuple) else (self.model,)
+        for url in urls:
+            if url not in (None, SCRIPTED) and not url.startswith(("http://", "https://")):
+                raise ValueError(f"model {url!r}: expected 'scripted' or an http(s):// URL ending in /v1")
+            if isinstance(self.model, tuple) and url == SCRIPTED:
+                raise ValueError("model: 'scripted' is served here, once; several models must all be http(s):// URLs")
         if self.warm:
             warnings.warn(
                 "RunnerConfig.warm is deprecated: the warm pool is the Docker backend's own setting; pass "
@@ -171,7 +177,19 @@ class RunnerConfig(BaseModel):
             )
         return self
 
+    @field_validator("model", mode="before")
+    @classmethod
+    def _one_url_is_a_string(cls, model: object) -> object:
+        if isinstance(model, list | tuple):
+            urls = tuple(dict.fromkeys(model))
+            if not urls:
+                raise ValueError("model: an empty list; give 'scripted' or one or more http(s):// URLs")
+            return urls[0] if len(urls) == 1 else urls
+        return model
+
     @property
-    def upstream_url(self) -> str | None:
-        """The upstream base URL, or None for `scripted` (served later) and the oracle."""
-        return None if self.model in (None, SCRIPTED) else self.model.rstrip("/")
+    def upstream_urls(self) -> tuple[str, ...]:
+        """The upstream workers' base URLs; empty for `scripted` (served later) and the oracle."""
+        if isinstance(self.model, tuple):
+            return tuple(url.rstrip("/") for url in self.model)
+        return () if self.model in (None, SCRIPTED) else (self.model.rstrip("/"),)

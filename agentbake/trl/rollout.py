@@ -27,7 +27,7 @@ from agentbake.runner.runner import SEQUENCES_FILE, Runner
 from agentbake.tasks import Task, load_tasks
 
 INFRASTRUCTURE_FAILURES = frozenset(
-    {Status.SANDBOX_ERROR, Status.SETUP_ERROR, Status.VERIFIER_ERROR, Status.VERIFIER_TIMEOUT}
+    {Status.SANDBOX_ERROR, Status.SETUP_ERROR, Status.VERIFIER_ERROR, Status.VERIFIER_TIMEOUT, Status.MODEL_ERROR}
 )
 """Statuses that say nothing about the agent: its rollout gets no reward. An agent that failed, timed out or
 ran out of memory keeps the verifier's reward (the verifier still ran)."""
@@ -152,15 +152,35 @@ class RolloutFunction:
         return {key: [row[key] for row in rows] for key in rows[0]} if rows else {}
 
 
+def unscored_reason(result: RolloutResult) -> str | None:
+    """Why a rollout says nothing about the policy, so its reward is None and no token of it is trained: an
+    infrastructure failure (its status and error), or calls that could not be captured for training; None
+    when it is scored."""
+    if result.status in INFRASTRUCTURE_FAILURES:
+        return f"{result.status.value}: {result.error or 'no detail'}"
+    if result.trainable is None:
+        return "no model call was recorded"
+    if not result.trainable:
+        return f"its calls could not be captured for training (see {SEQUENCES_FILE}'s validation)"
+    return None
+
+
 def rollout_row(result: RolloutResult, placeholder: tuple[int, int]) -> dict[str, Any]:
     """A finished rollout as TRL's row plus the columns the reward functions get: `agentbake_reward`
-    (None: unscorable), `agentbake_status`, `agentbake_rollout_id`, `agentbake_untrained_tokens` (sampled ids
-    of other agent sequences, see the multi-sequence rule). A rollout with nothing to train on gets a
-    one-token placeholder row (`placeholder`: pad and end-of-sequence ids) whose env_mask is 0."""
+    (None: unscorable), `agentbake_unscored` (why, else None), `agentbake_status`, `agentbake_rollout_id` (the
+    session), `agentbake_worker` (the model worker it ran on), `agentbake_policy_versions` (the policy version of
+    each of the row's calls), `agentbake_untrained_tokens` (sampled ids of other agent sequences, see the
+    multi-sequence rule). A rollout with nothing to train on gets a one-token placeholder row (`placeholder`:
+    pad and end-of-sequence ids) whose env_mask is 0."""
     document_file = result.out_dir / SEQUENCES_FILE if result.out_dir is not None else None
     row = to_trl(json.loads(document_file.read_text())) if document_file and document_file.exists() else None
-    scorable = result.status not in INFRASTRUCTURE_FAILURES and row is not None and row["trainable"]
-    if row is None or not scorable or not row["completion_ids"]:
+    reason = unscored_reason(result)
+    if reason is None and (row is None or not row["trainable"]):
+        reason = f"its calls could not be captured for training (see {SEQUENCES_FILE}'s validation)"
+    if reason is None and not row["completion_ids"]:
+        reason = "no agent sequence to train on"
+    versions = row["policy_versions"] if row is not None else []
+    if row is None or reason is not None:
         pad, eos = placeholder
         row = {"prompt_ids": [pad], "completion_ids": [eos], "logprobs": [0.0], "env_mask": [0], "untrained_tokens": 0}
     return {
@@ -168,9 +188,12 @@ def rollout_row(result: RolloutResult, placeholder: tuple[int, int]) -> dict[str
         "completion_ids": row["completion_ids"],
         "logprobs": row["logprobs"],
         "env_mask": row["env_mask"],
-        REWARD_COLUMN: result.reward if scorable else None,
+        REWARD_COLUMN: result.reward if reason is None else None,
+        "agentbake_unscored": reason,
         "agentbake_status": result.status.value,
         "agentbake_rollout_id": result.rollout_id,
+        "agentbake_worker": result.worker,
+        "agentbake_policy_versions": versions,
         "agentbake_untrained_tokens": row["untrained_tokens"],
     }
 

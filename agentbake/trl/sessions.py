@@ -4,8 +4,9 @@ TRL's `HarnessRolloutWorker` (trl.experimental.async_grpo) drives a loop-owning 
 factory: `harness_session_factory(sampling=...)` gives a factory whose `create(prompt, seed=, episode_id=)`
 starts one rollout; the worker then calls `wait_for_completion()`, `fetch_training_trace()` (the captured
 turns, each with a loss mask over prompt + completion), `verify(transcript)` (its `env_reward`) and `close()`.
-`session_factory(runner, tasks)` is that callable, backed by agentbake's Runner: the agent CLI in its
-sandbox, the gateway's captured ids, the verifier's reward.
+`RunnerSessions(config, tasks)` is that callable, backed by agentbake's Runner (the agent CLI in its sandbox,
+the gateway's captured ids, the verifier's reward); TRL pickles it into the worker's own process, where it
+starts the runner. `session_factory(runner, tasks)` is the same on a runner of this process.
 
 Unlike `GRPOTrainer`'s one row per rollout, the worker trains several rows per rollout: every agent sequence
 of the export (a subagent, the continuation after a compaction) goes out, each call once; a call shared by
@@ -17,18 +18,22 @@ needs no OpenEnv install; TRL's worker itself does (`pip install openenv`).
 
 from __future__ import annotations
 
+import atexit
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentbake.errors import ConfigError
+from agentbake.gateway.settings import SAMPLING_FIELDS
 from agentbake.gateway.trace import TraceRecord
 from agentbake.runner.result import RolloutResult
 from agentbake.runner.runner import SEQUENCES_FILE, Runner, new_rollout_id
+from agentbake.runner.runner_config import SCRIPTED, RunnerConfig
 from agentbake.tasks import Task
-from agentbake.trl.rollout import INFRASTRUCTURE_FAILURES, RolloutFunction, check_logprobs, check_sampling
+from agentbake.trl.rollout import RolloutFunction, check_logprobs, check_sampling, unscored_reason
 
 
 @dataclass
@@ -101,7 +106,13 @@ def training_trace(document: dict, *, trainable: bool, records: Sequence[TraceRe
                     loss_mask=[0] * start + [int(train)] * sampled,
                     request=record.request if record else {},
                     response=(record.response or {}) if record else {},
-                    metadata={"rollout_id": document["rollout_id"], "call": call, "turn": calls[call]["turn"]},
+                    metadata={
+                        "rollout_id": document["rollout_id"],
+                        "call": call,
+                        "turn": calls[call]["turn"],
+                        "worker": calls[call].get("worker"),
+                        "policy_version": calls[call].get("policy_version"),
+                    },
                 )
             )
     return TrainingTrace(turns)
@@ -114,13 +125,14 @@ class Session:
         self.task = task
         self.rollout_id = rollout_id
         self.result: RolloutResult | None = None
+        self._runner = runner
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(runner,), name=f"session-{rollout_id}", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"session-{rollout_id}", daemon=True)
         self._thread.start()
 
-    def _run(self, runner: Runner) -> None:
+    def _run(self) -> None:
         try:
-            self.result = runner.run(self.task, rollout_id=self.rollout_id)
+            self.result = self._runner.run(self.task, rollout_id=self.rollout_id)
         except BaseException as exc:  # handed to the worker's thread by wait_for_completion
             self._error = exc
 
@@ -140,30 +152,32 @@ class Session:
         assert self.result is not None
         return self.result
 
-    def _scorable(self, result: RolloutResult) -> bool:
-        return result.status not in INFRASTRUCTURE_FAILURES and bool(result.trainable)
-
     def fetch_training_trace(self) -> TrainingTrace:
         result = self._finished()
         document_file = (result.out_dir or Path()) / SEQUENCES_FILE
         if not document_file.exists():
             return TrainingTrace([])
         document = json.loads(document_file.read_text())
-        return training_trace(document, trainable=self._scorable(result), records=result.trace)
+        return training_trace(document, trainable=unscored_reason(result) is None, records=result.trace)
 
     def fetch_proxy_trace(self) -> list[dict[str, Any]]:
         """The same turns as OpenEnv's `TraceEntry` dicts (its `LoopOwningSession` protocol)."""
         return self.fetch_training_trace().to_trace_entries()
 
     def verify(self, transcript: list[dict[str, Any]] | None = None, final_state: Any = None) -> VerifyResult:
-        """The verifier's reward (it ran in the sandbox after the agent; `transcript` is not needed)."""
+        """The verifier's reward (it ran in the sandbox after the agent; `transcript` is not needed); None, with
+        the reason in `metrics["unscored"]`, when the rollout says nothing about the policy."""
         result = self._finished()
-        scorable = self._scorable(result)
+        reason = unscored_reason(result)
         metrics = {"status": result.status.value, "turns": result.turns, "tokens": result.tokens}
-        return VerifyResult(env_reward=result.reward if scorable else None, metrics=metrics)
+        metrics |= {"worker": result.worker, "rollout_id": result.rollout_id, "unscored": reason}
+        return VerifyResult(env_reward=result.reward if reason is None else None, metrics=metrics)
 
     def close(self) -> None:
-        """The runner removes the sandbox and gateway when the rollout ends; wait for that."""
+        """Stop the rollout if it still runs (its sandbox and gateway removed: it ends as `sandbox_error`), and
+        wait for its end. TRL's worker calls it after each rollout and on every live one when it stops."""
+        if self._thread.is_alive():
+            self._runner.cancel(self.rollout_id, "closed by its session (the trainer's rollout worker stopped)")
         self._thread.join()
 
 
@@ -180,16 +194,92 @@ class SessionFactory:
         return Session(self.prompts.runner, found, rollout_id)
 
 
-def session_factory(runner: Runner, tasks: Any) -> Any:
-    """`HarnessRolloutWorker(harness_session_factory=session_factory(runner, tasks), ...)`: a callable taking
-    the worker's `sampling` (its training policy) and returning a `SessionFactory`. The runner's gateway must
-    set that sampling on every call (RunnerConfig.model_settings) and stamp processed logprobs: refused
-    otherwise (ConfigError)."""
-    prompts = RolloutFunction(runner, tasks)
+class RunnerSessions:
+    """`HarnessRolloutWorker(harness_session_factory=RunnerSessions(config, tasks), ...)`.
 
-    def make(sampling: dict[str, Any] | None = None) -> SessionFactory:
+    TRL spawns its rollout worker in a process of its own and pickles this factory into it: it holds only the
+    runner's settings (`config`, `backend`: a backend's config or None for Docker) and the tasks, and starts its
+    `Runner` in the process that first calls it (with `model="scripted"`, serving the scripted model there);
+    `close()` (and that process's exit) stops it. The worker calls it with its training `sampling`, checked
+    against `config.model_settings` (`check_worker_sampling`); the runner's preflight must find processed
+    logprobs. Each call returns a `SessionFactory`."""
+
+    def __init__(self, config: RunnerConfig, tasks: Iterable[Task | str | Path], *, backend: Any = None) -> None:
+        self.config = config
+        self.tasks = list(tasks)
+        self.backend = backend
+        self._runner: Runner | None = None
+        self._prompts: RolloutFunction | None = None
+        self._given = False  # the runner is the caller's (`session_factory`): never pickled, never closed here
+
+    @classmethod
+    def of_runner(cls, runner: Runner, tasks: Iterable[Task | str | Path]) -> RunnerSessions:
+        """Sessions on a started runner of this process (a worker that runs in it: not picklable)."""
+        sessions = cls(runner.config, tasks)
+        sessions._runner, sessions._given = runner, True
+        sessions._prompts = RolloutFunction(runner, sessions.tasks)
+        return sessions
+
+    def __getstate__(self) -> dict[str, Any]:
+        if self._given:
+            raise TypeError(
+                "these sessions use a Runner started in this process, which cannot move to TRL's worker process: "
+                "pass RunnerSessions(runner_config, tasks) instead, which starts its runner there"
+            )
+        return {"config": self.config, "tasks": self.tasks, "backend": self.backend}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["config"], state["tasks"], backend=state["backend"])
+
+    @property
+    def runner(self) -> Runner:
+        """The runner the sessions run on, started on first use."""
+        if self._runner is None:
+            runner = Runner(self.config, self.backend)
+            try:
+                prompts = RolloutFunction(runner, self.tasks)
+                if self.config.model == SCRIPTED:
+                    runner.start_scripted(prompts.tasks.values())
+            except BaseException:
+                runner.close()
+                raise
+            self._runner, self._prompts = runner, prompts
+            atexit.register(self.close)
+        return self._runner
+
+    def __call__(self, sampling: dict[str, Any] | None = None) -> SessionFactory:
+        runner = self.runner
         check_logprobs(runner)
-        check_sampling(runner, sampling or {}, "worker")
-        return SessionFactory(prompts)
+        check_worker_sampling(runner, sampling or {})
+        assert self._prompts is not None
+        return SessionFactory(self._prompts)
 
-    return make
+    def close(self) -> None:
+        """Stop the runner started here (its live rollouts end); the caller's runner is left alone."""
+        runner, self._runner = self._runner, None
+        if runner is not None and not self._given:
+            runner.close()
+
+
+def session_factory(runner: Runner, tasks: Any) -> RunnerSessions:
+    """Sessions on a started runner of this process, for a worker running in it; TRL's `HarnessRolloutWorker`
+    runs in a process of its own: give it `RunnerSessions(config, tasks)`."""
+    return RunnerSessions.of_runner(runner, tasks)
+
+
+def check_worker_sampling(runner: Runner, sampling: dict[str, Any]) -> None:
+    """The worker's training policy must be the one the gateway samples: the fields it sets on every call
+    (`check_sampling`), and the others neutral (frequency and presence penalties 0: agentbake does not set
+    them, so a non-zero one would be a policy the rollouts do not sample). ConfigError otherwise."""
+    check_sampling(runner, sampling, "worker")
+    unset = {name: value for name, value in sampling.items() if name not in SAMPLING_FIELDS}
+    wrong = [f"{name}={value!r}" for name, value in unset.items() if _NEUTRAL.get(name, object()) != value]
+    if wrong:
+        raise ConfigError(
+            f"the worker's sampling sets {', '.join(wrong)}, which agentbake's gateway does not apply to the agent's "
+            f"calls ({', '.join(SAMPLING_FIELDS)} only): train with "
+            + ", ".join(f"{name}={value}" for name, value in _NEUTRAL.items())
+        )
+
+
+_NEUTRAL = {"frequency_penalty": 0.0, "presence_penalty": 0.0}

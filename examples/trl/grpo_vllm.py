@@ -1,10 +1,14 @@
 """GRPO on an installed agent (Claude Code by default) with TRL and a real vLLM server. Not run in CI (needs a GPU).
 
-The model server is TRL's vLLM server, which is vLLM's OpenAI-compatible server started with processed
-logprobs and the weight-transfer endpoint, so the same process serves the agents (through agentbake's
-gateway) and receives the trainer's weights after every step:
+The model server is vLLM's OpenAI-compatible server as TRL documents it for server mode (processed logprobs,
+the weight-transfer engine), so the same process serves the agents (through agentbake's gateway) and
+receives the trainer's weights after every step; with the tool-call parser of the model's family, without
+which vLLM refuses every request that offers tools (every Claude Code call): `hermes` for Qwen2.5/Qwen3,
+`llama3_json` for Llama 3.x, `mistral` for Mistral (vLLM's tool-calling docs list the others):
 
-    VLLM_SERVER_DEV_MODE=1 trl vllm-serve --model Qwen/Qwen3-1.7B --port 8000 --max-model-len 32768
+    VLLM_SERVER_DEV_MODE=1 vllm serve Qwen/Qwen3-1.7B --port 8000 --max-model-len 32768 \
+        --weight-transfer-config '{"backend": "nccl"}' --logprobs-mode processed_logprobs --max-logprobs -1 \
+        --enable-auto-tool-choice --tool-call-parser hermes
     python examples/trl/grpo_vllm.py --image claude-code --tasks examples/tasks \\
         --model Qwen/Qwen3-1.7B --vllm-url http://127.0.0.1:8000
 
@@ -31,7 +35,7 @@ def main() -> None:
     parser.add_argument("--image", default="claude-code", help="catalog name or image tag of the agent")
     parser.add_argument("--tasks", type=Path, nargs="+", required=True, help="task dirs or folders of them")
     parser.add_argument("--model", required=True, help="the model vLLM serves (and the trainer loads)")
-    parser.add_argument("--vllm-url", default="http://127.0.0.1:8000", help="TRL's vLLM server, without /v1")
+    parser.add_argument("--vllm-url", default="http://127.0.0.1:8000", help="the vLLM server, without /v1")
     parser.add_argument("--api-key-env", default="AGENTBAKE_UPSTREAM_API_KEY", help="variable with vLLM's key")
     parser.add_argument("--num-generations", type=int, default=8, help="rollouts per task per step")
     parser.add_argument("--concurrency", type=int, default=8, help="sandboxes at once")
@@ -59,7 +63,7 @@ def main() -> None:
         model_name=options.model,
         api_key_env=options.api_key_env,
         out_dir=options.out / "rollouts",
-        expect_logprobs="processed",  # what `trl vllm-serve` sends and TRL computes
+        expect_logprobs="processed",  # what the server sends (--logprobs-mode) and TRL computes
         # Qwen3's chat template refuses Claude Code's system messages after the first user turn.
         model_settings=trainer_model_settings(args, inner_system_as_user=True),
     )

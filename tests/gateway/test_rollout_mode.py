@@ -98,3 +98,45 @@ def test_rollout_settings_are_checked():
         GatewayConfig(upstream="http://x/v1", rollout_id="a/b")
     with pytest.raises(ValidationError, match="client_token must be at least 16 characters"):
         GatewayConfig(upstream="http://x/v1", client_token="short")
+
+
+def test_the_trainer_moves_the_policy_version_with_its_admin_token_and_the_agent_cannot(
+    make_gateway, upstream, tmp_path, token, monkeypatch
+):
+    monkeypatch.setenv("AGENTBAKE_TEST_ADMIN", "admin-" + token[:8])
+    gw = make_gateway(
+        rollout_id="r-7",
+        client_token=token,
+        uds=tmp_path / "gw.sock",
+        worker="http://w1:8000/v1",
+        policy_version=3,
+        admin_token_env="AGENTBAKE_TEST_ADMIN",
+    )
+    upstream.fake.script = [Reply(text="one"), Reply(text="two")]
+    oai(gw, token).chat.completions.create(model="m", messages=USER)
+    with gw.http_client() as client:
+        for wrong in (token, "admin-nope"):  # the agent's token never moves it
+            refused = client.put(
+                "http://localhost/policy_version",
+                json={"policy_version": 99},
+                headers={"authorization": f"Bearer {wrong}"},
+            )
+            assert refused.status_code == 401 and "admin token" in refused.json()["error"]["message"]
+        admin = {"authorization": "Bearer admin-" + token[:8]}
+        bad = client.put("http://localhost/policy_version", json={"policy_version": "4"}, headers=admin)
+        assert bad.status_code == 400 and "expected" in bad.text
+        moved = client.put("http://localhost/policy_version", json={"policy_version": 4}, headers=admin)
+        assert moved.status_code == 200 and moved.json() == {"policy_version": 4}
+    oai(gw, token).chat.completions.create(model="m", messages=USER)
+    assert [(r.worker, r.policy_version) for r in gw.records()] == [("http://w1:8000/v1", 3), ("http://w1:8000/v1", 4)]
+
+
+def test_an_admin_token_variable_that_is_not_set_is_refused(tmp_path):
+    from agentbake.errors import ConfigError
+    from agentbake.gateway import create_app
+
+    config = GatewayConfig(upstream="http://127.0.0.1:9/v1", admin_token_env="AGENTBAKE_TEST_UNSET_ADMIN")
+    with pytest.raises(
+        ConfigError, match="admin_token_env: environment variable AGENTBAKE_TEST_UNSET_ADMIN is not set"
+    ):
+        create_app(config)

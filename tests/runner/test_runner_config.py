@@ -51,8 +51,22 @@ def test_agent_user_takes_a_name_or_a_uid() -> None:
 
 def test_the_upstream_url_drops_its_trailing_slash() -> None:
     config = RunnerConfig(image="x:1", model="http://127.0.0.1:8000/v1/")
-    assert config.upstream_url == "http://127.0.0.1:8000/v1"
-    assert RunnerConfig(image="x:1", model="scripted").upstream_url is None
+    assert config.upstream_urls == ("http://127.0.0.1:8000/v1",)
+    assert RunnerConfig(image="x:1", model="scripted").upstream_urls == ()
+
+
+def test_several_model_workers_are_a_tuple_and_one_is_a_string() -> None:
+    two = RunnerConfig(image="x:1", model=["http://a:1/v1", "http://b:2/v1/", "http://a:1/v1"])
+    assert two.model == ("http://a:1/v1", "http://b:2/v1/")
+    assert two.upstream_urls == ("http://a:1/v1", "http://b:2/v1")
+    assert RunnerConfig.model_validate_json(two.model_dump_json()) == two  # a job's config.json reads back
+    assert RunnerConfig(image="x:1", model=["http://a:1/v1"]).model == "http://a:1/v1"
+    with pytest.raises(ValidationError, match="several models must all be http"):
+        RunnerConfig(image="x:1", model=["scripted", "http://a:1/v1"])
+    with pytest.raises(ValidationError, match="'ftp://a/v1': expected 'scripted' or an http"):
+        RunnerConfig(image="x:1", model=["http://a:1/v1", "ftp://a/v1"])
+    with pytest.raises(ValidationError, match="an empty list"):
+        RunnerConfig(image="x:1", model=[])
 
 
 def test_without_a_model_name_the_served_model_is_asked_with_the_key(monkeypatch: pytest.MonkeyPatch) -> None:

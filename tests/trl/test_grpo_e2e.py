@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import torch
 from datasets import Dataset
-from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+from transformers import AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
 from agentbake.buildkit.build import BuildResult
@@ -33,16 +33,9 @@ from agentbake.serve import serve_in_thread
 from agentbake.trl import RolloutFunction, session_factory, task_dataset, trainer_model_settings, verifier_reward
 from tests.runner.rollouts import write_task
 from tests.tiny_tokenizer import build_tokenizer
+from tests.trl.tiny import INSTRUCTION, TEST_SH, tiny_model
 
 pytestmark = pytest.mark.docker
-
-INSTRUCTION = "Write the nanoseconds of the current time into answer.txt in the working directory.\n"
-# The reward is the verifier's reading of what the agent wrote: 0.<first three digits>, so two rollouts of
-# the same task get different rewards (GRPO's advantages are then not all zero).
-TEST_SH = """\
-digits=$(tr -dc 0-9 < answer.txt 2>/dev/null | cut -c1-3)
-if [ -z "$digits" ]; then echo 0 > /logs/verifier/reward.txt; else echo "0.$digits" > /logs/verifier/reward.txt; fi
-"""
 
 
 @dataclass
@@ -100,24 +93,6 @@ def setup(built_images: dict[str, BuildResult], tmp_path_factory: pytest.TempPat
         )
         with Runner(config) as runner:
             yield Setup(runner, model, task_dir, tokenizer_dir, args)
-
-
-def tiny_model(tokenizer_dir: Path) -> Qwen2ForCausalLM:
-    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=32,  # the agent's ~14k-token prompt is attended over: small sizes keep the step ~20 s
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=1,
-        num_key_value_heads=1,
-        max_position_embeddings=65536,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        tie_word_embeddings=True,
-    )
-    torch.manual_seed(0)
-    return Qwen2ForCausalLM(config)
 
 
 def agent_calls(out_dir: Path) -> list[Any]:

@@ -3,6 +3,7 @@ AsyncGRPO training trace read by TRL's own chaining, and what a misaligned runne
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,9 +14,13 @@ from agentbake.errors import ConfigError
 from agentbake.export import export_rollout, write_sequences
 from agentbake.gateway.model_settings import ModelSettings
 from agentbake.runner.result import RolloutResult, Status
+from agentbake.runner.runner_config import RunnerConfig
 from agentbake.trl import (
     RolloutFunction,
+    RunnerSessions,
+    check_worker_sampling,
     rollout_row,
+    session_factory,
     task_dataset,
     trainer_model_settings,
     verifier_reward,
@@ -55,11 +60,15 @@ def test_a_rollout_is_one_row_with_the_verifiers_reward(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "status", [Status.SANDBOX_ERROR, Status.SETUP_ERROR, Status.VERIFIER_ERROR, Status.VERIFIER_TIMEOUT]
+    "status",
+    [Status.SANDBOX_ERROR, Status.SETUP_ERROR, Status.VERIFIER_ERROR, Status.VERIFIER_TIMEOUT, Status.MODEL_ERROR],
 )
 def test_an_infrastructure_failure_has_no_reward_and_trains_nothing(tmp_path, status):
-    row = rollout_row(finished(tmp_path, status, reward=0.0), PLACEHOLDER)
+    result = finished(tmp_path, status, reward=0.0)
+    result.error = "model worker http://w2:8000/v1 failed"
+    row = rollout_row(result, PLACEHOLDER)
     assert row["agentbake_reward"] is None  # not 0.0: TRL keeps it out of the group's baseline
+    assert row["agentbake_unscored"] == f"{status.value}: model worker http://w2:8000/v1 failed"  # the reason
     assert (row["prompt_ids"], row["completion_ids"], row["env_mask"]) == ([0], [2], [0])
 
 
@@ -67,6 +76,25 @@ def test_an_untrainable_capture_has_no_reward(tmp_path):
     untrainable = [record(0, None, [3, 4])]  # no prompt ids captured
     row = rollout_row(finished(tmp_path, Status.OK, reward=1.0, records=untrainable), PLACEHOLDER)
     assert row["agentbake_reward"] is None and row["env_mask"] == [0]
+    assert "could not be captured for training" in row["agentbake_unscored"]
+
+
+def test_a_row_names_its_worker_and_each_calls_policy_version(tmp_path):
+    stamped = [
+        record(0, [1, 2], [3, 4], worker="http://w1:8000/v1", policy_version=6),
+        record(1, [1, 2, 3, 4, 5, 6], [7, 8], worker="http://w1:8000/v1", policy_version=7),
+    ]
+    result = finished(tmp_path, Status.OK, records=stamped)
+    result.worker = "http://w1:8000/v1"
+    row = rollout_row(result, PLACEHOLDER)
+    assert (row["agentbake_worker"], row["agentbake_policy_versions"], row["agentbake_unscored"]) == (
+        "http://w1:8000/v1",
+        [6, 7],  # the weights moved between the two calls: the trainer sees which call is how stale
+        None,
+    )
+    turns = training_trace(export_rollout(tmp_path / "r" / "trace.jsonl", "r"), trainable=True).turns
+    stamps = [(t.metadata["worker"], t.metadata["policy_version"]) for t in turns]
+    assert stamps == [("http://w1:8000/v1", 6), ("http://w1:8000/v1", 7)]
 
 
 def test_prompts_map_to_tasks_by_instruction(tmp_path):
@@ -114,3 +142,29 @@ def test_the_async_training_trace_chains_in_trl_to_the_sampled_tokens(tmp_path):
     assert sorted(e["metadata"]["call"] for e in trace.to_trace_entries()) == [0, 1, 2]
     untrainable = training_trace(export_rollout(tmp_path / "t.jsonl", "r"), trainable=False)
     assert not any(m for t in untrainable.turns for m in t.loss_mask)
+
+
+def test_the_workers_penalties_are_refused_unless_neutral():
+    settings = trainer_model_settings(
+        SimpleNamespace(temperature=0.7, top_p=1.0, top_k=-1, min_p=0.0, repetition_penalty=1.0)
+    )
+    runner = SimpleNamespace(config=SimpleNamespace(expect_logprobs="processed", model_settings=settings))
+    # What TRL's worker passes through OpenEnv's training_sampling: the policy fields plus neutral penalties.
+    policy = {"temperature": 0.7, "top_p": 1.0, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}
+    check_worker_sampling(runner, policy | {"frequency_penalty": 0.0, "presence_penalty": 0.0})  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"sets presence_penalty=0.5, which agentbake's gateway does not apply"):
+        check_worker_sampling(runner, policy | {"presence_penalty": 0.5})  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"sets seed=3"):
+        check_worker_sampling(runner, policy | {"seed": 3})  # type: ignore[arg-type]
+
+
+def test_runner_sessions_pickle_as_settings_and_a_bound_runner_refuses(tmp_path):
+    config = RunnerConfig(image="agentbake/claude-code:abc", model=["http://a:1/v1", "http://b:2/v1"])
+    sessions = RunnerSessions(config, [tmp_path / "tasks"])
+    copy = pickle.loads(pickle.dumps(sessions))  # what TRL's worker start does before spawning its process
+    assert (copy.config, copy.tasks, copy.backend) == (config, [tmp_path / "tasks"], None)
+    runner = SimpleNamespace(config=config)
+    write_task(tmp_path / "tasks", "one", solve="true\n", test="exit 0\n")
+    bound = session_factory(runner, [tmp_path / "tasks"])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"pass RunnerSessions\(runner_config, tasks\) instead"):
+        pickle.dumps(bound)

@@ -47,7 +47,7 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             *args: Any,
             image: str | None,
             agent: str | None,
-            model: str | None,
+            model: tuple[str, ...],
             model_name: str | None,
             api_key_env: str,
             oracle: bool,
@@ -77,14 +77,14 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                     raise click.UsageError(
                         "IMAGE (or --agent) is required: a catalog name (e.g. claude-code) or an image tag"
                     )
-                if oracle and model is not None:
+                if oracle and model:
                     raise click.UsageError("--oracle runs the task's reference solution with no model: drop --upstream")
-                if not oracle and model is None:
+                if not oracle and not model:
                     raise click.UsageError(MODEL_REQUIRED)
                 try:
                     return RunnerConfig(
                         image=resolve_image(image, build_missing=build_missing),
-                        model=model,
+                        model=(model[0] if len(model) == 1 else model) or None,
                         model_name=model_name,
                         api_key_env=api_key_env,
                         oracle=oracle,
@@ -125,9 +125,11 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                 click.option(
                     "--upstream",
                     "model",
+                    multiple=True,
                     metavar="URL|scripted",
                     help="Required for an agent run: the base URL of an OpenAI-compatible server, with its /v1, or "
-                    "'scripted' (the built-in model that plays each task's solution/solve.sh).",
+                    "'scripted' (the built-in model that plays each task's solution/solve.sh). Repeat it for several "
+                    "workers of one model: each rollout stays on one for its whole run.",
                 ),
                 click.option(
                     "-m",

@@ -30,10 +30,10 @@ ROLLOUT_TRACE_MAX_BYTES = 256 * 1024 * 1024
 host's disk with recorded requests, and the runner reads the trace back into memory."""
 
 
-def start_host_gateway(shared: GatewayConfig, *, rollout_id: str, token: str, trace: Path) -> tuple[Path, Any]:
+def start_host_gateway(shared: GatewayConfig, *, rollout_id: str, token: str, trace: Path) -> tuple[Path, Any, Any]:
     """Serve a gateway with the runner's `shared` settings for one rollout on
     `<temp>/agentbake-gw-<rollout>-*/gateway.sock` (on the temp dir's filesystem, where the Docker backend
-    hard-links it); returns the folder and the served app."""
+    hard-links it); returns the folder, the server and the gateway app."""
     from agentbake.gateway import create_app
     from agentbake.gateway.config import GatewayConfig
     from agentbake.serve import serve_in_thread
@@ -49,7 +49,8 @@ def start_host_gateway(shared: GatewayConfig, *, rollout_id: str, token: str, tr
             "max_trace_bytes": shared.max_trace_bytes or ROLLOUT_TRACE_MAX_BYTES,
         }
         config = GatewayConfig.model_validate({**shared.model_dump(), **per_rollout})  # validates the token too
-        return runtime_dir, serve_in_thread(create_app(config), uds=uds, limits=config.connection_limits)
+        app = create_app(config)
+        return runtime_dir, serve_in_thread(app, uds=uds, limits=config.connection_limits), app
     except BaseException:
         shutil.rmtree(runtime_dir, ignore_errors=True)
         raise
@@ -80,16 +81,21 @@ def remove_stale_gateways(prefix: str = GATEWAY_DIR_PREFIX, socket_name: str = G
 
 def served_model(upstream: str, api_key_env: str) -> str:
     """The first model id an OpenAI-compatible server lists at `<upstream>/models` (vLLM serves one)."""
-    request = urllib.request.Request(f"{upstream}/models")
-    key = os.environ.get(api_key_env)
-    if key:
-        request.add_header("Authorization", f"Bearer {key}")
     try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            models = json.load(answer).get("data") or []
-        return str(models[0]["id"])
+        return str(list_models(upstream, api_key_env)[0]["id"])
     except (OSError, ValueError, LookupError, TypeError, AttributeError) as exc:
         raise ConfigError(
             f"model {upstream}: could not read the served model's name from {upstream}/models ({exc}); "
             "pass --model (RunnerConfig.model_name)"
         ) from None
+
+
+def list_models(upstream: str, api_key_env: str, timeout_s: float = 30) -> list:
+    """What `<upstream>/models` lists (`data`), with the key from `api_key_env`; OSError or ValueError when it
+    does not answer so."""
+    request = urllib.request.Request(f"{upstream}/models")
+    key = os.environ.get(api_key_env)
+    if key:
+        request.add_header("Authorization", f"Bearer {key}")
+    with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+        return json.load(answer).get("data") or []

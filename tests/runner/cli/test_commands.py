@@ -127,6 +127,18 @@ def test_a_model_server_that_fails_the_preflight_is_one_clear_error(built_images
     assert "--no-preflight" in done.stderr and not list(tmp_path.iterdir())  # no rollout started
 
 
+def test_upstream_repeated_is_several_workers_each_with_its_preflight(built_images: dict, tmp_path: Path) -> None:
+    good, bad = ScriptedModel(), ScriptedModel()
+    bad.ignore_fields = {"logprobs", "top_logprobs"}
+    with serve_in_thread(good, log_level="critical") as one, serve_in_thread(bad, log_level="critical") as two:
+        args = ["run", "claude-code", "--path", str(EXAMPLES / "write-file"), "--rollouts-dir", str(tmp_path)]
+        done = agentbake(*args, "--upstream", f"{one.url}/v1", "--upstream", f"{two.url}/v1", "--model", "m")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert f"model {two.url}/v1: preflight failed" in done.stderr  # the second worker, named
+    assert any(path.endswith("/chat/completions") for path in good.paths)  # the first was probed and passed
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_to_a_batch_removes_its_sandboxes_and_gateways(
     built_images: dict, engine: docker.DockerClient, tmp_path: Path, signum: int
