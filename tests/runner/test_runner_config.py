@@ -82,7 +82,7 @@ def test_an_unreachable_upstream_names_the_url_and_the_fix() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # closed once the block ends: nothing listens there
     url = f"http://127.0.0.1:{port}/v1"
-    with pytest.raises(ConfigError, match=rf"could not read the served model's name from {url}/models .*--model-name"):
+    with pytest.raises(ConfigError, match=rf"could not read the served model's name from {url}/models .*pass --model "):
         served_model(url, "AGENTBAKE_TEST_UNSET_KEY")
 
 

@@ -90,11 +90,12 @@ def test_run_oracle_json_prints_one_result_object(built_images: dict[str, BuildR
 
 def test_rollout_json_prints_each_result_then_the_summary(built_images: dict, tmp_path: Path) -> None:
     args = ["rollout", "claude-code", "--path", str(EXAMPLES), "--oracle", "-n", "3", "--json"]
-    done = agentbake(*args, "-o", str(tmp_path))
+    done = agentbake(*args, "-o", str(tmp_path), "--job-name", "job")
     assert done.returncode == 0, done.stderr
     *results, totals = [json.loads(line) for line in done.stdout.splitlines()]
     assert sorted(r["task"] for r in results) == sorted(EXAMPLE_TASKS)
-    assert totals["report"] == str(tmp_path / "report.html") and (tmp_path / "report.html").is_file()
+    report = tmp_path / "job" / "report.html"
+    assert totals["report"] == str(report) and report.is_file()
     summary = totals["summary"]
     assert (summary["rollouts"], summary["reward_mean"], summary["statuses"]) == (5, 1.0, {"ok": 5})
     assert set(summary["phases"]) >= {"create", "agent", "verifier", "ready", "total"}
