@@ -20,6 +20,8 @@ from agentbake.gateway.errors import GatewayError, TraceFull, UpstreamError
 from agentbake.gateway.rewrite import rewrite_request
 from agentbake.gateway.sse import SSEDecoder
 from agentbake.gateway.stream import ChunkAssembler, completion_as_chunk
+from agentbake.gateway.token_in import Plan, TokenIn, completions_body
+from agentbake.gateway.token_in_answer import CompletionAnswer
 from agentbake.gateway.trace import TraceRecord, TraceWriter
 from agentbake.gateway.turns import Answered, PrefixBook, TurnBook, prefix_check
 from agentbake.gateway.upstream import UpstreamClient, UpstreamResponse
@@ -45,6 +47,18 @@ class Call:
     capture: Capture = field(default_factory=Capture)
     previous: Answered | None = None
     """The call this one should continue (multi-turn consistency), fixed when it arrives."""
+    plan: Plan | None = None
+    """Its route when token-in is on (token_in.py); None when it is off."""
+    answer: CompletionAnswer | None = None
+    """Turns the completions route's answer into the chat route's; None on the chat route."""
+
+    def adapt(self, data: dict) -> dict:
+        """A unary answer in chat-completions form, whichever route it took."""
+        return data if self.answer is None else self.answer.unary(data)
+
+    def adapt_chunk(self, chunk: dict) -> list[dict]:
+        """A stream chunk as the chat-completions chunks it amounts to."""
+        return [chunk] if self.answer is None else self.answer.chunk(chunk)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +92,10 @@ def error_message(content: bytes) -> str:
 class Calls:
     """Sends calls upstream and records each one; one instance per gateway."""
 
-    def __init__(self, config: GatewayConfig) -> None:
+    def __init__(self, config: GatewayConfig, token_in: TokenIn | None = None) -> None:
         self.config = config
+        self.token_in = token_in
+        """Plans each call's route (token-in continuation); None sends every call to the chat route."""
         self.turns = TurnBook()
         self.prefixes = PrefixBook()
         self.writer = TraceWriter(config.trace) if config.trace else None
@@ -122,6 +138,10 @@ class Calls:
         injected = rewrite_request(body, self.config, self._refused)
         call = Call(dialect=dialect, rollout_id=rollout_id, body=body, injected=injected)
         call.turn, call.retry_of = self.turns.begin(rollout_id, body)
+        if self.token_in is not None:
+            call.plan = self.token_in.plan(rollout_id, body)
+            if call.plan.prompt is not None:
+                call.answer = CompletionAnswer(self.token_in.template.eos_text)
         if self.writer is not None:
             call.previous = self.prefixes.previous(rollout_id, call.retry_of)
         return call
@@ -146,6 +166,9 @@ class Calls:
         prompt = capture.prompt_token_ids
         if status == 200 and ids and isinstance(prompt, list):
             self.prefixes.answered(call.rollout_id, call.turn, prompt, ids)
+            if self.token_in is not None and error is None and response is not None:
+                message = (response.get("choices") or [{}])[0].get("message")
+                self.token_in.answered(call.rollout_id, call.turn, call.body, prompt, ids, message)
         self.writer.write(
             TraceRecord(
                 turn=call.turn,
@@ -167,6 +190,7 @@ class Calls:
                 capture=captured.verdict,
                 prefix=prefix_check(call.previous, prompt),
                 logprobs_mode=self.config.logprobs_mode,
+                token_in=call.plan.record if call.plan is not None else None,
             )
         )
 
@@ -174,7 +198,11 @@ class Calls:
         """Send the call upstream and return once response headers arrived (body unread on success)."""
         while True:
             try:
-                response = await self.client.request("POST", "/chat/completions", orjson.dumps(call.body))
+                if call.plan is not None and call.plan.prompt is not None:
+                    path, payload = "/completions", completions_body(call.body, call.plan.prompt)
+                else:
+                    path, payload = "/chat/completions", call.body
+                response = await self.client.request("POST", path, orjson.dumps(payload))
             except UpstreamError as error:
                 self.record(call, response=None, status=None, error=error.message)
                 raise
@@ -213,6 +241,7 @@ class Calls:
             self.record(call, response=None, status=200, error=error.message)
             raise error
         try:
+            data = call.adapt(data)
             call.capture.add(data)
             payload = render(data)
             finish = data["choices"][0].get("finish_reason")
@@ -248,7 +277,8 @@ class Calls:
                     completion = orjson.loads(await response.read())
                 except orjson.JSONDecodeError:
                     return StreamEnd("upstream answered a stream request with a body that is not JSON")
-                chunk = completion_as_chunk(completion if isinstance(completion, dict) else {})
+                completion = completion if isinstance(completion, dict) else {}
+                chunk = completion_as_chunk(call.adapt(completion) if completion.get("choices") else completion)
                 call.capture.add(chunk)
                 await out(chunk)
                 return StreamEnd()
@@ -272,8 +302,9 @@ class Calls:
                     if "error" in chunk and not chunk.get("choices"):
                         # vLLM reports failures after the 200 as one error event (then [DONE]).
                         return StreamEnd(f"upstream error in stream: {error_message(data)}", upstream_error=chunk)
-                    call.capture.add(chunk)
-                    await out(chunk)
+                    for converted in call.adapt_chunk(chunk):
+                        call.capture.add(converted)
+                        await out(converted)
         except UpstreamError as error:
             return StreamEnd(f"upstream stream cut mid-way: {error.message}")
         except Exception as exc:

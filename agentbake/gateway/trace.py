@@ -76,6 +76,10 @@ class TraceRecord:
     completion ids (see "Multi-turn token consistency" in README.md); None when there is nothing to compare."""
     logprobs_mode: str | None = None
     """"raw" or "processed": what the upstream's logprobs are (the gateway's `logprobs_mode`); None when unknown."""
+    token_in: dict[str, Any] | None = None
+    """The call's route with token-in on: `{"route": "completions", "continues": <turn>, "new_tokens": <n>}` (its
+    prompt is that turn's prompt + sampled ids + `n` ids of the new messages) or `{"route": "chat", "reason": ...}`
+    (why it could not continue a call); None with token-in off (see "Token-in continuation" in README.md)."""
 
     @property
     def ok(self) -> bool:
