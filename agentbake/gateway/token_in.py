@@ -13,6 +13,7 @@ edited history, a request the completions route cannot serve) takes the chat rou
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -234,11 +235,18 @@ def load_token_in(token_in: bool | None, tokenizer: Path | None) -> TokenIn | No
                 "--token-in to send every call to the chat route"
             )
         return None
-    template = ChatTemplate(tokenizer)
-    unsafe = template.unsafe()
+    template, unsafe = _load(tokenizer.resolve())
     if unsafe is not None:
         if token_in:
             raise ConfigError(f"token_in: tokenizer {tokenizer}: token-in would not be exact: {unsafe}")
         logger.warning("token-in stays off: tokenizer %s: %s", tokenizer, unsafe)
         return None
     return TokenIn(template)
+
+
+@functools.cache
+def _load(tokenizer: Path) -> tuple[ChatTemplate, str | None]:
+    """A folder's template and its verdict, loaded once per process (the runner starts a gateway per rollout)."""
+    template = ChatTemplate(tokenizer)
+    return template, template.unsafe()
+
