@@ -249,4 +249,3 @@ def _load(tokenizer: Path) -> tuple[ChatTemplate, str | None]:
     """A folder's template and its verdict, loaded once per process (the runner starts a gateway per rollout)."""
     template = ChatTemplate(tokenizer)
     return template, template.unsafe()
-

@@ -200,9 +200,33 @@ def test_the_openai_dialect_gets_parsed_tool_calls_and_no_injected_fields(
     assert "prompt_token_ids" not in extra and answer.choices[0].logprobs is None  # the gateway's own asks
 
 
+def test_the_responses_dialect_streams_through_token_in(
+    drifting_model: tuple[ScriptedModel, str], tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    model, url = drifting_model
+    model.responder = agent
+    bash = {"type": "function", "name": "Bash", "parameters": TOOLS[0]["input_schema"]}
+    trace = tmp_path / "t.jsonl"
+    with gateway_on(url, trace, tokenizer=tokenizer_dir) as gateway:
+        client = openai.OpenAI(base_url=gateway.url + "/v1", api_key="unused", max_retries=0)
+        items: list[Any] = [{"role": "user", "content": "Do the thing."}]
+        for _ in range(STEPS + 1):
+            with client.responses.stream(model="m", input=items, tools=[bash]) as events:
+                response = events.get_final_response()
+            items += [item.model_dump(exclude_none=True) for item in response.output]
+            calls = [item for item in response.output if item.type == "function_call"]
+            items += [{"type": "function_call_output", "call_id": c.call_id, "output": "ok"} for c in calls]
+    assert response.output_text == "All done." and not calls
+    records = load_trace(trace).records
+    assert [r.token_in["route"] for r in records] == ["chat"] + ["completions"] * STEPS
+    assert all(r.prefix["extends"] for r in records[1:])
+
+
 def test_token_in_asked_for_without_a_usable_template_refuses_to_start(tokenizer_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="token_in: needs the served model's tokenizer folder"):
         create_app(GatewayConfig(upstream="http://127.0.0.1:9/v1", token_in=True))
+    with pytest.raises(ConfigError, match=f"tokenizer {tmp_path}: no tokenizer.json there"):
+        create_app(GatewayConfig(upstream="http://127.0.0.1:9/v1", tokenizer=tmp_path))
     # A template whose rendering of a conversation's start changes as it grows: token-in could not be exact.
     folder = tmp_path / "counting"
     folder.mkdir()
