@@ -206,6 +206,11 @@ class Calls:
             except UpstreamError as error:
                 self.record(call, response=None, status=None, error=error.message)
                 raise
+            if call.answer is not None and self.token_in is not None and response.status in (404, 405):
+                # Not a completions server after all: this call and every later one take the chat route.
+                await self.read_all(call, response)
+                call.plan, call.answer = self.token_in.unavailable(response.status), None
+                continue
             if response.status not in (400, 422) or not call.injected.extensions:
                 return response
             content = await self.read_all(call, response)

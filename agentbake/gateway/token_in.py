@@ -121,6 +121,13 @@ class TokenIn:
     def __init__(self, template: ChatTemplate) -> None:
         self.template = template
         self._rollouts: OrderedDict[str | None, _Rollout] = OrderedDict()
+        self._unavailable: str | None = None
+
+    def unavailable(self, status: int) -> Plan:
+        """The upstream answered `/v1/completions` with `status` (404, 405): from now on every call takes the chat
+        route (this one's plan is returned)."""
+        self._unavailable = f"the upstream answered /v1/completions with {status}: it serves the chat route only"
+        return _chat(self._unavailable)
 
     def _of(self, rollout_id: str | None) -> _Rollout:
         rollout = self._rollouts.get(rollout_id)
@@ -134,6 +141,8 @@ class TokenIn:
 
     def plan(self, rollout_id: str | None, body: dict) -> Plan:
         """The route of a chat request about to go upstream (see the module docstring)."""
+        if self._unavailable is not None:
+            return _chat(self._unavailable)
         unsupported = [key for key in _CHAT_ONLY if body.get(key) is not None]
         if (body.get("n") or 1) != 1:
             unsupported.append("n")

@@ -74,6 +74,8 @@ class ScriptedModel:
         self.tokenized: list[dict] = []
         self.tokenize_supported = True
         """False answers `/tokenize` with a 404, as a server without the endpoint does."""
+        self.completions_supported = True
+        """False answers `/v1/completions` with a 404, as a chat-only server does."""
         self.render_prompt: Callable[[dict], list[int]] = self.vocab.render_prompt
         """The prompt ids of a request; with the toy vocabulary `chat_template.render_consistent` makes them extend
         the previous call's prompt + completion ids exactly, as a real chat template does."""
@@ -114,7 +116,7 @@ class ScriptedModel:
             await self._tokenize(send, body)
         elif path.endswith("/chat/completions"):
             await self._chat(send, body, headers)
-        elif path.endswith("/completions"):
+        elif path.endswith("/completions") and self.completions_supported:
             await self._completions(send, body, headers)
         else:
             await _json(send, 404, {"detail": "Not Found"})

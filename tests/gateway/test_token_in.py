@@ -177,6 +177,22 @@ def test_a_request_that_does_not_extend_the_session_falls_back_to_the_chat_route
     ]
 
 
+def test_an_upstream_without_the_completions_route_gets_every_call_on_the_chat_route(
+    drifting_model: tuple[ScriptedModel, str], tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    model, url = drifting_model
+    model.responder = agent
+    model.completions_supported = False
+    trace = tmp_path / "t.jsonl"
+    with gateway_on(url, trace, token_in=True, tokenizer=tokenizer_dir) as gateway:
+        answers = converse(gateway.url, stream=True)
+    assert [b["type"] for b in answers[-1]] == ["text"] and len(answers) == STEPS + 1
+    unavailable = "the upstream answered /v1/completions with 404: it serves the chat route only"
+    assert [r.token_in.get("reason") for r in load_trace(trace).records][1:] == [unavailable] * STEPS
+    # One call tried the completions route; every later one went straight to the chat route.
+    assert model.paths.count("/v1/completions") == 1
+
+
 def test_the_openai_dialect_gets_parsed_tool_calls_and_no_injected_fields(
     drifting_model: tuple[ScriptedModel, str], tokenizer_dir: Path, tmp_path: Path
 ) -> None:
