@@ -60,6 +60,10 @@ class Call:
         """A stream chunk as the chat-completions chunks it amounts to."""
         return [chunk] if self.answer is None else self.answer.chunk(chunk)
 
+    def adapt_end(self) -> list[dict]:
+        """What a stream that ended without a finish reason still holds back, as chunks."""
+        return [] if self.answer is None else self.answer.end()
+
 
 @dataclass(frozen=True, slots=True)
 class StreamEnd:
@@ -310,6 +314,9 @@ class Calls:
                     for converted in call.adapt_chunk(chunk):
                         call.capture.add(converted)
                         await out(converted)
+            for converted in call.adapt_end():
+                call.capture.add(converted)
+                await out(converted)
         except UpstreamError as error:
             return StreamEnd(f"upstream stream cut mid-way: {error.message}")
         except Exception as exc:

@@ -79,6 +79,9 @@ class CompletionAnswer:
         self.body = 0
         """Where the text after the reasoning starts."""
         self.phase = "start"  # start -> reasoning -> content -> calls
+        self.head: dict[str, Any] = {}
+        """`id`, `created`, `model` of the stream's first chunk, on every chunk made of it."""
+        self.finished = False
 
     def _whole(self, text: str) -> str:
         return text.removesuffix(self.eos_text)
@@ -98,17 +101,23 @@ class CompletionAnswer:
         answer["prompt_token_ids"] = _prompt_ids(data, choice)
         return answer
 
-    def chunk(self, data: dict) -> list[dict[str, Any]]:
-        head = _head(data, "chat.completion.chunk")
+    def chunk(self, data: dict, *, final: bool = False) -> list[dict[str, Any]]:
+        """The chat chunks of one completions chunk: its ids, logprobs and the text it lets through, then (on the
+        finishing chunk, or `final`) what was held back and the tool calls, the last chunk with the finish reason."""
+        if not self.head:
+            self.head = _head(data, "chat.completion.chunk")
+        head = self.head
         choices = [c for c in choices_of(data) if c.get("index", 0) == 0]
         if not choices:
             return [{**head, "choices": [], **({"usage": data["usage"]} if data.get("usage") else {})}]
         choice = choices[0]
         self.text += str(choice.get("text") or "")
         finish = choice.get("finish_reason")
+        final = final or finish is not None
+        self.finished = final
         first = {
             "index": 0,
-            "delta": self._advance(final=finish is not None),
+            "delta": self._advance(final=final),
             "logprobs": chat_logprobs(choice.get("logprobs")),
             "finish_reason": None,
             "token_ids": choice.get("token_ids"),
@@ -119,10 +128,10 @@ class CompletionAnswer:
             out[0]["prompt_token_ids"] = prompt
         if data.get("usage"):
             out[0]["usage"] = data["usage"]
-        if finish is None:
+        if not final:
             return out
         parsed = self._calls()
-        ids = call_ids(data.get("id"), len(parsed.tool_calls))
+        ids = call_ids(head.get("id"), len(parsed.tool_calls))
         for n, (call, call_id) in enumerate(zip(parsed.tool_calls, ids, strict=True)):
             function = {"name": call.name, "arguments": call.arguments}
             delta = {
@@ -134,6 +143,12 @@ class CompletionAnswer:
         last["finish_reason"] = finish_of(finish, parsed)
         last["stop_reason"] = choice.get("stop_reason")
         return out
+
+    def end(self) -> list[dict[str, Any]]:
+        """The chunks a stream that ended without a finish reason still holds back (none after a finished one)."""
+        if self.finished or not self.head:
+            return []
+        return self.chunk({"choices": [{"index": 0, "text": ""}]}, final=True)
 
     def _advance(self, *, final: bool) -> dict[str, Any]:
         """The reasoning and content the text so far lets through (all of it once `final`)."""

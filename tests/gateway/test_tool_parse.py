@@ -111,3 +111,14 @@ def test_the_stream_shows_what_the_unary_parse_gives_whatever_the_chunking(text:
     ]
     finish = out[-1]["choices"][0]["finish_reason"]
     assert finish == unary["choices"][0]["finish_reason"] == ("tool_calls" if calls else "stop")
+
+
+def test_a_stream_that_ends_without_a_finish_reason_still_gets_its_held_back_calls() -> None:
+    stream = CompletionAnswer("<|im_end|>")
+    out = stream.chunk({"id": "cmpl-2", "choices": [{"index": 0, "text": "Go." + CALL, "finish_reason": None}]})
+    assert [c["choices"][0]["delta"] for c in out] == [{"content": "Go."}]  # the call is held back
+    *_, last = stream.end()
+    (call,) = last["choices"][0]["delta"]["tool_calls"]
+    assert call["function"]["name"] == "Bash" and last["id"] == "cmpl-2"
+    assert last["choices"][0]["finish_reason"] is None  # none came; none is made up
+    assert stream.end() == []
