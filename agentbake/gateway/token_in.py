@@ -219,15 +219,18 @@ def _chat(reason: str) -> Plan:
 
 def completions_body(chat: dict, prompt: list[int]) -> dict:
     """The `/v1/completions` request of a chat request continued at `prompt`: the same sampling and capture
-    fields, logprobs in the legacy form (`logprobs: N`), special tokens kept in the text (vLLM's hermes parser
-    asks the same), so `<tool_call>` reaches the parser."""
+    fields, logprobs in the legacy form (`logprobs: N`), and with tools special tokens kept in the text (as vLLM's
+    hermes parser asks on the chat route), so `<tool_call>` reaches the parser."""
     body: dict[str, Any] = {key: chat[key] for key in _PASSED if key in chat}
     body["prompt"] = prompt
-    if "max_tokens" not in body and chat.get("max_completion_tokens") is not None:
-        body["max_tokens"] = chat["max_completion_tokens"]
+    if "max_tokens" not in body:
+        # An explicit null is what the chat route's absent field means (the rest of the context); an absent
+        # field would be the completions route's default of 16 tokens.
+        body["max_tokens"] = chat.get("max_completion_tokens")
     if chat.get("logprobs"):
         body["logprobs"] = chat.get("top_logprobs") or 0
-    body["skip_special_tokens"] = False
+    if chat.get("tools") and chat.get("tool_choice") != "none":
+        body["skip_special_tokens"] = False
     return body
 
 

@@ -15,6 +15,7 @@ import pytest
 from agentbake.errors import ConfigError
 from agentbake.export.api import export_trace
 from agentbake.gateway import GatewayConfig, check, create_app
+from agentbake.gateway.token_in import completions_body
 from agentbake.gateway.trace import load_trace
 from agentbake.scripted import Reply, ScriptedModel
 from agentbake.serve import serve_in_thread
@@ -257,3 +258,36 @@ def test_token_in_asked_for_without_a_usable_template_refuses_to_start(tokenizer
         create_app(GatewayConfig(upstream="http://127.0.0.1:9/v1", token_in=True, tokenizer=folder))
     gateway = create_app(GatewayConfig(upstream="http://127.0.0.1:9/v1", tokenizer=folder))  # unset: stays off
     assert gateway.calls.token_in is None
+
+
+def test_the_completions_request_keeps_the_chat_requests_sampling_and_capture_fields() -> None:
+    chat = {
+        "model": "m",
+        "messages": [],
+        "tools": [{"type": "function", "function": {"name": "Bash"}}],
+        "temperature": 0.7,
+        "stop": ["END"],
+        "logprobs": True,
+        "top_logprobs": 1,
+        "return_token_ids": True,
+        "return_tokens_as_token_ids": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "chat_template_kwargs": {"enable_thinking": False},
+    }
+    body = completions_body(chat, [1, 2, 3])
+    assert body == {
+        "model": "m",
+        "prompt": [1, 2, 3],
+        "max_tokens": None,  # the rest of the context, as the chat route; absent would be 16 tokens
+        "temperature": 0.7,
+        "stop": ["END"],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "return_token_ids": True,
+        "return_tokens_as_token_ids": True,
+        "logprobs": 1,
+        "skip_special_tokens": False,  # with tools, as vLLM's hermes parser asks
+    }
+    plain = completions_body({"model": "m", "messages": [], "max_completion_tokens": 50}, [1])
+    assert plain == {"model": "m", "prompt": [1], "max_tokens": 50}
