@@ -42,7 +42,6 @@ from agentbake.gateway.google_response import GoogleShape, GoogleStream, openai_
 from agentbake.gateway.responses_output import ResponseShape, openai_to_responses
 from agentbake.gateway.responses_stream import ResponsesStream
 from agentbake.gateway.sse import sse_data, sse_event, sse_events
-from agentbake.gateway.token_in import load_token_in
 from agentbake.gateway.translate_request import anthropic_to_openai
 from agentbake.gateway.translate_response import StreamTranslator, openai_to_anthropic, used_tool_ids
 from agentbake.gateway.translate_responses_request import responses_to_openai
@@ -57,7 +56,7 @@ class Gateway:
 
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
-        self.calls = Calls(config, load_token_in(config.token_in, config.tokenizer))
+        self.calls = Calls(config, token_in=True)
         self.counter = TokenCounter(self.calls)
         self.bodies = BodyBudget(config.max_body_bytes_in_flight)
         """Request bodies held by the requests in progress (`max_body_bytes_in_flight`)."""

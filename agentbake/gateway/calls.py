@@ -20,7 +20,7 @@ from agentbake.gateway.errors import GatewayError, TraceFull, UpstreamError
 from agentbake.gateway.rewrite import rewrite_request
 from agentbake.gateway.sse import SSEDecoder
 from agentbake.gateway.stream import ChunkAssembler, completion_as_chunk
-from agentbake.gateway.token_in import Plan, TokenIn, completions_body
+from agentbake.gateway.token_in import Plan, TokenIn, chat_route, completions_body, load_token_in
 from agentbake.gateway.token_in_answer import CompletionAnswer
 from agentbake.gateway.trace import TraceRecord, TraceWriter
 from agentbake.gateway.turns import Answered, PrefixBook, TurnBook, prefix_check
@@ -96,10 +96,8 @@ def error_message(content: bytes) -> str:
 class Calls:
     """Sends calls upstream and records each one; one instance per gateway."""
 
-    def __init__(self, config: GatewayConfig, token_in: TokenIn | None = None) -> None:
+    def __init__(self, config: GatewayConfig, *, token_in: bool = False) -> None:
         self.config = config
-        self.token_in = token_in
-        """Plans each call's route (token-in continuation); None sends every call to the chat route."""
         self.turns = TurnBook()
         self.prefixes = PrefixBook()
         self.writer = TraceWriter(config.trace) if config.trace else None
@@ -109,6 +107,8 @@ class Calls:
             self._upstream_headers["authorization"] = f"Bearer {key}"
         self._client: UpstreamClient | None = None
         self._refused: set[str] = set()
+        self.token_in: TokenIn | None = load_token_in(config, self._upstream_headers) if token_in else None
+        """Plans each call's route (token-in continuation); None sends every call to the chat route."""
 
     @property
     def client(self) -> UpstreamClient:
@@ -144,7 +144,7 @@ class Calls:
         call.turn, call.retry_of = self.turns.begin(rollout_id, body)
         if self.token_in is not None:
             call.plan = self.token_in.plan(rollout_id, body)
-            if call.plan.prompt is not None:
+            if call.plan.prefix is not None:
                 call.answer = CompletionAnswer(self.token_in.template.eos_text)
         if self.writer is not None:
             call.previous = self.prefixes.previous(rollout_id, call.retry_of)
@@ -200,10 +200,11 @@ class Calls:
 
     async def open(self, call: Call) -> UpstreamResponse:
         """Send the call upstream and return once response headers arrived (body unread on success)."""
+        prompt = await self._token_prompt(call)
         while True:
             try:
-                if call.plan is not None and call.plan.prompt is not None:
-                    path, payload = "/completions", completions_body(call.body, call.plan.prompt)
+                if prompt is not None:
+                    path, payload = "/completions", completions_body(call.body, prompt)
                 else:
                     path, payload = "/chat/completions", call.body
                 response = await self.client.request("POST", path, orjson.dumps(payload))
@@ -213,7 +214,7 @@ class Calls:
             if call.answer is not None and self.token_in is not None and response.status in (404, 405):
                 # Not a completions server after all: this call and every later one take the chat route.
                 await self.read_all(call, response)
-                call.plan, call.answer = self.token_in.unavailable(response.status), None
+                call.plan, call.answer, prompt = self.token_in.unavailable(response.status), None, None
                 continue
             if response.status not in (400, 422) or not call.injected.extensions:
                 return response
@@ -228,6 +229,31 @@ class Calls:
                 del call.body[name]
             kept = tuple(name for name in call.injected.extensions if name not in refused)
             call.injected = replace(call.injected, extensions=kept)
+
+    async def _token_prompt(self, call: Call) -> list[int] | None:
+        """A token-in call's prompt: the continued call's ids, then the new messages' (from the server's
+        `/tokenize` when the template has no tokenizer of its own; if that fails, the call takes the chat route)."""
+        plan = call.plan
+        if plan is None or plan.prefix is None or self.token_in is None:
+            return None
+        ids = self.token_in.template.encode(plan.suffix)
+        if ids is None:
+            payload = {"model": call.body.get("model"), "prompt": plan.suffix, "add_special_tokens": False}
+            try:
+                response = await self.client.request("POST", self.config.resolved_tokenize_url, orjson.dumps(payload))
+                try:
+                    content = await response.read()
+                finally:
+                    response.close()
+                tokens = orjson.loads(content).get("tokens") if response.status == 200 else None
+            except (UpstreamError, orjson.JSONDecodeError, AttributeError):
+                tokens = None
+            if not (isinstance(tokens, list) and all(isinstance(i, int) for i in tokens)):
+                call.plan, call.answer = chat_route("the server's /tokenize did not tokenize the new messages"), None
+                return None
+            ids = tokens
+        plan.record["new_tokens"] = len(ids)
+        return [*plan.prefix, *ids]
 
     async def read_all(self, call: Call, response: UpstreamResponse) -> bytes:
         try:

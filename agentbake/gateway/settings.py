@@ -43,8 +43,10 @@ MODEL_SETTINGS: dict[str, Setting] = {
         "Token-in continuation: a call that extends the conversation of an earlier one goes to `/v1/completions` "
         "with that call's prompt + sampled ids, then the new messages rendered by `tokenizer`'s chat template, as "
         "its prompt, so every turn's prompt ids extend the previous turn's exactly (no re-tokenization drift). "
-        "Default (unset): on when `tokenizer` is given and its template is one token-in is exact with; true "
-        "requires that; false sends every call to the chat route.",
+        "Default (unset): on when `tokenizer` is given and its template is one token-in is exact with. True "
+        "requires that; without `tokenizer` it takes the template from the server (vLLM's `/tokenizer_info`, "
+        "served with `--enable-tokenizer-info-endpoint`) and the new messages' ids from its `/tokenize`. False "
+        "sends every call to the chat route.",
     ),
     "tokenizer": Setting(
         Path | None,

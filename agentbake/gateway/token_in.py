@@ -20,12 +20,15 @@ import logging
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
 from agentbake.errors import ConfigError
-from agentbake.gateway.template import ChatTemplate, message_text
+from agentbake.gateway.template import ChatTemplate, FolderTemplate, fetch_server_template, message_text
+
+if TYPE_CHECKING:
+    from agentbake.gateway.config import GatewayConfig
 
 logger = logging.getLogger("agentbake.gateway")
 
@@ -77,12 +80,16 @@ class Session:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """How one call goes upstream: `prompt` ids for `/v1/completions`, or None for the chat route."""
+    """How one call goes upstream: on `/v1/completions`, its prompt is `prefix` + the ids of `suffix`; on the
+    chat route `prefix` is None."""
 
-    prompt: list[int] | None
+    prefix: list[int] | None
+    """The continued call's prompt + sampled ids."""
+    suffix: str
+    """The template's text of the new messages, the assistant's turn opened."""
     record: dict[str, Any]
-    """The record's `token_in`: `{"route": "completions", "continues": turn, "new_tokens": n}` or
-    `{"route": "chat", "reason": ...}`."""
+    """The record's `token_in`: `{"route": "completions", "continues": turn, "new_tokens": n}` (`new_tokens` set
+    once the suffix is tokenized) or `{"route": "chat", "reason": ...}`."""
 
 
 def _digest(value: Any) -> bytes:
@@ -127,7 +134,7 @@ class TokenIn:
         """The upstream answered `/v1/completions` with `status` (404, 405): from now on every call takes the chat
         route (this one's plan is returned)."""
         self._unavailable = f"the upstream answered /v1/completions with {status}: it serves the chat route only"
-        return _chat(self._unavailable)
+        return chat_route(self._unavailable)
 
     def _of(self, rollout_id: str | None) -> _Rollout:
         rollout = self._rollouts.get(rollout_id)
@@ -142,7 +149,7 @@ class TokenIn:
     def plan(self, rollout_id: str | None, body: dict) -> Plan:
         """The route of a chat request about to go upstream (see the module docstring)."""
         if self._unavailable is not None:
-            return _chat(self._unavailable)
+            return chat_route(self._unavailable)
         unsupported = [key for key in _CHAT_ONLY if body.get(key) is not None]
         if (body.get("n") or 1) != 1:
             unsupported.append("n")
@@ -150,7 +157,7 @@ class TokenIn:
         if choice not in (None, "auto"):
             unsupported.append("tool_choice")
         if unsupported:
-            return _chat(f"the completions route does not serve {', '.join(unsupported)}")
+            return chat_route(f"the completions route does not serve {', '.join(unsupported)}")
         messages = body["messages"]
         digests = tuple(_digest(m) for m in messages)
         settings = _settings(body)
@@ -158,42 +165,42 @@ class TokenIn:
         # The longest earlier conversation this one starts with (a retry continues what its original did).
         candidates = [s for s in sessions if len(s.digests) < len(digests) and digests[: len(s.digests)] == s.digests]
         if not candidates:
-            return _chat("no earlier call of this rollout is the start of this conversation")
+            return chat_route("no earlier call of this rollout is the start of this conversation")
         session = max(candidates, key=lambda s: (len(s.digests), s.turn))
         at = len(session.digests)
         if len(messages) <= at + 1:
-            return _chat(f"the request adds only an assistant message to turn {session.turn}'s conversation")
+            return chat_route(f"the request adds only an assistant message to turn {session.turn}'s conversation")
         if settings != session.settings:
-            return _chat(f"the tools or template settings differ from turn {session.turn}'s")
+            return chat_route(f"the tools or template settings differ from turn {session.turn}'s")
         answer = messages[at]
         if not isinstance(answer, dict) or answer.get("role") != "assistant" or answer_key(answer) != session.answer:
-            return _chat(f"message {at} is not the answer turn {session.turn} sampled (an edited history)")
+            return chat_route(f"message {at} is not the answer turn {session.turn} sampled (an edited history)")
         if any(isinstance(m, dict) and m.get("role") == "assistant" for m in messages[at + 1 :]):
-            return _chat(f"assistant messages after turn {session.turn}'s answer were not sampled by it")
+            return chat_route(f"assistant messages after turn {session.turn}'s answer were not sampled by it")
         suffix = self._suffix(body, at, session)
-        if isinstance(suffix, str):
-            return _chat(suffix)
-        prompt = [*session.prompt, *session.completion, *suffix]
-        return Plan(prompt, {"route": "completions", "continues": session.turn, "new_tokens": len(suffix)})
+        if not suffix.ok:
+            return chat_route(suffix.text)
+        prefix = [*session.prompt, *session.completion]
+        return Plan(prefix, suffix.text, {"route": "completions", "continues": session.turn})
 
-    def _suffix(self, body: dict, at: int, session: Session) -> list[int] | str:
-        """Ids of the messages after the answer at `at`, the assistant's turn opened; a reason when the template
+    def _suffix(self, body: dict, at: int, session: Session) -> _Suffix:
+        """The text of the messages after the answer at `at`, the assistant's turn opened; or why the template
         cannot render them as an addition."""
         template, messages = self.template, body["messages"]
         tools, kwargs = body.get("tools"), body.get("chat_template_kwargs")
         before = template.render(messages[: at + 1], tools, generation_prompt=False, kwargs=kwargs)
         after = template.render(messages, tools, generation_prompt=True, kwargs=kwargs)
         if not after.startswith(before):
-            return "the chat template renders the history otherwise once the new messages follow"
+            return _Suffix(False, "the chat template renders the history otherwise once the new messages follow")
         end = before.rfind(template.eos_text)
         if end < 0:
-            return f"the chat template does not end the answer with {template.eos_text!r}"
+            return _Suffix(False, f"the chat template does not end the answer with {template.eos_text!r}")
         # The sampled ids stop at the end-of-sequence token (or before it, cut by a length limit); what the
         # template writes after it belongs to the new messages.
         closing = before[end + len(template.eos_text) :]
         if not (session.completion and session.completion[-1] == template.eos_id):
             closing = template.eos_text + closing
-        return template.encode(closing + after[len(before) :])
+        return _Suffix(True, closing + after[len(before) :])
 
     def answered(
         self, rollout_id: str | None, turn: int, body: dict, prompt: list[int], completion: list[int], message: Any
@@ -213,8 +220,15 @@ class TokenIn:
         self._of(rollout_id).sessions.append(session)
 
 
-def _chat(reason: str) -> Plan:
-    return Plan(None, {"route": "chat", "reason": reason})
+class _Suffix(NamedTuple):
+    ok: bool
+    text: str
+    """The new messages' text, or why there is none."""
+
+
+def chat_route(reason: str) -> Plan:
+    """The plan of a call on the chat route, and why."""
+    return Plan(None, "", {"route": "chat", "reason": reason})
 
 
 def completions_body(chat: dict, prompt: list[int]) -> dict:
@@ -234,30 +248,31 @@ def completions_body(chat: dict, prompt: list[int]) -> dict:
     return body
 
 
-def load_token_in(token_in: bool | None, tokenizer: Path | None) -> TokenIn | None:
-    """The gateway's token-in planner for its `token_in` and `tokenizer` settings: None when off (unset: off
-    without a tokenizer or with a template token-in would not be exact with). Raises ConfigError when `token_in`
-    is true and it cannot be on."""
-    if token_in is False:
+def load_token_in(config: GatewayConfig, headers: dict[str, str]) -> TokenIn | None:
+    """The gateway's token-in planner for its `token_in` and `tokenizer` settings (`headers`: what its upstream
+    calls carry): None when off. Unset, it is on with a tokenizer folder whose template allows it; true without a
+    folder, the template comes from the server (`/tokenizer_info`). Raises ConfigError when `token_in` is true and
+    it cannot be on."""
+    token_in, tokenizer = config.token_in, config.tokenizer
+    if token_in is False or (token_in is None and tokenizer is None):
         return None
-    if tokenizer is None:
-        if token_in:
-            raise ConfigError(
-                "token_in: needs the served model's tokenizer folder: set tokenizer (--tokenizer DIR), or drop "
-                "--token-in to send every call to the chat route"
-            )
-        return None
-    template, unsafe = _load(tokenizer.resolve())
+    if tokenizer is not None:
+        template, unsafe = _load(tokenizer.resolve())
+        where = f"tokenizer {tokenizer}"
+    else:
+        root = config.upstream.removesuffix("/v1")
+        template = fetch_server_template(root, headers, config.upstream_ca_file)
+        unsafe, where = template.unsafe(), f"{root}/tokenizer_info"
     if unsafe is not None:
         if token_in:
-            raise ConfigError(f"token_in: tokenizer {tokenizer}: token-in would not be exact: {unsafe}")
-        logger.warning("token-in stays off: tokenizer %s: %s", tokenizer, unsafe)
+            raise ConfigError(f"token_in: {where}: token-in would not be exact: {unsafe}")
+        logger.warning("token-in stays off: %s: %s", where, unsafe)
         return None
     return TokenIn(template)
 
 
 @functools.cache
-def _load(tokenizer: Path) -> tuple[ChatTemplate, str | None]:
+def _load(tokenizer: Path) -> tuple[FolderTemplate, str | None]:
     """A folder's template and its verdict, loaded once per process (the runner starts a gateway per rollout)."""
-    template = ChatTemplate(tokenizer)
+    template = FolderTemplate(tokenizer)
     return template, template.unsafe()

@@ -1,7 +1,7 @@
 """The scripted model as an ASGI app: vLLM's chat-completions endpoints, answering from a script.
 
 Routes: `POST /v1/chat/completions` (streaming and unary), `POST /v1/completions` (token prompts; needs a
-tokenizer), `GET /v1/models`, `POST /tokenize`,
+tokenizer), `GET /v1/models`, `POST /tokenize`, `GET /tokenizer_info` (with a tokenizer),
 `GET /health`. Each call's answer comes from `script` (consumed in order) or else from `responder`; with
 `tasks` the responder is the task policy (policy.py), which plays each task's solve.sh. Every call's
 request, path, headers and emitted token ids are kept so tests can compare a client's view with the truth.
@@ -10,6 +10,7 @@ request, path, headers and emitted token ids are kept so tests can compare a cli
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -114,6 +115,9 @@ class ScriptedModel:
             await _json(send, 200, self._models())
         elif path == "/tokenize":
             await self._tokenize(send, body)
+        elif path == "/tokenizer_info" and self.vocab.tokenizer_info() is not None:
+            # The standard library's JSON, as vLLM's: `model_max_length` may not fit the 64 bits orjson writes.
+            await respond(send, 200, json.dumps(self.vocab.tokenizer_info()).encode())
         elif path.endswith("/chat/completions"):
             await self._chat(send, body, headers)
         elif path.endswith("/completions") and self.completions_supported:

@@ -18,6 +18,7 @@ call) differently from how the model writes it is refused, naming both texts.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,12 @@ class HFVocabulary:
             for token_id, (first, last) in zip(encoding["input_ids"], encoding["offset_mapping"], strict=True):
                 out.append((token_id, (start + first, start + last)))
         return out
+
+    def tokenizer_info(self) -> dict[str, Any]:
+        # vLLM's: the tokenizer's init_kwargs without file paths, tokens as their text, and its class.
+        config = {k: v for k, v in self.tokenizer.init_kwargs.items() if k not in ("vocab_file", "merges_file")}
+        info = json.loads(json.dumps(config, default=lambda value: getattr(value, "content", str(value))))
+        return {**info, "tokenizer_class": type(self.tokenizer).__name__}
 
     def decode(self, ids: Sequence[int], *, skip_special_tokens: bool) -> str:
         return str(self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens))

@@ -218,6 +218,11 @@ class Vocabulary(Protocol):
         """How `/tokenize` names a token in `token_strs`."""
         ...
 
+    def tokenizer_info(self) -> dict[str, Any] | None:
+        """What vLLM's `GET /tokenizer_info` answers (the tokenizer's configuration, its chat template); None when
+        there is no tokenizer to describe (the toy vocabulary: a 404)."""
+        ...
+
     def decode(self, ids: Sequence[int], *, skip_special_tokens: bool) -> str | None:
         """The text of ids, as `/v1/completions` reads a token prompt and writes its answer; None when the
         vocabulary cannot (the toy one: its ids are hashes)."""
@@ -253,6 +258,9 @@ class ToyVocabulary:
 
     def token_text(self, token_id: int) -> str:
         return SPECIAL_TEXT.get(token_id, f"<{token_id}>")
+
+    def tokenizer_info(self) -> dict[str, Any] | None:
+        return None
 
     def decode(self, ids: Sequence[int], *, skip_special_tokens: bool) -> str | None:
         return None

@@ -5,6 +5,7 @@ token-in's prompts extend every earlier turn's prompt + sampled ids exactly."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -74,17 +75,21 @@ def without_ids(answers: list[list[dict[str, Any]]]) -> list[list[dict[str, Any]
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "unary"])
+@pytest.mark.parametrize("source", ["folder", "server"])
 def test_token_in_prompts_extend_every_turn_exactly_where_the_chat_route_drifts(
-    drifting_model: tuple[ScriptedModel, str], tokenizer_dir: Path, tmp_path: Path, stream: bool
+    drifting_model: tuple[ScriptedModel, str], tokenizer_dir: Path, tmp_path: Path, stream: bool, source: str
 ) -> None:
+    """The template and tokenizer from the tokenizer folder, or from the server (`/tokenizer_info`, `/tokenize`)."""
     model, url = drifting_model
     model.responder = agent
     runs = {}
     for token_in in (False, True):
         trace = tmp_path / f"trace-{token_in}.jsonl"
-        model.emitted.clear()
-        model.paths.clear()
-        with gateway_on(url, trace, token_in=token_in, tokenizer=tokenizer_dir) as gateway:
+        with gateway_on(
+            url, trace, token_in=token_in, tokenizer=tokenizer_dir if source == "folder" else None
+        ) as gateway:
+            model.emitted.clear()
+            model.paths.clear()
             answers = converse(gateway.url + "/r/r1", stream=stream)
         runs[token_in] = (answers, load_trace(trace), list(model.emitted), list(model.paths))
 
@@ -104,7 +109,8 @@ def test_token_in_prompts_extend_every_turn_exactly_where_the_chat_route_drifts(
 
     # Token-in: the first call takes the chat route (nothing to continue), every later one continues the one before.
     records = trace.records
-    assert paths == ["/v1/chat/completions"] + ["/v1/completions"] * STEPS
+    tokenized = ["/tokenize"] if source == "server" else []  # the new messages' ids, by the server
+    assert paths == ["/v1/chat/completions"] + [*tokenized, "/v1/completions"] * STEPS
     assert records[0].token_in == {
         "route": "chat",
         "reason": "no earlier call of this rollout is the start of this conversation",
@@ -240,7 +246,7 @@ def test_the_responses_dialect_streams_through_token_in(
 
 
 def test_token_in_asked_for_without_a_usable_template_refuses_to_start(tokenizer_dir: Path, tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="token_in: needs the served model's tokenizer folder"):
+    with pytest.raises(ConfigError, match=re.escape("token_in: http://127.0.0.1:9/tokenizer_info: cannot read")):
         create_app(GatewayConfig(upstream="http://127.0.0.1:9/v1", token_in=True))
     with pytest.raises(ConfigError, match=f"tokenizer {tmp_path}: no tokenizer.json there"):
         create_app(GatewayConfig(upstream="http://127.0.0.1:9/v1", tokenizer=tmp_path))
