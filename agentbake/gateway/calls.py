@@ -236,24 +236,11 @@ class Calls:
         plan = call.plan
         if plan is None or plan.prefix is None or self.token_in is None:
             return None
-        ids = self.token_in.template.encode(plan.suffix)
-        if ids is None:
-            payload = {"model": call.body.get("model"), "prompt": plan.suffix, "add_special_tokens": False}
-            try:
-                response = await self.client.request("POST", self.config.resolved_tokenize_url, orjson.dumps(payload))
-                try:
-                    content = await response.read()
-                finally:
-                    response.close()
-                tokens = orjson.loads(content).get("tokens") if response.status == 200 else None
-            except (UpstreamError, orjson.JSONDecodeError, AttributeError):
-                tokens = None
-            if not (isinstance(tokens, list) and all(isinstance(i, int) for i in tokens)):
-                call.plan, call.answer = chat_route("the server's /tokenize did not tokenize the new messages"), None
-                return None
-            ids = tokens
-        plan.record["new_tokens"] = len(ids)
-        return [*plan.prefix, *ids]
+        url = self.config.resolved_tokenize_url
+        prompt = await self.token_in.prompt(plan, call.body.get("model"), self.client, url)
+        if prompt is None:
+            call.plan, call.answer = chat_route("the server's /tokenize did not tokenize the new messages"), None
+        return prompt
 
     async def read_all(self, call: Call, response: UpstreamResponse) -> bytes:
         try:

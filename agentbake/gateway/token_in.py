@@ -25,10 +25,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import orjson
 
 from agentbake.errors import ConfigError
+from agentbake.gateway.errors import UpstreamError
 from agentbake.gateway.template import ChatTemplate, FolderTemplate, fetch_server_template, message_text
 
 if TYPE_CHECKING:
     from agentbake.gateway.config import GatewayConfig
+    from agentbake.gateway.upstream import UpstreamClient
 
 logger = logging.getLogger("agentbake.gateway")
 
@@ -201,6 +203,28 @@ class TokenIn:
         if not (session.completion and session.completion[-1] == template.eos_id):
             closing = template.eos_text + closing
         return _Suffix(True, closing + after[len(before) :])
+
+    async def prompt(self, plan: Plan, model: Any, client: UpstreamClient, tokenize_url: str) -> list[int] | None:
+        """The prompt ids of a call planned for the completions route: `plan.prefix`, then the new messages' ids
+        (from the server's `/tokenize` when the template has no tokenizer of its own); None when that fails."""
+        assert plan.prefix is not None
+        ids = self.template.encode(plan.suffix)
+        if ids is None:
+            payload = {"model": model, "prompt": plan.suffix, "add_special_tokens": False}
+            try:
+                response = await client.request("POST", tokenize_url, orjson.dumps(payload))
+                try:
+                    content = await response.read()
+                finally:
+                    response.close()
+                tokens = orjson.loads(content).get("tokens") if response.status == 200 else None
+            except (UpstreamError, orjson.JSONDecodeError, AttributeError):
+                return None
+            if not (isinstance(tokens, list) and all(isinstance(i, int) for i in tokens)):
+                return None
+            ids = tokens
+        plan.record["new_tokens"] = len(ids)
+        return [*plan.prefix, *ids]
 
     def answered(
         self, rollout_id: str | None, turn: int, body: dict, prompt: list[int], completion: list[int], message: Any
