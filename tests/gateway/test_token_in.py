@@ -200,6 +200,20 @@ def test_an_upstream_without_the_completions_route_gets_every_call_on_the_chat_r
     assert model.paths.count("/v1/completions") == 1
 
 
+def test_a_server_that_stops_tokenizing_gets_those_calls_on_the_chat_route(
+    drifting_model: tuple[ScriptedModel, str], tmp_path: Path
+) -> None:
+    model, url = drifting_model
+    model.responder = agent
+    trace = tmp_path / "t.jsonl"
+    with gateway_on(url, trace, token_in=True) as gateway:  # the template from /tokenizer_info
+        model.tokenize_supported = False
+        answers = converse(gateway.url, stream=False)
+    assert [b["type"] for b in answers[-1]] == ["text"]
+    reasons = [r.token_in.get("reason") for r in load_trace(trace).records][1:]
+    assert reasons == ["the server's /tokenize did not tokenize the new messages"] * STEPS
+
+
 def test_the_openai_dialect_gets_parsed_tool_calls_and_no_injected_fields(
     drifting_model: tuple[ScriptedModel, str], tokenizer_dir: Path, tmp_path: Path
 ) -> None:
