@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("agentbake.gateway")
 
 # Sessions per rollout (a main agent and its concurrent sub-agents) and rollouts kept, as turns.py bounds its books.
-_SESSIONS = 8
+_SESSIONS = 16
 _ROLLOUTS = 64
 
 # Chat request fields that mean the same on /v1/completions; max_completion_tokens becomes max_tokens.
@@ -241,7 +241,12 @@ class TokenIn:
             completion=completion,
             answer=answer_key(message),
         )
-        self._of(rollout_id).sessions.append(session)
+        sessions = self._of(rollout_id).sessions
+        # A conversation this one continues is done with (each live conversation keeps one session, so a main
+        # agent's outlives its sub-agents' calls); a client's retry of an errored call still finds it.
+        kept = [s for s in sessions if session.digests[: len(s.digests)] != s.digests]
+        sessions.clear()
+        sessions.extend([*kept, session])
 
 
 class _Suffix(NamedTuple):

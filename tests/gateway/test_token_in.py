@@ -16,7 +16,8 @@ import pytest
 from agentbake.errors import ConfigError
 from agentbake.export.api import export_trace
 from agentbake.gateway import GatewayConfig, check, create_app
-from agentbake.gateway.token_in import completions_body
+from agentbake.gateway.template import FolderTemplate
+from agentbake.gateway.token_in import TokenIn, completions_body
 from agentbake.gateway.trace import load_trace
 from agentbake.scripted import Reply, ScriptedModel
 from agentbake.serve import serve_in_thread
@@ -311,3 +312,23 @@ def test_the_completions_request_keeps_the_chat_requests_sampling_and_capture_fi
     }
     plain = completions_body({"model": "m", "messages": [], "max_completion_tokens": 50}, [1])
     assert plain == {"model": "m", "prompt": [1], "max_tokens": 50}
+
+
+def test_a_main_conversation_is_continued_across_its_sub_agents_calls(tokenizer_dir: Path) -> None:
+    planner = TokenIn(FolderTemplate(tokenizer_dir))
+    eos = planner.template.eos_id
+    main = [{"role": "user", "content": "The main task."}]
+    answer = {"role": "assistant", "content": "Working on it."}
+    planner.answered("r", 0, {"messages": main}, [5, 6], [7, eos], answer)
+    turn = 1
+    for agent in range(12):  # sub-agents of two turns each, between two calls of the main agent
+        first = [{"role": "user", "content": f"Sub-task {agent}."}]
+        assert planner.plan("r", {"messages": first}).prefix is None
+        planner.answered("r", turn, {"messages": first}, [5], [8, eos], answer)
+        second = {"messages": [*first, answer, {"role": "user", "content": "More."}]}
+        assert planner.plan("r", second).record == {"route": "completions", "continues": turn}
+        planner.answered("r", turn + 1, second, [5, 8, eos, 9], [8, eos], answer)
+        turn += 2
+    plan = planner.plan("r", {"messages": [*main, answer, {"role": "user", "content": "Go on."}]})
+    assert plan.record == {"route": "completions", "continues": 0}
+    assert plan.prefix == [5, 6, 7, eos]
