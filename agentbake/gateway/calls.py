@@ -172,7 +172,8 @@ class Calls:
             self.prefixes.answered(call.rollout_id, call.turn, prompt, ids)
             if self.token_in is not None and error is None and response is not None:
                 message = (response.get("choices") or [{}])[0].get("message")
-                self.token_in.answered(call.rollout_id, call.turn, call.body, prompt, ids, message)
+                continued = call.plan.record.get("continues") if call.plan is not None else None
+                self.token_in.answered(call.rollout_id, call.turn, call.body, prompt, ids, message, continued)
         self.writer.write(
             TraceRecord(
                 turn=call.turn,

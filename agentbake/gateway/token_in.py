@@ -227,9 +227,17 @@ class TokenIn:
         return [*plan.prefix, *ids]
 
     def answered(
-        self, rollout_id: str | None, turn: int, body: dict, prompt: list[int], completion: list[int], message: Any
+        self,
+        rollout_id: str | None,
+        turn: int,
+        body: dict,
+        prompt: list[int],
+        completion: list[int],
+        message: Any,
+        continued: int | None = None,
     ) -> None:
-        """Remember an answered call (status 200, ids captured) as a session later calls may continue."""
+        """Remember an answered call (status 200, ids captured) as a session later calls may continue, in place of
+        the call it `continued` (its turn) if any."""
         messages = body.get("messages")
         if not isinstance(messages, list):
             return
@@ -242,9 +250,9 @@ class TokenIn:
             answer=answer_key(message),
         )
         sessions = self._of(rollout_id).sessions
-        # A conversation this one continues is done with (each live conversation keeps one session, so a main
-        # agent's outlives its sub-agents' calls); a client's retry of an errored call still finds it.
-        kept = [s for s in sessions if session.digests[: len(s.digests)] != s.digests]
+        # The call this one continued is done with: each live conversation keeps one session, so a main agent's
+        # outlives its sub-agents' calls (a client's retry of an errored call, never answered, still finds it).
+        kept = [s for s in sessions if s.turn != continued]
         sessions.clear()
         sessions.extend([*kept, session])
 

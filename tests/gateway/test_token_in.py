@@ -327,7 +327,7 @@ def test_a_main_conversation_is_continued_across_its_sub_agents_calls(tokenizer_
         planner.answered("r", turn, {"messages": first}, [5], [8, eos], answer)
         second = {"messages": [*first, answer, {"role": "user", "content": "More."}]}
         assert planner.plan("r", second).record == {"route": "completions", "continues": turn}
-        planner.answered("r", turn + 1, second, [5, 8, eos, 9], [8, eos], answer)
+        planner.answered("r", turn + 1, second, [5, 8, eos, 9], [8, eos], answer, continued=turn)
         turn += 2
     plan = planner.plan("r", {"messages": [*main, answer, {"role": "user", "content": "Go on."}]})
     assert plan.record == {"route": "completions", "continues": 0}
