@@ -1,7 +1,9 @@
 """Upstream calls: sending one, reading or relaying its answer as it arrives, and recording it.
 
-`Calls` owns what every call shares: the pooled upstream client, the trace writer, the turn book and the
-capture fields the upstream refused. The dialect handlers in app.py decide what the client sees.
+`Calls` owns what every call shares: the pooled upstream client, the trace writer, the turn book, the
+capture fields the upstream refused and the token-in planner (a call it continues goes to `/v1/completions`,
+its answer turned into the chat route's before anything reads it). The dialect handlers in app.py decide what
+the client sees.
 """
 
 from __future__ import annotations
