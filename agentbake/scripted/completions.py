@@ -99,13 +99,32 @@ class CompletionsAnswer:
         self.id = "cmpl-" + completion.id.removeprefix("chatcmpl-")
         tokens = completion.tokens
         # The end-of-sequence token ends the answer; its text is never written.
-        self.written = tokens[:-1] if tokens and completion.finish in ("stop", "tool_calls") else tokens
+        written = len(tokens) - 1 if tokens and completion.finish in ("stop", "tool_calls") else len(tokens)
+        self.pieces = self._pieces([t.id for t in tokens[:written]]) + [""] * (len(tokens) - written)
+        """The text each token adds, as vLLM's incremental detokenizer shows it (a character split over tokens
+        comes with its last one)."""
+        self.offsets = [0]
+        for piece in self.pieces:
+            self.offsets.append(self.offsets[-1] + len(piece))
 
-    def _text(self, count: int) -> str:
-        ids = [t.id for t in self.written[:count]]
-        return str(self.completion.vocab.decode(ids, skip_special_tokens=self.skip_special))
+    def _pieces(self, ids: list[int]) -> list[str]:
+        """Each token's text, decoded over a window of the tokens before it (not the whole prefix each time)."""
+        decode = self.completion.vocab.decode
+        pieces, prefix, read = [], 0, 0
+        for end in range(1, len(ids) + 1):
+            before = str(decode(ids[prefix:read], skip_special_tokens=self.skip_special))
+            after = str(decode(ids[prefix:end], skip_special_tokens=self.skip_special))
+            if len(after) > len(before) and not after.endswith("\ufffd"):
+                pieces.append(after[len(before) :])
+                prefix, read = read, end
+            else:
+                pieces.append("")
+        if read < len(ids) and pieces:  # the answer ends inside a character: what is there, as vLLM flushes it
+            before = str(decode(ids[prefix:read], skip_special_tokens=self.skip_special))
+            pieces[-1] = str(decode(ids[prefix:], skip_special_tokens=self.skip_special))[len(before) :]
+        return pieces
 
-    def _logprobs(self, start: int, count: int, offset: int) -> dict[str, Any] | None:
+    def _logprobs(self, start: int, count: int) -> dict[str, Any] | None:
         if not self.completion.request.get("logprobs"):
             return None
         legacy: dict[str, list] = {"text_offset": [], "token_logprobs": [], "tokens": [], "top_logprobs": []}
@@ -114,7 +133,7 @@ class CompletionsAnswer:
             legacy["tokens"].append(entry["token"])
             legacy["token_logprobs"].append(entry["logprob"])
             legacy["top_logprobs"].append({top["token"]: top["logprob"] for top in entry["top_logprobs"]})
-            legacy["text_offset"].append(offset + len(self._text(position)) - len(self._text(start)))
+            legacy["text_offset"].append(self.offsets[position])
         return legacy
 
     def _ids(self, ids: list[int]) -> list[int] | None:
@@ -124,8 +143,8 @@ class CompletionsAnswer:
         completion = self.completion
         choice = {
             "index": 0,
-            "text": self._text(len(self.written)),
-            "logprobs": self._logprobs(0, len(completion.tokens), 0),
+            "text": "".join(self.pieces),
+            "logprobs": self._logprobs(0, len(completion.tokens)),
             "finish_reason": self.finish,
             "stop_reason": completion.stop_reason,
             "token_ids": self._ids(completion.token_ids),
@@ -148,17 +167,14 @@ class CompletionsAnswer:
         """The stream's chunks but [DONE]: one per engine step (`Completion.groups`), then usage if asked."""
         completion = self.completion
         base = {"id": self.id, "object": "text_completion", "created": CREATED, "model": completion.model}
-        sent, shown = 0, ""
+        sent = 0
         for n, group in enumerate(completion.groups):
             final = n == len(completion.groups) - 1
             size = len(group.tokens)
-            text = self._text(sent + size)
-            if not final and text.endswith("\ufffd"):  # half a character: vLLM holds it back
-                text = shown
             choice: dict[str, Any] = {
                 "index": 0,
-                "text": text[len(shown) :],
-                "logprobs": self._logprobs(sent, size, len(shown)),
+                "text": "".join(self.pieces[sent : sent + size]),
+                "logprobs": self._logprobs(sent, size),
                 "finish_reason": self.finish if final else None,
                 "stop_reason": completion.stop_reason if final else None,
                 "token_ids": self._ids([t.id for t in group.tokens]),
@@ -166,6 +182,6 @@ class CompletionsAnswer:
             if n == 0:
                 choice["prompt_token_ids"] = self._ids(self.prompt_ids)
             yield {**base, "choices": [choice]}
-            sent, shown = sent + size, text
+            sent += size
         if (self.request.get("stream_options") or {}).get("include_usage"):
             yield {**base, "choices": [], "usage": completion.usage(details=False)}

@@ -105,3 +105,19 @@ def test_the_toy_vocabulary_cannot_read_a_token_prompt(tmp_path: Path) -> None:
             client.completions.create(model="m", prompt=[1, 2, 3], max_tokens=5)
         with pytest.raises(openai.BadRequestError, match="expected one prompt"):
             client.completions.create(model="m", prompt=[[1, 2], [3]], max_tokens=5)
+
+
+def test_characters_split_over_tokens_come_whole_and_offsets_follow_the_text(served) -> None:
+    model, client = served
+    prompt = model.render_prompt({"messages": CONVERSATION[:2]})
+    text = "Ünïcode 漢字 and an emoji 🙂 split over byte-level tokens. " * 3
+    model.responder = lambda request: Reply(text=text)
+    unary = client.completions.create(model="m", prompt=prompt, max_tokens=500, logprobs=0, extra_body=CAPTURE)
+    chunks = list(
+        client.completions.create(model="m", prompt=prompt, max_tokens=500, logprobs=0, stream=True, extra_body=CAPTURE)
+    )
+    assert unary.choices[0].text == text
+    pieces = [c.choices[0].text for c in chunks if c.choices]
+    assert "".join(pieces) == text and not any("\ufffd" in piece for piece in pieces)
+    offsets = unary.choices[0].logprobs.text_offset
+    assert offsets == sorted(offsets) and offsets[0] == 0 and offsets[-1] <= len(text)
