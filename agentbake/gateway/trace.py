@@ -238,6 +238,8 @@ class TraceSummary:
     """Records per capture verdict ("complete", "partial", "none"; "unknown" for records before schema 2)."""
     by_logprobs_mode: dict[str, int] = field(default_factory=dict)
     """Records per logprobs mode stamped on them ("raw", "processed"; "unknown" without a stamp)."""
+    by_route: dict[str, int] = field(default_factory=dict)
+    """Records per token-in route ("completions", "chat"; "off" for records of a gateway with token-in off)."""
 
 
 def summarize(records: list[TraceRecord]) -> TraceSummary:
@@ -253,6 +255,8 @@ def summarize(records: list[TraceRecord]) -> TraceSummary:
         summary.by_capture[verdict] = summary.by_capture.get(verdict, 0) + 1
         mode = record.logprobs_mode or "unknown"
         summary.by_logprobs_mode[mode] = summary.by_logprobs_mode.get(mode, 0) + 1
+        route = str((record.token_in or {}).get("route", "off"))
+        summary.by_route[route] = summary.by_route.get(route, 0) + 1
     return summary
 
 
