@@ -147,7 +147,7 @@ class Calls:
         if self.token_in is not None:
             call.plan = self.token_in.plan(rollout_id, body)
             if call.plan.prefix is not None:
-                call.answer = CompletionAnswer(self.token_in.template.eos_text)
+                call.answer = CompletionAnswer(self.token_in.template.eos_text, opened=call.plan.opens_thinking)
         if self.writer is not None:
             call.previous = self.prefixes.previous(rollout_id, call.retry_of)
         return call

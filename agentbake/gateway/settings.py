@@ -51,7 +51,7 @@ MODEL_SETTINGS: dict[str, Setting] = {
     "tokenizer": Setting(
         Path | None,
         None,
-        "The served model's Hugging Face tokenizer folder (tokenizer.json, tokenizer_config.json with its chat "
+        "The served model's Hugging Face tokenizer folder (tokenizer.json, tokenizer_config.json and its chat "
         "template; read from disk, never the Hub), for token-in. Needs `pip install 'agentbake[trl]'`.",
     ),
     "temperature": Setting(

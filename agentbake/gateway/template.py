@@ -1,10 +1,11 @@
 """The served model's chat template and tokenizer, for token-in calls: render the new messages, tokenize them.
 
-From a local Hugging Face tokenizer folder (`tokenizer.json`, `tokenizer_config.json` with the chat template;
-never the Hub: `FolderTemplate`), or from the server itself (`ServerTemplate`: vLLM's `GET /tokenizer_info`,
-served with `--enable-tokenizer-info-endpoint`, gives the template and special tokens, and its `POST /tokenize`
-the ids). Either renders with `transformers`, an optional extra (`pip install 'agentbake[trl]'`). Messages reach
-the template as vLLM hands them over: text content as one string, tool-call arguments parsed from JSON.
+From a local Hugging Face tokenizer folder (`tokenizer.json`, `tokenizer_config.json`, the chat template in
+`chat_template.jinja` or the config; never the Hub: `FolderTemplate`), or from the server itself
+(`ServerTemplate`: vLLM's `GET /tokenizer_info`, served with `--enable-tokenizer-info-endpoint`, gives the
+template and special tokens, and its `POST /tokenize` the ids). Either renders with `transformers`, an optional
+extra (`pip install 'agentbake[trl]'`). Messages reach the template as vLLM hands them over: text content as one
+string, tool-call arguments parsed from JSON.
 """
 
 from __future__ import annotations
@@ -117,12 +118,15 @@ class FolderTemplate(ChatTemplate):
         if not (directory / "tokenizer.json").is_file():
             raise ConfigError(
                 f"tokenizer {directory}: no tokenizer.json there; expected a Hugging Face tokenizer folder "
-                "(the served model's, with its chat template in tokenizer_config.json)"
+                "(the served model's, with its chat template)"
             )
         self.directory = directory
         self.tokenizer = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
         if not getattr(self.tokenizer, "chat_template", None):
-            raise ConfigError(f"tokenizer {directory}: tokenizer_config.json has no chat_template")
+            raise ConfigError(
+                f"tokenizer {directory}: no chat template (chat_template.jinja, or chat_template in "
+                "tokenizer_config.json)"
+            )
         if self.tokenizer.eos_token_id is None:
             raise ConfigError(f"tokenizer {directory}: no eos_token (the token that ends an assistant turn)")
         self.eos_id: int = self.tokenizer.eos_token_id

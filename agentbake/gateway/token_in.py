@@ -93,6 +93,11 @@ class Plan:
     """The record's `token_in`: `{"route": "completions", "continues": turn, "new_tokens": n}` (`new_tokens` set
     once the suffix is tokenized) or `{"route": "chat", "reason": ...}`."""
 
+    @property
+    def opens_thinking(self) -> bool:
+        """The template opened `<think>` in the generation prompt: the answer starts in its reasoning."""
+        return self.suffix.rstrip().endswith("<think>")
+
 
 def _digest(value: Any) -> bytes:
     return hashlib.blake2b(orjson.dumps(value, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()

@@ -71,8 +71,10 @@ def _prompt_ids(data: dict, choice: dict) -> Any:
 class CompletionAnswer:
     """Turns one call's completions answer into chat form: `unary(answer)`, or `chunk(chunk)` per stream chunk."""
 
-    def __init__(self, eos_text: str) -> None:
+    def __init__(self, eos_text: str, *, opened: bool = False) -> None:
         self.eos_text = eos_text
+        self.opened = opened
+        """The prompt opened `<think>`: the answer starts in its reasoning."""
         self.text = ""
         self.shown = 0
         """Characters of `text` already sent as reasoning or content."""
@@ -88,7 +90,7 @@ class CompletionAnswer:
 
     def unary(self, data: dict) -> dict[str, Any]:
         choice = choices_of(data)[0]
-        parsed = parse_completion(self._whole(str(choice.get("text") or "")))
+        parsed = parse_completion(self._whole(str(choice.get("text") or "")), opened=self.opened)
         out_choice = {
             "index": 0,
             "message": message_of(parsed, call_ids(data.get("id"), len(parsed.tool_calls))),
@@ -160,7 +162,7 @@ class CompletionAnswer:
             if text.startswith(THINK_OPEN):
                 self.phase, self.shown = "reasoning", len(THINK_OPEN)
             else:
-                self.phase = "content"
+                self.phase = "reasoning" if self.opened else "content"
         if self.phase == "reasoning":
             end = text.find(THINK_CLOSE, self.shown)
             upto = end if end >= 0 else len(text) - (0 if final else held_back(text[self.shown :], THINK_CLOSE))

@@ -3,8 +3,9 @@
 Token-in calls go to `/v1/completions`, which returns plain text; the gateway parses it as vLLM 0.34's chat
 route would for the Qwen3 / Hermes family (`--tool-call-parser hermes`, `--reasoning-parser qwen3`), so the
 agent gets the same message whichever route the call took:
-- reasoning: the text between a leading `<think>` and `</think>` (both needed, as Qwen3's parser); the content
-  is what follows `</think>`;
+- reasoning: after a leading `<think>` (or from the start, when the prompt opened `<think>` itself, as Qwen3.5's
+  and Qwen3's thinking-2507 templates do) up to `</think>`, as vLLM's `qwen3` reasoning parser splits it; the
+  content is what follows `</think>` (None when nothing does); a thought never closed is all reasoning (cut short);
 - tool calls: every `<tool_call>...</tool_call>` (the last one may be left open at the end of the text) holds
   one JSON object `{"name": ..., "arguments": ...}`; the arguments go out as `json.dumps(..., ensure_ascii=False)`;
   the content is the text before the first `<tool_call>` (None when empty); if any call fails to parse (not JSON,
@@ -40,12 +41,14 @@ class Parsed:
     tool_calls: list[ParsedCall] = field(default_factory=list)
 
 
-def split_reasoning(text: str) -> tuple[str | None, str]:
-    """(reasoning, the rest) of a completion's text, as Qwen3's reasoning parser splits it: a leading `<think>`
-    and a `</think>` both needed, else no reasoning and the whole text."""
-    if not text.startswith(THINK_OPEN) or THINK_CLOSE not in text:
+def split_reasoning(text: str, *, opened: bool = False) -> tuple[str | None, str]:
+    """(reasoning, the rest) of a completion's text: reasoning when it starts with `<think>` or the prompt
+    `opened` it, up to `</think>` (all of it when never closed); else no reasoning and the whole text."""
+    if text.startswith(THINK_OPEN):
+        text = text[len(THINK_OPEN) :]
+    elif not opened:
         return None, text
-    reasoning, _, rest = text[len(THINK_OPEN) :].partition(THINK_CLOSE)
+    reasoning, _, rest = text.partition(THINK_CLOSE)
     return reasoning, rest
 
 
@@ -64,10 +67,13 @@ def parse_tool_calls(text: str) -> tuple[str | None, list[ParsedCall]]:
     return content or None, calls
 
 
-def parse_completion(text: str) -> Parsed:
-    """A completion's whole text as the chat route's message: reasoning, content, tool calls."""
-    reasoning, rest = split_reasoning(text)
+def parse_completion(text: str, *, opened: bool = False) -> Parsed:
+    """A completion's whole text as the chat route's message: reasoning, content, tool calls (`opened`: the
+    prompt opened `<think>`)."""
+    reasoning, rest = split_reasoning(text, opened=opened)
     content, calls = parse_tool_calls(rest)
+    if reasoning is not None and not rest:
+        content = None
     return Parsed(content=content, reasoning=reasoning, tool_calls=calls)
 
 

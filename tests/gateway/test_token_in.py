@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import anthropic
 import openai
@@ -332,3 +333,31 @@ def test_a_main_conversation_is_continued_across_its_sub_agents_calls(tokenizer_
     plan = planner.plan("r", {"messages": [*main, answer, {"role": "user", "content": "Go on."}]})
     assert plan.record == {"route": "completions", "continues": 0}
     assert plan.prefix == [5, 6, 7, eos]
+
+
+def test_a_template_that_opens_think_gets_the_answers_reasoning_as_thinking(
+    drifting_model: tuple[ScriptedModel, str], tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    """Qwen3.5-style: the generation prompt ends in `<think>`, the answer holds only `</think>`."""
+    folder = tmp_path / "opens-think"
+    folder.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (folder / name).write_bytes((tokenizer_dir / name).read_bytes())
+    template = (tokenizer_dir / "chat_template.jinja").read_text()
+    opening = "{{- '<|im_start|>assistant\\n' }}"
+    assert opening in template
+    (folder / "chat_template.jinja").write_text(
+        template.replace(opening, "{{- '<|im_start|>assistant\\n<think>\\n' }}")
+    )
+    model, url = drifting_model
+    model.script = [
+        Reply(text="", tool_calls=[("Bash", {"command": "ls"})]),
+        Reply(text="The listing looks right.</think>\n\nDone."),
+    ]
+    with gateway_on(url, tmp_path / "t.jsonl", token_in=True, tokenizer=folder) as gateway:
+        answers = converse(gateway.url, stream=True)
+    assert model.paths[-1] == "/v1/completions"
+    assert answers[-1] == [
+        {"type": "thinking", "thinking": "The listing looks right.", "signature": ANY},
+        {"type": "text", "text": "\n\nDone."},
+    ]

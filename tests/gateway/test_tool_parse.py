@@ -50,12 +50,17 @@ def test_one_unparsable_call_makes_the_whole_text_content_and_no_call(broken: st
     assert parse_tool_calls(text) == (text, [])
 
 
-def test_reasoning_needs_both_think_markers() -> None:
+def test_reasoning_runs_from_think_or_from_a_prompt_that_opened_it_to_its_end() -> None:
     assert split_reasoning("<think>plan</think>\n\nAnswer") == ("plan", "\n\nAnswer")
-    assert split_reasoning("<think>cut short") == (None, "<think>cut short")
+    assert split_reasoning("<think>cut short") == ("cut short", "")  # never closed: a thought cut short
     assert split_reasoning("no reasoning</think>") == (None, "no reasoning</think>")
+    # A template that opens <think> in the generation prompt (Qwen3.5): the answer starts in its reasoning.
+    assert split_reasoning("plan</think>\n\nAnswer", opened=True) == ("plan", "\n\nAnswer")
+    assert split_reasoning("<think>plan</think>Answer", opened=True) == ("plan", "Answer")
+    assert split_reasoning("cut short", opened=True) == ("cut short", "")
     parsed = parse_completion("<think>a plan</think>Now." + CALL)
     assert (parsed.reasoning, parsed.content, [c.name for c in parsed.tool_calls]) == ("a plan", "Now.", ["Bash"])
+    assert parse_completion("only thinking</think>", opened=True).content is None
 
 
 def test_legacy_logprobs_become_chat_entries_in_the_servers_order() -> None:
@@ -78,15 +83,18 @@ TEXTS = [
     "Text then " + CALL + "\n" + CALL.replace("Bash", "Other"),
     "Looks like a call <tool_call>\n{broken json\n</tool_call> but is not",
     "<thi not a think marker",
+    "<think>a thought cut short",
+    "thought in an opened think</think>\n\nThen answer." + CALL,
     "ends with a partial marker <tool_",
 ]
 
 
 @pytest.mark.parametrize("text", TEXTS)
 @pytest.mark.parametrize("size", [1, 3, 7, 1000])
-def test_the_stream_shows_what_the_unary_parse_gives_whatever_the_chunking(text: str, size: int) -> None:
+@pytest.mark.parametrize("opened", [False, True], ids=["plain", "opened-think"])
+def test_the_stream_shows_what_the_unary_parse_gives_whatever_the_chunking(text: str, size: int, opened: bool) -> None:
     pieces = [text[i : i + size] for i in range(0, len(text), size)] + ["<|im_end|>"]
-    stream = CompletionAnswer("<|im_end|>")
+    stream = CompletionAnswer("<|im_end|>", opened=opened)
     out = []
     for n, piece in enumerate(pieces):
         final = n == len(pieces) - 1
@@ -97,7 +105,7 @@ def test_the_stream_shows_what_the_unary_parse_gives_whatever_the_chunking(text:
     reasoning = "".join(d.get("reasoning") or "" for d in deltas)
     calls = [call for d in deltas for call in d.get("tool_calls") or []]
 
-    unary = CompletionAnswer("<|im_end|>").unary(
+    unary = CompletionAnswer("<|im_end|>", opened=opened).unary(
         {"id": "cmpl-1", "choices": [{"index": 0, "text": text + "<|im_end|>", "finish_reason": "stop"}]}
     )
     message = unary["choices"][0]["message"]
