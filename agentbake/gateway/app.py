@@ -59,7 +59,7 @@ class Gateway:
 
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
-        self.calls = Calls(config)
+        self.calls = Calls(config, token_in=True)
         self.counter = TokenCounter(self.calls)
         self.bodies = BodyBudget(config.max_body_bytes_in_flight)
         """Request bodies held by the requests in progress (`max_body_bytes_in_flight`)."""

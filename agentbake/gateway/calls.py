@@ -1,7 +1,9 @@
 """Upstream calls: sending one, reading or relaying its answer as it arrives, and recording it.
 
-`Calls` owns what every call shares: the pooled upstream client, the trace writer, the turn book and the
-capture fields the upstream refused. The dialect handlers in app.py decide what the client sees.
+`Calls` owns what every call shares: the pooled upstream client, the trace writer, the turn book, the
+capture fields the upstream refused and the token-in planner (a call it continues goes to `/v1/completions`,
+its answer turned into the chat route's before anything reads it). The dialect handlers in app.py decide what
+the client sees.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from agentbake.gateway.errors import GatewayError, TraceFull, UpstreamError
 from agentbake.gateway.rewrite import rewrite_request
 from agentbake.gateway.sse import SSEDecoder
 from agentbake.gateway.stream import ChunkAssembler, completion_as_chunk
+from agentbake.gateway.token_in import Plan, TokenIn, chat_route, completions_body, load_token_in
+from agentbake.gateway.token_in_answer import CompletionAnswer
 from agentbake.gateway.trace import TraceRecord, TraceWriter
 from agentbake.gateway.turns import Answered, PrefixBook, TurnBook, prefix_check
 from agentbake.gateway.upstream import UpstreamClient, UpstreamResponse
@@ -47,6 +51,22 @@ class Call:
     """The call this one should continue (multi-turn consistency), fixed when it arrives."""
     policy_version: int | None = None
     """The policy version when the call was sent upstream (`Calls.policy_version` then)."""
+    plan: Plan | None = None
+    """Its route when token-in is on (token_in.py); None when it is off."""
+    answer: CompletionAnswer | None = None
+    """Turns the completions route's answer into the chat route's; None on the chat route."""
+
+    def adapt(self, data: dict) -> dict:
+        """A unary answer in chat-completions form, whichever route it took."""
+        return data if self.answer is None else self.answer.unary(data)
+
+    def adapt_chunk(self, chunk: dict) -> list[dict]:
+        """A stream chunk as the chat-completions chunks it amounts to."""
+        return [chunk] if self.answer is None else self.answer.chunk(chunk)
+
+    def adapt_end(self) -> list[dict]:
+        """What a stream that ended without a finish reason still holds back, as chunks."""
+        return [] if self.answer is None else self.answer.end()
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +100,7 @@ def error_message(content: bytes) -> str:
 class Calls:
     """Sends calls upstream and records each one; one instance per gateway."""
 
-    def __init__(self, config: GatewayConfig) -> None:
+    def __init__(self, config: GatewayConfig, *, token_in: bool = False) -> None:
         self.config = config
         self.turns = TurnBook()
         self.prefixes = PrefixBook()
@@ -93,6 +113,8 @@ class Calls:
         self._refused: set[str] = set()
         self.policy_version = config.policy_version
         """Written on every record from now on; the trainer moves it between steps."""
+        self.token_in: TokenIn | None = load_token_in(config, self._upstream_headers) if token_in else None
+        """Plans each call's route (token-in continuation); None sends every call to the chat route."""
 
     @property
     def client(self) -> UpstreamClient:
@@ -128,6 +150,10 @@ class Calls:
             dialect=dialect, rollout_id=rollout_id, body=body, injected=injected, policy_version=self.policy_version
         )
         call.turn, call.retry_of = self.turns.begin(rollout_id, body)
+        if self.token_in is not None:
+            call.plan = self.token_in.plan(rollout_id, body)
+            if call.plan.prefix is not None:
+                call.answer = CompletionAnswer(self.token_in.template.eos_text, opened=call.plan.opens_thinking)
         if self.writer is not None:
             call.previous = self.prefixes.previous(rollout_id, call.retry_of)
         return call
@@ -152,6 +178,10 @@ class Calls:
         prompt = capture.prompt_token_ids
         if status == 200 and ids and isinstance(prompt, list):
             self.prefixes.answered(call.rollout_id, call.turn, prompt, ids)
+            if self.token_in is not None and error is None and response is not None:
+                message = (response.get("choices") or [{}])[0].get("message")
+                continued = call.plan.record.get("continues") if call.plan is not None else None
+                self.token_in.answered(call.rollout_id, call.turn, call.body, prompt, ids, message, continued)
         self.writer.write(
             TraceRecord(
                 turn=call.turn,
@@ -175,17 +205,28 @@ class Calls:
                 logprobs_mode=self.config.logprobs_mode,
                 worker=self.config.worker,
                 policy_version=call.policy_version,
+                token_in=call.plan.record if call.plan is not None else None,
             )
         )
 
     async def open(self, call: Call) -> UpstreamResponse:
         """Send the call upstream and return once response headers arrived (body unread on success)."""
+        prompt = await self._token_prompt(call)
         while True:
             try:
-                response = await self.client.request("POST", "/chat/completions", orjson.dumps(call.body))
+                if prompt is not None:
+                    path, payload = "/completions", completions_body(call.body, prompt)
+                else:
+                    path, payload = "/chat/completions", call.body
+                response = await self.client.request("POST", path, orjson.dumps(payload))
             except UpstreamError as error:
                 self.record(call, response=None, status=None, error=error.message)
                 raise
+            if call.answer is not None and self.token_in is not None and response.status in (404, 405):
+                # Not a completions server after all: this call and every later one take the chat route.
+                await self.read_all(call, response)
+                call.plan, call.answer, prompt = self.token_in.unavailable(response.status), None, None
+                continue
             if response.status not in (400, 422) or not call.injected.extensions:
                 return response
             content = await self.read_all(call, response)
@@ -199,6 +240,18 @@ class Calls:
                 del call.body[name]
             kept = tuple(name for name in call.injected.extensions if name not in refused)
             call.injected = replace(call.injected, extensions=kept)
+
+    async def _token_prompt(self, call: Call) -> list[int] | None:
+        """A token-in call's prompt: the continued call's ids, then the new messages' (from the server's
+        `/tokenize` when the template has no tokenizer of its own; if that fails, the call takes the chat route)."""
+        plan = call.plan
+        if plan is None or plan.prefix is None or self.token_in is None:
+            return None
+        url = self.config.resolved_tokenize_url
+        prompt = await self.token_in.prompt(plan, call.body.get("model"), self.client, url)
+        if prompt is None:
+            call.plan, call.answer = chat_route("the server's /tokenize did not tokenize the new messages"), None
+        return prompt
 
     async def read_all(self, call: Call, response: UpstreamResponse) -> bytes:
         try:
@@ -221,6 +274,7 @@ class Calls:
             self.record(call, response=None, status=200, error=error.message)
             raise error
         try:
+            data = call.adapt(data)
             call.capture.add(data)
             payload = render(data)
             finish = data["choices"][0].get("finish_reason")
@@ -256,7 +310,8 @@ class Calls:
                     completion = orjson.loads(await response.read())
                 except orjson.JSONDecodeError:
                     return StreamEnd("upstream answered a stream request with a body that is not JSON")
-                chunk = completion_as_chunk(completion if isinstance(completion, dict) else {})
+                completion = completion if isinstance(completion, dict) else {}
+                chunk = completion_as_chunk(call.adapt(completion) if completion.get("choices") else completion)
                 call.capture.add(chunk)
                 await out(chunk)
                 return StreamEnd()
@@ -280,8 +335,12 @@ class Calls:
                     if "error" in chunk and not chunk.get("choices"):
                         # vLLM reports failures after the 200 as one error event (then [DONE]).
                         return StreamEnd(f"upstream error in stream: {error_message(data)}", upstream_error=chunk)
-                    call.capture.add(chunk)
-                    await out(chunk)
+                    for converted in call.adapt_chunk(chunk):
+                        call.capture.add(converted)
+                        await out(converted)
+            for converted in call.adapt_end():
+                call.capture.add(converted)
+                await out(converted)
         except UpstreamError as error:
             return StreamEnd(f"upstream stream cut mid-way: {error.message}")
         except Exception as exc:

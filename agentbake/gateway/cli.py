@@ -167,6 +167,8 @@ def trace_summary(path: Path, as_json: bool) -> None:
         click.echo(f"capture {verdict}: {count}")
     for mode, count in sorted(summary.by_logprobs_mode.items()):
         click.echo(f"logprobs {mode}: {count}")
+    for route, count in sorted(summary.by_route.items()):
+        click.echo(f"route {route}: {count}")
 
 
 @trace.command("check")

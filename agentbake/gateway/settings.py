@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, get_args
 
 UPSTREAM_API_KEY_ENV = "AGENTBAKE_UPSTREAM_API_KEY"
@@ -21,7 +22,7 @@ class Setting:
     constraints: gt, ge, le)."""
 
     annotation: Any
-    default: bool | None
+    default: bool | Path | None
     help: str
     bounds: dict[str, float] = field(default_factory=dict)
 
@@ -35,6 +36,23 @@ MODEL_SETTINGS: dict[str, Setting] = {
         False,
         "Send Claude Code's `role: \"system\"` messages that follow the first user turn as user messages: Qwen3's "
         "chat template (and others) accept a system message only at the start and fail the call otherwise.",
+    ),
+    "token_in": Setting(
+        bool | None,
+        None,
+        "Token-in continuation: a call that extends the conversation of an earlier one goes to `/v1/completions` "
+        "with that call's prompt + sampled ids, then the new messages rendered by `tokenizer`'s chat template, as "
+        "its prompt, so every turn's prompt ids extend the previous turn's exactly (no re-tokenization drift). "
+        "Default (unset): on when `tokenizer` is given and its template is one token-in is exact with. True "
+        "requires that; without `tokenizer` it takes the template from the server (vLLM's `/tokenizer_info`, "
+        "served with `--enable-tokenizer-info-endpoint`) and the new messages' ids from its `/tokenize`. False "
+        "sends every call to the chat route.",
+    ),
+    "tokenizer": Setting(
+        Path | None,
+        None,
+        "The served model's Hugging Face tokenizer folder (tokenizer.json, tokenizer_config.json and its chat "
+        "template; read from disk, never the Hub), for token-in. Needs `pip install 'agentbake[trl]'`.",
     ),
     "temperature": Setting(
         float | None,

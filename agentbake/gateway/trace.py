@@ -76,6 +76,10 @@ class TraceRecord:
     completion ids (see "Multi-turn token consistency" in README.md); None when there is nothing to compare."""
     logprobs_mode: str | None = None
     """"raw" or "processed": what the upstream's logprobs are (the gateway's `logprobs_mode`); None when unknown."""
+    token_in: dict[str, Any] | None = None
+    """The call's route with token-in on: `{"route": "completions", "continues": <turn>, "new_tokens": <n>}` (its
+    prompt is that turn's prompt + sampled ids + `n` ids of the new messages) or `{"route": "chat", "reason": ...}`
+    (why it could not continue a call); None with token-in off (see "Token-in continuation" in README.md)."""
 
     worker: str | None = None
     """The upstream worker that answered (the gateway's `worker`: one of a runner's several); None when unnamed."""
@@ -239,6 +243,8 @@ class TraceSummary:
     """Records per capture verdict ("complete", "partial", "none"; "unknown" for records before schema 2)."""
     by_logprobs_mode: dict[str, int] = field(default_factory=dict)
     """Records per logprobs mode stamped on them ("raw", "processed"; "unknown" without a stamp)."""
+    by_route: dict[str, int] = field(default_factory=dict)
+    """Records per token-in route ("completions", "chat"; "off" for records of a gateway with token-in off)."""
 
 
 def summarize(records: list[TraceRecord]) -> TraceSummary:
@@ -254,6 +260,8 @@ def summarize(records: list[TraceRecord]) -> TraceSummary:
         summary.by_capture[verdict] = summary.by_capture.get(verdict, 0) + 1
         mode = record.logprobs_mode or "unknown"
         summary.by_logprobs_mode[mode] = summary.by_logprobs_mode.get(mode, 0) + 1
+        route = str((record.token_in or {}).get("route", "off"))
+        summary.by_route[route] = summary.by_route.get(route, 0) + 1
     return summary
 
 

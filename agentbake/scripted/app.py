@@ -1,6 +1,7 @@
 """The scripted model as an ASGI app: vLLM's chat-completions endpoints, answering from a script.
 
-Routes: `POST /v1/chat/completions` (streaming and unary), `GET /v1/models`, `POST /tokenize`,
+Routes: `POST /v1/chat/completions` (streaming and unary), `POST /v1/completions` (token prompts; needs a
+tokenizer), `GET /v1/models`, `POST /tokenize`, `GET /tokenizer_info` (with a tokenizer),
 `GET /health`. Each call's answer comes from `script` (consumed in order) or else from `responder`; with
 `tasks` the responder is the task policy (policy.py), which plays each task's solve.sh. Every call's
 request, path, headers and emitted token ids are kept so tests can compare a client's view with the truth.
@@ -9,6 +10,7 @@ request, path, headers and emitted token ids are kept so tests can compare a cli
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +45,7 @@ class ScriptedModel:
         model_name: str = "scripted",
         keep_log: bool = True,
         tokenizer: str | Path | None = None,
+        piecewise: bool = False,
     ) -> None:
         self.model_name = model_name
         self.vocab: tk.Vocabulary = tk.TOY
@@ -51,7 +54,7 @@ class ScriptedModel:
         if tokenizer is not None:
             from agentbake.scripted.hf_vocabulary import HFVocabulary
 
-            self.vocab = HFVocabulary(Path(tokenizer))
+            self.vocab = HFVocabulary(Path(tokenizer), piecewise=piecewise)
         """The id `/v1/models` lists; chat requests are answered whatever model they name."""
         self.keep_log = keep_log
         """False for long runs (the bench, a rollout batch): nothing is kept per call."""
@@ -72,6 +75,8 @@ class ScriptedModel:
         self.tokenized: list[dict] = []
         self.tokenize_supported = True
         """False answers `/tokenize` with a 404, as a server without the endpoint does."""
+        self.completions_supported = True
+        """False answers `/v1/completions` with a 404, as a chat-only server does."""
         self.render_prompt: Callable[[dict], list[int]] = self.vocab.render_prompt
         """The prompt ids of a request; with the toy vocabulary `chat_template.render_consistent` makes them extend
         the previous call's prompt + completion ids exactly, as a real chat template does."""
@@ -110,8 +115,13 @@ class ScriptedModel:
             await _json(send, 200, self._models())
         elif path == "/tokenize":
             await self._tokenize(send, body)
+        elif path == "/tokenizer_info" and self.vocab.tokenizer_info() is not None:
+            # The standard library's JSON, as vLLM's: `model_max_length` may not fit the 64 bits orjson writes.
+            await respond(send, 200, json.dumps(self.vocab.tokenizer_info()).encode())
         elif path.endswith("/chat/completions"):
             await self._chat(send, body, headers)
+        elif path.endswith("/completions") and self.completions_supported:
+            await self._completions(send, body, headers)
         else:
             await _json(send, 404, {"detail": "Not Found"})
 
@@ -206,6 +216,45 @@ class ScriptedModel:
             await _json(send, 400, error_body(message, 400))
         else:
             await _json(send, 200, completion.unary())
+
+    async def _completions(self, send: Callable, body: bytes, headers: dict[str, str]) -> None:
+        """`POST /v1/completions` with one prompt (token ids or text), answered as vLLM does (completions.py)."""
+        from agentbake.scripted.completions import CompletionsAnswer, chat_request, prompt_error
+
+        request = _parse(body)
+        if not isinstance(request, dict):
+            await _json(send, 400, error_body("expected a JSON object", 400, kind="Bad Request", param="body"))
+            return
+        if self.keep_log:
+            self.requests.append(request)
+        invalid = prompt_error(request, self.vocab)
+        if invalid is not None:
+            await _json(send, 400, invalid)
+            return
+        prompt = request["prompt"]
+        prompt_ids = self.vocab.encode(prompt) if isinstance(prompt, str) else list(prompt)
+        chat = chat_request(request, str(self.vocab.decode(prompt_ids, skip_special_tokens=False)))
+        step = self._next(chat)
+        if isinstance(step, Fault):
+            await asyncio.sleep(step.delay_s)
+            await _json(send, step.status, _fault_body(step), step.headers)
+            return
+        completion = Completion(
+            chat, step, request_id=headers.get("x-request-id"), prompt_ids=prompt_ids, vocab=self.vocab
+        )
+        if self.keep_log:
+            self.emitted.append(completion.token_ids)
+            self.emitted_logprobs.append(completion.sent_logprobs)
+        answer = CompletionsAnswer(completion, request, prompt_ids)
+        if not request.get("stream"):
+            await _json(send, 200, answer.unary())
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        for chunk in answer.chunks():
+            await send(
+                {"type": "http.response.body", "body": b"data: " + orjson.dumps(chunk) + b"\n\n", "more_body": True}
+            )
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
 
 
 def start_scripted_model(

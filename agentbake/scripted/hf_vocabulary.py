@@ -18,13 +18,13 @@ call) differently from how the model writes it is refused, naming both texts.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from agentbake.errors import ConfigError
+from agentbake.gateway.template import template_message
 from agentbake.scripted import tokens as tk
 
 _PROBE_USER = "probe question"
@@ -34,7 +34,11 @@ _PROBE_CALL = ("probe_tool", '{"command": "ls"}')
 class HFVocabulary:
     """A Hugging Face tokenizer folder as the scripted model's vocabulary (see the module docstring)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, piecewise: bool = False) -> None:
+        self.piecewise = piecewise
+        """Sample each part of an answer (its text; a tool call's wrapper, name and arguments) as its own tokens,
+        as a model sampling a non-canonical tokenization does: a chat template's re-rendering, tokenized whole,
+        then merges across the parts and the history's ids drift from the sampled ones."""
         try:
             from transformers import AutoTokenizer
         except ImportError:
@@ -61,7 +65,7 @@ class HFVocabulary:
     # -- prompts -----------------------------------------------------------------------------------
 
     def _render(self, request: dict[str, Any], *, generation_prompt: bool) -> str:
-        messages = [_as_template_message(m) for m in request.get("messages") or [] if isinstance(m, dict)]
+        messages = [template_message(m) for m in request.get("messages") or [] if isinstance(m, dict)]
         return self.tokenizer.apply_chat_template(
             messages, tools=request.get("tools") or None, add_generation_prompt=generation_prompt, tokenize=False
         )
@@ -93,11 +97,10 @@ class HFVocabulary:
         for part, kind, call in parts:
             spans.append((start, start + len(part), kind, call))
             start += len(part)
-        encoding = self.tokenizer(answer, add_special_tokens=False, return_offsets_mapping=True)
         tokens: list[tk.Token] = []
         shown_upto = 0  # byte-level tokens of one character share its offsets: it is shown once
         named: set[int] = set()  # calls whose header delta was sent
-        for token_id, (first, last) in zip(encoding["input_ids"], encoding["offset_mapping"], strict=True):
+        for token_id, (first, last) in self._encode_answer(answer, spans):
             start = max(first, shown_upto)
             held = [(s, e, kind, call) for s, e, kind, call in spans if s < last and first < e]
             token = _classify(token_id, answer, (first, start, last), held, named)
@@ -106,6 +109,25 @@ class HFVocabulary:
             tokens.append(token)
             shown_upto = max(shown_upto, last)
         return tokens
+
+    def _encode_answer(self, answer: str, spans: list[tuple[int, int, str, int]]) -> list[tuple[int, tuple[int, int]]]:
+        """(id, (start, end) in `answer`) of each token: the answer encoded whole, or each part on its own."""
+        pieces = [(s, answer[s:e]) for s, e, _, _ in spans] if self.piecewise else [(0, answer)]
+        out = []
+        for start, piece in pieces:
+            encoding = self.tokenizer(piece, add_special_tokens=False, return_offsets_mapping=True)
+            for token_id, (first, last) in zip(encoding["input_ids"], encoding["offset_mapping"], strict=True):
+                out.append((token_id, (start + first, start + last)))
+        return out
+
+    def tokenizer_info(self) -> dict[str, Any]:
+        # vLLM's: the tokenizer's init_kwargs without file paths, tokens as their text, and its class.
+        config = {k: v for k, v in self.tokenizer.init_kwargs.items() if k not in ("vocab_file", "merges_file")}
+        info = json.loads(json.dumps(config, default=lambda value: getattr(value, "content", str(value))))
+        return {**info, "tokenizer_class": type(self.tokenizer).__name__}
+
+    def decode(self, ids: Sequence[int], *, skip_special_tokens: bool) -> str:
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens))
 
     def end_token(self) -> tk.Token:
         return self._end
@@ -174,18 +196,3 @@ def _classify(
         if kind in ("args", "content"):
             return tk.Token(token_id, text, kind, call, shown=shown if shown != text else None)
     return tk.Token(token_id, text, "wrapper", held[0][3] if held else -1)
-
-
-def _as_template_message(message: dict[str, Any]) -> dict[str, Any]:
-    """A chat message as vLLM hands it to a template: text content, tool-call arguments parsed from JSON."""
-    out = {**message, "content": tk.content_text(message.get("content"))}
-    calls = []
-    for call in message.get("tool_calls") or []:
-        function = dict((call.get("function") or {}) if isinstance(call, dict) else {})
-        if isinstance(function.get("arguments"), str):
-            with contextlib.suppress(ValueError):  # not JSON: the template gets the string, as with vLLM
-                function["arguments"] = json.loads(function["arguments"])
-        calls.append({**call, "function": function})
-    if calls:
-        out["tool_calls"] = calls
-    return out

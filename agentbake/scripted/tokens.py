@@ -17,6 +17,8 @@ from typing import Any, Protocol
 
 import orjson
 
+from agentbake.gateway.template import message_text as content_text
+
 IM_START, IM_END = 151644, 151645
 TOOL_CALL_OPEN, TOOL_CALL_CLOSE = 151657, 151658
 THINK_OPEN, THINK_CLOSE = 151667, 151668
@@ -182,15 +184,6 @@ def _assistant_ids(message: dict[str, Any], text: str) -> list[int]:
     return ids
 
 
-def content_text(content: Any) -> str:
-    """The text of a chat message's content: a string, or the text of its parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
-    return ""
-
-
 class Vocabulary(Protocol):
     """How the scripted model turns an answer and a prompt into token ids: the toy ids below (`TOY`), or a real
     tokenizer's (`hf_vocabulary.HFVocabulary`, so a trainer can use the ids with a model of that vocabulary)."""
@@ -225,6 +218,16 @@ class Vocabulary(Protocol):
         """How `/tokenize` names a token in `token_strs`."""
         ...
 
+    def tokenizer_info(self) -> dict[str, Any] | None:
+        """What vLLM's `GET /tokenizer_info` answers (the tokenizer's configuration, its chat template); None when
+        there is no tokenizer to describe (the toy vocabulary: a 404)."""
+        ...
+
+    def decode(self, ids: Sequence[int], *, skip_special_tokens: bool) -> str | None:
+        """The text of ids, as `/v1/completions` reads a token prompt and writes its answer; None when the
+        vocabulary cannot (the toy one: its ids are hashes)."""
+        ...
+
 
 class ToyVocabulary:
     """The default vocabulary: ids from a hash of each text piece, Qwen's special ids, no tokenizer needed."""
@@ -255,6 +258,12 @@ class ToyVocabulary:
 
     def token_text(self, token_id: int) -> str:
         return SPECIAL_TEXT.get(token_id, f"<{token_id}>")
+
+    def tokenizer_info(self) -> dict[str, Any] | None:
+        return None
+
+    def decode(self, ids: Sequence[int], *, skip_special_tokens: bool) -> str | None:
+        return None
 
 
 TOY = ToyVocabulary()

@@ -255,3 +255,24 @@ def statuses(report) -> dict[str, str]:
 
 def details(report) -> dict[str, str]:
     return {check.name: check.detail for check in report.checks}
+
+
+# ---------------------------------------------------------------- token-in
+
+
+@pytest.fixture(scope="session")
+def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real tokenizer with a Qwen-style chat template, built here (tests/tiny_tokenizer.py)."""
+    from tests.tiny_tokenizer import build_tokenizer
+
+    return build_tokenizer(tmp_path_factory.mktemp("tokenizer"))
+
+
+@pytest.fixture
+def drifting_model(tokenizer_dir: Path) -> Iterator[tuple[ScriptedModel, str]]:
+    """A scripted model in `tokenizer_dir`'s ids that samples each part of an answer on its own (a non-canonical
+    tokenization, as real models sample): re-rendering the history and tokenizing it whole then drifts from what
+    was sampled wherever a merge spans two parts. Returns it and its base URL."""
+    model = ScriptedModel(tokenizer=tokenizer_dir, piecewise=True)
+    with serve_in_thread(model, log_level="critical") as server:
+        yield model, server.url

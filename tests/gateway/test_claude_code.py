@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+from unittest.mock import ANY
+
 import orjson
 
-from agentbake.scripted import Fault, Reply
+from agentbake.gateway import check
+from agentbake.scripted import Fault, Reply, ScriptedModel
+from agentbake.serve import serve_in_thread
+from tests.runner.rollouts import write_task
 
 from .conftest import run_claude_code, tool_calls_so_far
 
@@ -87,3 +93,38 @@ def test_claude_code_recovers_from_upstream_faults_and_retries_are_marked(claude
     assert cut.completion_token_ids == upstream.fake.emitted[0][:2]
     assert rest[0].retry_of == cut.turn and rest[-1].ok
     assert rest[-1].completion_token_ids == upstream.fake.emitted[-1]
+
+
+def test_claude_code_through_token_in_extends_every_turn_exactly_where_the_chat_route_drifts(
+    claude_bin, tokenizer_dir, make_gateway, tmp_path
+):
+    """The scripted model plays a two-step solve.sh in a real tokenizer's ids, sampling non-canonical tokenizations;
+    every agent call after the first continues the one before through /v1/completions with zero drift, while the
+    chat route's re-tokenization of the same requests diverges inside what was sampled."""
+    task = write_task(
+        tmp_path / "tasks", "two-steps", solve="echo one > steps.txt\n\necho two >> steps.txt\n", test="true\n"
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    model = ScriptedModel(tasks=[task], tokenizer=tokenizer_dir, piecewise=True)
+    with serve_in_thread(model, log_level="critical") as served:
+        gw = make_gateway(upstream=served.url + "/v1", tokenizer=tokenizer_dir, read_timeout_s=60.0)
+        instruction = (task / "instruction.md").read_text()
+        run_claude_code(claude_bin, instruction, gw_url=gw.url + "/r/cc-token-in", cwd=work, home=tmp_path / "home")
+    assert (work / "steps.txt").read_text() == "one\ntwo\n"  # both steps ran
+
+    agent_calls = [r for r in gw.records() if r.request.get("tools")]
+    assert len(agent_calls) == 3  # two steps, then the closing text
+    assert agent_calls[0].token_in["route"] == "chat"
+    for previous, record in itertools.pairwise(agent_calls):
+        assert record.token_in == {"route": "completions", "continues": previous.turn, "new_tokens": ANY}
+        whole = previous.prompt_token_ids + previous.completion_token_ids
+        assert record.prompt_token_ids[: len(whole)] == whole  # 0 drift
+        # What the chat route would have sent: the same request rendered and tokenized whole, which drifts.
+        rendered = model.vocab.render_prompt(record.request)
+        assert rendered[: len(whole)] != whole
+        assert model.vocab.decode(rendered, skip_special_tokens=False) == model.vocab.decode(
+            record.prompt_token_ids, skip_special_tokens=False
+        )  # the same text: only the tokenization of what was sampled differs
+    (rollout,) = check(gw.records())
+    assert rollout.consistent and rollout.rerendered == 0

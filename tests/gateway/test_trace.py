@@ -90,7 +90,13 @@ def test_summary_counts_tokens_errors_and_retries(tmp_path):
     writer.write(record(1, response=None, upstream_status=500, upstream_error="boom", rollout_id="a"))
     writer.write(record(2, completion_token_ids=[4], retry_of=1, rollout_id="b"))
     writer.write(
-        record(3, rollout_id="b", capture={"verdict": "none", "reasons": ["ids missing"]}, logprobs_mode="raw")
+        record(
+            3,
+            rollout_id="b",
+            capture={"verdict": "none", "reasons": ["ids missing"]},
+            logprobs_mode="raw",
+            token_in={"route": "completions", "continues": 2, "new_tokens": 9},
+        )
     )
     writer.close()
     summary = summarize(read_trace(path))
@@ -109,6 +115,8 @@ def test_summary_counts_tokens_errors_and_retries(tmp_path):
     assert "capture none: 1" in result.output
     assert json.loads(as_json.output)["by_logprobs_mode"] == {"raw": 1, "unknown": 3}
     assert "logprobs raw: 1" in result.output and "logprobs unknown: 3" in result.output
+    assert json.loads(as_json.output)["by_route"] == {"completions": 1, "off": 3}
+    assert "route completions: 1" in result.output
 
 
 def test_the_trace_commands_warn_of_a_skipped_line_and_refuse_an_unknown_schema(tmp_path):

@@ -1,0 +1,195 @@
+"""A `/v1/completions` answer as the chat-completions answer the chat route would have given, unary or streamed.
+
+The text is parsed as vLLM's chat server parses it (tool_parse.py); the ids and logprobs are kept exactly:
+`token_ids` per choice or chunk, `prompt_token_ids` moved to the top level as the chat route has them, and the
+legacy logprobs (`tokens`, `token_logprobs`, `top_logprobs` dicts) as chat `logprobs.content` entries, so the
+capture and every dialect's translation read a token-in answer like any other. A stream's text is shown as it
+arrives (reasoning and content), held back only where it may be the start of a marker; tool calls, parsed once
+the text is whole, come in the last chunks, each call whole, as the finish reason `tool_calls` says.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from agentbake.gateway.capture import choices_of
+from agentbake.gateway.tool_parse import (
+    THINK_CLOSE,
+    THINK_OPEN,
+    TOOL_CALL_OPEN,
+    Parsed,
+    held_back,
+    message_of,
+    parse_completion,
+    parse_tool_calls,
+)
+
+
+def chat_logprobs(legacy: Any) -> dict[str, Any] | None:
+    """Legacy completions logprobs as chat `logprobs` (`content` entries, alternatives in the server's order)."""
+    if not isinstance(legacy, dict) or not isinstance(legacy.get("tokens"), list):
+        return None
+    values = legacy.get("token_logprobs") or []
+    tops = legacy.get("top_logprobs") or []
+    content = []
+    for n, token in enumerate(legacy["tokens"]):
+        top = tops[n] if n < len(tops) else None
+        content.append(
+            {
+                "token": token,
+                "logprob": values[n] if n < len(values) else None,
+                "bytes": None,
+                "top_logprobs": [{"token": key, "logprob": value, "bytes": None} for key, value in (top or {}).items()],
+            }
+        )
+    return {"content": content}
+
+
+def call_ids(response_id: Any, count: int) -> list[str]:
+    """Tool call ids in vLLM's form, fixed by the answer's id (the same answer gets the same ids)."""
+    return [
+        "chatcmpl-tool-" + hashlib.blake2b(f"{response_id}:{n}".encode(), digest_size=16).hexdigest()
+        for n in range(count)
+    ]
+
+
+def finish_of(finish: Any, parsed: Parsed) -> Any:
+    """The chat route's finish reason: `stop` becomes `tool_calls` when calls were parsed."""
+    return "tool_calls" if finish == "stop" and parsed.tool_calls else finish
+
+
+def _head(data: dict, kind: str) -> dict[str, Any]:
+    return {**{k: data[k] for k in ("id", "created", "model") if k in data}, "object": kind}
+
+
+def _prompt_ids(data: dict, choice: dict) -> Any:
+    prompt = choice.get("prompt_token_ids")
+    return prompt if isinstance(prompt, list) else data.get("prompt_token_ids")
+
+
+class CompletionAnswer:
+    """Turns one call's completions answer into chat form: `unary(answer)`, or `chunk(chunk)` per stream chunk."""
+
+    def __init__(self, eos_text: str, *, opened: bool = False) -> None:
+        self.eos_text = eos_text
+        self.opened = opened
+        """The prompt opened `<think>`: the answer starts in its reasoning."""
+        self.text = ""
+        self.shown = 0
+        """Characters of `text` already sent as reasoning or content."""
+        self.body = 0
+        """Where the text after the reasoning starts."""
+        self.phase = "start"  # start -> reasoning -> content -> calls
+        self.head: dict[str, Any] = {}
+        """`id`, `created`, `model` of the stream's first chunk, on every chunk made of it."""
+        self.finished = False
+
+    def _whole(self, text: str) -> str:
+        return text.removesuffix(self.eos_text)
+
+    def unary(self, data: dict) -> dict[str, Any]:
+        choice = choices_of(data)[0]
+        parsed = parse_completion(self._whole(str(choice.get("text") or "")), opened=self.opened)
+        out_choice = {
+            "index": 0,
+            "message": message_of(parsed, call_ids(data.get("id"), len(parsed.tool_calls))),
+            "logprobs": chat_logprobs(choice.get("logprobs")),
+            "finish_reason": finish_of(choice.get("finish_reason"), parsed),
+            "stop_reason": choice.get("stop_reason"),
+            "token_ids": choice.get("token_ids"),
+        }
+        answer = {**_head(data, "chat.completion"), "choices": [out_choice], "usage": data.get("usage")}
+        answer["prompt_token_ids"] = _prompt_ids(data, choice)
+        return answer
+
+    def chunk(self, data: dict, *, final: bool = False) -> list[dict[str, Any]]:
+        """The chat chunks of one completions chunk: its ids, logprobs and the text it lets through, then (on the
+        finishing chunk, or `final`) what was held back and the tool calls, the last chunk with the finish reason."""
+        if not self.head:
+            self.head = _head(data, "chat.completion.chunk")
+        head = self.head
+        choices = [c for c in choices_of(data) if c.get("index", 0) == 0]
+        if not choices:
+            return [{**head, "choices": [], **({"usage": data["usage"]} if data.get("usage") else {})}]
+        choice = choices[0]
+        self.text += str(choice.get("text") or "")
+        finish = choice.get("finish_reason")
+        final = final or finish is not None
+        self.finished = final
+        first = {
+            "index": 0,
+            "delta": self._advance(final=final),
+            "logprobs": chat_logprobs(choice.get("logprobs")),
+            "finish_reason": None,
+            "token_ids": choice.get("token_ids"),
+        }
+        out = [{**head, "choices": [first]}]
+        prompt = _prompt_ids(data, choice)
+        if isinstance(prompt, list):
+            out[0]["prompt_token_ids"] = prompt
+        if data.get("usage"):
+            out[0]["usage"] = data["usage"]
+        if not final:
+            return out
+        parsed = self._calls()
+        ids = call_ids(head.get("id"), len(parsed.tool_calls))
+        for n, (call, call_id) in enumerate(zip(parsed.tool_calls, ids, strict=True)):
+            function = {"name": call.name, "arguments": call.arguments}
+            delta = {
+                "content": None,
+                "tool_calls": [{"id": call_id, "type": "function", "index": n, "function": function}],
+            }
+            out.append({**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}]})
+        last = out[-1]["choices"][0]
+        last["finish_reason"] = finish_of(finish, parsed)
+        last["stop_reason"] = choice.get("stop_reason")
+        return out
+
+    def end(self) -> list[dict[str, Any]]:
+        """The chunks a stream that ended without a finish reason still holds back (none after a finished one)."""
+        if self.finished or not self.head:
+            return []
+        return self.chunk({"choices": [{"index": 0, "text": ""}]}, final=True)
+
+    def _advance(self, *, final: bool) -> dict[str, Any]:
+        """The reasoning and content the text so far lets through (all of it once `final`)."""
+        text = self._whole(self.text) if final else self.text
+        delta: dict[str, Any] = {}
+        if self.phase == "start":
+            if not final and len(text) < len(THINK_OPEN) and THINK_OPEN.startswith(text):
+                return delta
+            if text.startswith(THINK_OPEN):
+                self.phase, self.shown = "reasoning", len(THINK_OPEN)
+            else:
+                self.phase = "reasoning" if self.opened else "content"
+        if self.phase == "reasoning":
+            end = text.find(THINK_CLOSE, self.shown)
+            upto = end if end >= 0 else len(text) - (0 if final else held_back(text[self.shown :], THINK_CLOSE))
+            if upto > self.shown:
+                delta["reasoning"] = text[self.shown : upto]
+            self.shown = upto
+            if end < 0:
+                return delta
+            self.phase = "content"
+            self.shown = self.body = end + len(THINK_CLOSE)
+        if self.phase == "content":
+            at = text.find(TOOL_CALL_OPEN, self.shown)
+            upto = at if at >= 0 else len(text) - (0 if final else held_back(text[self.shown :], TOOL_CALL_OPEN))
+            if upto > self.shown:
+                delta["content"] = text[self.shown : upto]
+            self.shown = upto
+            if at >= 0:
+                self.phase = "calls"
+        if self.phase == "calls" and final:
+            _, calls = parse_tool_calls(text[self.body :])
+            if not calls and len(text) > self.shown:  # not calls after all: the rest is content
+                delta["content"] = delta.get("content", "") + text[self.shown :]
+                self.shown = len(text)
+        return delta
+
+    def _calls(self) -> Parsed:
+        if self.phase != "calls":
+            return Parsed(content=None)
+        content, calls = parse_tool_calls(self._whole(self.text)[self.body :])
+        return Parsed(content=content, tool_calls=calls)
