@@ -17,7 +17,9 @@ direct baseline sends the same conversation as chat completions. Between turns a
 (--think-ms, jittered 0.5-1.5x, seeded; 0 = back to back, the closed loop that finds the ceiling). Each of
 the N clients runs --rounds sessions one after another. sessions/s = sessions / the row's wall time;
 "+p50/+p99" = the row's per-request percentile minus the direct row's at the same N and think time;
-"CPU ms/req" = CPU seconds of the serving process (the gateway, or the runner's process) per request.
+"CPU ms/req" = CPU seconds of the serving process (the upstream, the gateway, or the runner's process) per
+request, "client CPU ms/req" the load generator's own. The runner side is also measured with no traffic for
+5 s after its start: RSS and CPU of N gateways whose agents are all thinking.
 Everything shares the machine's cores: client, upstream and gateways. All loops are bounded.
 """
 
@@ -28,6 +30,7 @@ import asyncio
 import json
 import os
 import random
+import resource
 import secrets
 import shutil
 import sys
@@ -47,6 +50,7 @@ ANTHROPIC = {"anthropic-version": "2023-06-01"}
 CAPTURE = {"logprobs": True, "top_logprobs": 1, "return_tokens_as_token_ids": True, "return_token_ids": True}
 REPLY = "Hello from the scripted model."  # the scripted model's default answer, replayed as the next turn's history
 REQUEST_TIMEOUT_S = 60.0
+IDLE_S = 5.0
 
 
 def process_cpu_s(pid: int) -> float:
@@ -98,6 +102,7 @@ class Row:
     errors: int = 0
     wall: float = 0.0
     cpu_s: float | None = None
+    client_cpu_s: float = 0.0
     rss_mb: float | None = None
     threads: int | None = None
 
@@ -144,9 +149,11 @@ async def run_sessions(target: Target, n: int, args: argparse.Namespace, think_m
             conn.close()
 
     cpu_before = process_cpu_s(target.pid) if target.pid else None
-    started = time.perf_counter()
+    client_cpu, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     await asyncio.gather(*(client(i) for i in range(n)))
     row.wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    row.client_cpu_s = after.ru_utime + after.ru_stime - client_cpu.ru_utime - client_cpu.ru_stime
     if target.pid:
         row.cpu_s = process_cpu_s(target.pid) - (cpu_before or 0.0)
         row.rss_mb = tree_rss_mb(target.pid)
@@ -220,7 +227,7 @@ def main() -> None:
     load_start = os.getloadavg()
     servers: list[Server] = []
     rows: list[Row] = []
-    starts: dict[int, tuple[float, float]] = {}  # N -> (runner side's start-up s, RSS MB idle)
+    starts: dict[int, tuple[float, float, float]] = {}  # N -> runner side's start-up s, RSS MB, idle CPU %
     probe = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
     try:
         up_port = free_port()
@@ -263,7 +270,10 @@ def main() -> None:
                 ready = json.loads(rollouts.stdout.readline() or "{}")
                 if "tokens" not in ready:
                     sys.exit(f"the runner side with {n} gateways did not start (exit {rollouts.wait(30)})")
-                starts[n] = (ready["start_s"], tree_rss_mb(rollouts.pid))
+                idle = process_cpu_s(rollouts.pid)
+                time.sleep(IDLE_S)  # no traffic: what N served gateways cost while their agents think
+                idle = (process_cpu_s(rollouts.pid) - idle) / IDLE_S * 100
+                starts[n] = (ready["start_s"], tree_rss_mb(rollouts.pid), idle)
                 runner = Target("runner: gateway per session + relay", port, "anthropic", ready["tokens"], rollouts.pid)
                 for think in thinks:
                     for target in (direct, shared, runner):
@@ -283,7 +293,7 @@ def main() -> None:
 
 def report(
     rows: list[Row],
-    starts: dict[int, tuple[float, float]],
+    starts: dict[int, tuple[float, float, float]],
     args: argparse.Namespace,
     load_start: tuple[float, float, float],
     load_end: tuple[float, float, float],
@@ -296,7 +306,7 @@ def report(
     )
     base = {(r.concurrency, r.think_ms): r for r in rows if r.target.startswith("direct")}
     header = ("N", "think ms", "target", "sessions/s", "req/s", "p50 ms", "p99 ms", "+p50 ms", "+p99 ms")
-    header += ("CPU ms/req", "RSS MB", "threads", "errors")
+    header += ("CPU ms/req", "client CPU ms/req", "RSS MB", "threads", "errors")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for r in rows:
@@ -314,15 +324,17 @@ def report(
             "-" if is_base else f"{p50 - pct(b.latencies, 0.5):+.1f}",
             "-" if is_base else f"{p99 - pct(b.latencies, 0.99):+.1f}",
             "-" if r.cpu_s is None else f"{r.cpu_s / max(1, len(r.latencies)) * 1000:.2f}",
+            f"{r.client_cpu_s / max(1, len(r.latencies)) * 1000:.2f}",
             "-" if r.rss_mb is None else f"{r.rss_mb:.0f}",
             "-" if r.threads is None else str(r.threads),
             str(r.errors),
         )
         print("| " + " | ".join(cells) + " |")
-    print("\nThe runner side per N: its start (RolloutGateways + relay + N gateways) and its idle RSS\n")
-    print("| N | start s | per gateway ms | RSS MB idle | per gateway MB |\n|---|---|---|---|---|")
-    for n, (start_s, rss) in starts.items():
-        print(f"| {n} | {start_s:.2f} | {start_s / n * 1000:.1f} | {rss:.0f} | {rss / n:.2f} |")
+    print("\nThe runner side per N (RolloutGateways + relay + N gateways): start, RSS and CPU with no traffic\n")
+    print("| N | start s | per gateway ms | RSS MB idle | per gateway MB | idle CPU % of a core |")
+    print("|---|---|---|---|---|---|")
+    for n, (start_s, rss, idle) in starts.items():
+        print(f"| {n} | {start_s:.2f} | {start_s / n * 1000:.1f} | {rss:.0f} | {rss / n:.2f} | {idle:.1f} |")
 
 
 if __name__ == "__main__":
