@@ -4,7 +4,8 @@
     .venv/bin/python bench/scale/runner_scale.py --concurrency 1,4 --rollouts 8   # ~1 min
     .venv/bin/python bench/scale/runner_scale.py --task examples/tasks/fix-failing-test --image claude-code
 
-Per level C (--concurrency), in the same run, one after the other:
+Per level C (--concurrency), in the same run, alternating --rounds times (half the rollouts each with the
+default 2) so that a change of the machine's load hits both:
 - floor: raw docker-py low-level calls (`bench/runner/oracle_bench.py`'s `floor_rollout`: create + start + exec
   solve.sh as the image's user + exec test.sh as root + remove, network none), --rollouts of them on C
   threads: the engine's cost of the same work with nothing of ours;
@@ -13,9 +14,10 @@ Per level C (--concurrency), in the same run, one after the other:
   task's policy per phase (egress proxy), upload, setup, solve.sh, stop, verifier, collect, teardown.
 Per rollout: wall (the batch's wall / rollouts), the runner process's CPU (user + system of every thread,
 getrusage), the engine's CPU (dockerd + containerd and the children they reaped, from /proc; the
-containers' own processes are not in it), and the phases' medians from each result's timings (what
-result.json holds). The default task is examples/tasks/write-file (the catalog image, a test.sh of its
-own), so the floor runs the very same solve.sh and test.sh.
+containers' own processes are not in it; the engine is shared, so other users' requests are), and the
+phases' medians from each result's timings (what result.json holds). The default task is
+examples/tasks/write-file (the catalog image, a test.sh of its own), so the floor runs the very same
+solve.sh and test.sh.
 """
 
 from __future__ import annotations
@@ -87,7 +89,6 @@ def serve_probe(image: str, task_dir: str, out: str) -> None:
                 "cpu": self_cpu_s() - cpu,
                 "engine": engine_cpu_s() - engine,
                 "ok": sum(r.ok and r.reward == 1.0 for r in results),
-                "statuses": sorted({r.status.value for r in results}),
                 "timings": [r.timings for r in results],
             }
             print(json.dumps(report), file=reports, flush=True)
@@ -107,6 +108,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--concurrency", default="1,2,4,8", help="rollouts at once per level, comma-separated")
     parser.add_argument("--rollouts", type=int, default=16, help="rollouts per level (each side)")
+    parser.add_argument("--rounds", type=int, default=2, help="floor and runner alternate this often per level")
     parser.add_argument("--task", type=Path, default=REPO / "examples" / "tasks" / "write-file")
     parser.add_argument("--image", default="claude-code", help="catalog name or tag")
     parser.add_argument("--probe", nargs=3, help=argparse.SUPPRESS)  # IMAGE TASK_DIR OUT
@@ -139,19 +141,26 @@ def main() -> None:
     loads: list[float] = []
     try:
         for concurrency in levels:
-            floor = floor_batch(floor_args, concurrency, args.rollouts)
-            probe.stdin.write(f"{concurrency} {args.rollouts}\n")
-            probe.stdin.flush()
-            line = probe.stdout.readline()
-            if not line:
-                sys.exit("the runner probe ended")
-            rows.append((concurrency, floor, json.loads(line)))
+            floor: dict[str, float] = {"wall": 0.0, "engine": 0.0}
+            ours: dict[str, Any] = {"wall": 0.0, "cpu": 0.0, "engine": 0.0, "ok": 0, "timings": []}
+            for _ in range(args.rounds):  # floor and runner alternate, so a change of load hits both
+                for key, value in floor_batch(floor_args, concurrency, args.rollouts // args.rounds).items():
+                    floor[key] += value
+                probe.stdin.write(f"{concurrency} {args.rollouts // args.rounds}\n")
+                probe.stdin.flush()
+                line = probe.stdout.readline()
+                if not line:
+                    sys.exit("the runner probe ended")
+                for key, value in json.loads(line).items():
+                    if key in ours:
+                        ours[key] += value
+            rows.append((concurrency, floor, ours))
             loads.append(os.getloadavg()[0])
             print(f"  C={concurrency} done, load {loads[-1]:.1f}", file=sys.stderr)
     finally:
         probe.stdin.close()
         probe.wait(120)
-    report(image, task_dir, args.rollouts, rows, loads, load_start)
+    report(image, task_dir, args.rollouts // args.rounds * args.rounds, rows, loads, load_start)
 
 
 def report(
