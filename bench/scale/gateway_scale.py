@@ -1,6 +1,6 @@
 """Many concurrent sessions through the gateway: sessions/s and added latency at 64/256/512 at once.
 
-    .venv/bin/python bench/scale/gateway_scale.py                       # ~3 min on 2 cores
+    .venv/bin/python bench/scale/gateway_scale.py                       # ~6 min on 2 cores
     .venv/bin/python bench/scale/gateway_scale.py --sessions 64,256 --think-ms 0 --turns 2   # smoke run
 
 One scripted vLLM-shaped upstream (agentbake.scripted, its own process) and, in the same run, per level of
@@ -199,7 +199,7 @@ def serve_rollouts(upstream: str, count: int, port: int, work: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", default="64,256,512", help="concurrent sessions per level, comma-separated")
-    parser.add_argument("--think-ms", default="0,1000", help="pause between turns per row set, comma-separated")
+    parser.add_argument("--think-ms", default="0,2000", help="pause between turns per row set, comma-separated")
     parser.add_argument("--turns", type=int, default=4, help="model calls per session")
     parser.add_argument("--rounds", type=int, default=2, help="sessions each client runs one after another")
     parser.add_argument("--prompt-kb", type=int, default=8, help="size of every call's system prompt")
