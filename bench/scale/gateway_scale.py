@@ -287,6 +287,7 @@ def main() -> None:
     finally:
         for server in servers:
             server.stop()
+        shutil.rmtree(work, ignore_errors=True)  # the traces: ~550 MB for a full run
     load_end = os.getloadavg()
     report(rows, starts, args, load_start, load_end)
 

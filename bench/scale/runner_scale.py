@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -160,6 +161,7 @@ def main() -> None:
     finally:
         probe.stdin.close()
         probe.wait(120)
+        shutil.rmtree(work, ignore_errors=True)
     report(image, task_dir, args.rollouts // args.rounds * args.rounds, rows, loads, load_start)
 
 
