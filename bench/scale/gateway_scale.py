@@ -169,6 +169,7 @@ def serve_rollouts(upstream: str, count: int, port: int, work: str) -> None:
     runner starts them, the relay in front on `port`; prints one JSON line (start-up, tokens), then serves
     until stdin closes."""
     from agentbake.runner.model.gateways import RolloutGateways
+    from agentbake.runner.model.host_gateway import GATEWAY_SOCKET
     from agentbake.runner.remote.relay import GatewayRelay
     from agentbake.runner.remote.relay_config import RelayConfig
     from agentbake.runner.runner_config import RunnerConfig
@@ -180,7 +181,7 @@ def serve_rollouts(upstream: str, count: int, port: int, work: str) -> None:
     for i in range(count):
         token = secrets.token_urlsafe(24)
         folder, app = gateways.start_on_host(f"s{i}", token, Path(work) / f"s{i}.jsonl")
-        relay.register(f"s{i}", str(folder / "gateway.sock"))
+        relay.register(f"s{i}", str(folder / GATEWAY_SOCKET))
         served.append(app)
         folders.append(folder)
         tokens.append(token)
