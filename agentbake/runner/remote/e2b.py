@@ -5,6 +5,7 @@ What E2B does that the harness must not inherit (each is handled here):
   enforced inside the sandbox (`timeout -s KILL`), so a long agent is not cut off and a stuck one still dies;
 - `CommandHandle.wait()` has no timeout: background jobs are waited on in a thread (`ThreadedJob`);
 - a non-zero exit raises `CommandExitException`: it becomes an `ExecResult`, as on Docker;
+- commands run under a login shell, whose profile sets PATH: a PATH the caller gives is set again in the command;
 - the sandbox lives on when the process that created it fails: every failure after create kills it, and
   E2B's own sandbox timeout is the backstop; its metadata names the rollout.
 The template is the published one for the image's content hash, never `latest`.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import shlex
 import socket
 import time
 from collections.abc import Mapping
@@ -55,8 +57,9 @@ class E2BBackend(base.RemoteBackend):
         self.sdk = base.import_sdk("e2b", "the E2B backend needs the e2b SDK: pip install 'agentbake[e2b]'")
 
     def template(self, facts: base.ImageFacts) -> str:
-        """The template to start: the config's, else the published manifest's for this content hash."""
-        if self.config.template:
+        """The template to start: the config's, else the published manifest's for this content hash (a task
+        image: for its environment hash)."""
+        if self.config.template and facts.environment is None:
             return base.refuse_moving_tag(self.config.template, "E2BConfig.template")
         template = base.published_reference(
             facts, self.config.manifest, "e2b_template", "E2B template", "--e2b` (or set E2BConfig.template)"
@@ -101,6 +104,8 @@ class E2BSandbox(base.RemoteSandbox):
         self._sdk = backend.sdk
 
     def _run(self, command: str, envs: Mapping[str, str] | None, cwd: str | None, user: str | None, **kw: Any) -> Any:
+        if envs and "PATH" in envs:  # envd runs `bash -l -c`: a login shell's profile sets PATH over the given one
+            command = f"export PATH={shlex.quote(envs['PATH'])}; {command}"
         try:
             return self._sandbox.commands.run(
                 command, envs=dict(envs or {}), cwd=cwd, user=user or self.user, timeout=0, **kw
