@@ -36,7 +36,8 @@ class Capabilities:
     """The rollout's gateway can run inside the sandbox (`gateway="sandbox"`): the sandbox reaches the model
     server, and `SandboxHandle.before_kill(step)` runs the trace's last fetch before the sandbox is killed."""
     task_images: bool = False
-    """Tasks with their own image run here: `SandboxRequest.agent_bundle` is mounted (agentbake.tasks)."""
+    """Tasks with their own image run here: `SandboxRequest.agent_bundle` is mounted (Docker), or the published
+    layered image of the task's environment, the bundle's files in it, is started (E2B, Hugging Face)."""
     network_phases: bool = False
     """The sandbox has no network of its own: each phase reaches what its policy allows through the rollout's
     egress proxy (`SandboxRequest.egress_socket`, `SandboxHandle.egress_port`), and the legacy verifier
