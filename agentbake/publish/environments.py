@@ -37,7 +37,8 @@ class Environment:
 
 
 def check_task_options(options: PublishOptions) -> None:
-    """A layered image reaches E2B and Hugging Face through a registry only: the other sources are refused."""
+    """A layered image reaches E2B and Hugging Face through a registry only: the other sources are refused
+    (`check_options` has already asked for a registry or one of them)."""
     if options.e2b_from_dockerfile:
         raise PublishError(
             "--tasks: an environment's E2B template is built from its registry image; use --e2b with --registry "
@@ -45,8 +46,6 @@ def check_task_options(options: PublishOptions) -> None:
         )
     if options.hf_space:
         raise PublishError("--tasks: --hf-space holds one catalog image; use --hf with --registry REPO")
-    if (options.e2b or options.hf) and options.registry is None:
-        raise PublishError("--tasks with --e2b or --hf: pass --registry REPO, where the clouds pull the environments")
 
 
 def environments(

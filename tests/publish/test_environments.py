@@ -181,3 +181,29 @@ def test_the_oracle_and_claude_code_get_reward_1_on_the_published_environment(
     assert (fake.created, fake.alive) == (2, 0)
     if backend == "hf":
         assert {job.spec["dockerImage"] for job in fake.jobs.values()} <= {registry_ref.reference}
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["claude-code", "--e2b-from-dockerfile"], "use --e2b with --registry REPO instead of --e2b-from-dockerfile"),
+        (["claude-code", "--hf", "--hf-space", "org/x"], "--hf-space holds one catalog image"),
+        (["claude-code", "--hf"], "--hf needs a reference a sandbox can pull: pass --registry REPO"),
+        (["--registry", "127.0.0.1:5000/x"], "name the agent image"),
+    ],
+)
+def test_bad_task_options_are_refused_naming_the_fix(tmp_path: Path, extra: list[str], message: str) -> None:
+    tb_task(tmp_path, "count-lines")
+    done = CliRunner().invoke(main, ["publish", "--tasks", str(tmp_path), *extra])
+    assert done.exit_code != 0 and message in done.output, done.output
+
+
+def test_tasks_without_an_image_of_their_own_are_named(built_images, tmp_path: Path) -> None:
+    task = tb_task(tmp_path, "no-image")
+    for path in sorted((task / "environment").iterdir()):
+        path.unlink()
+    (task / "environment").rmdir()
+    args = ["publish", "claude-code", "--tasks", str(task), "--registry", "127.0.0.1:9/x", "--dry-run", "--json"]
+    done = CliRunner().invoke(main, args)
+    assert done.exit_code == 0, done.output
+    assert [json.loads(line)["target"] for line in done.stdout.splitlines() if line.startswith("{")] == ["registry"]
