@@ -154,23 +154,26 @@ def _publish_tasks(
     from agentbake.runner.cli.display import build_progress
 
     results: list[PublishResult] = []
-    if options.dry_run:
+
+    def add(found: list[PublishResult]) -> None:
+        results.extend(found)
+        if as_json:
+            for result in found:
+                _print_json(result)
+
+    if options.dry_run:  # builds nothing: an environment's hash is known only once its images are built
         for task in discover_tasks(task_dirs):
             if task.has_own_image:
-                results.append(PublishResult(task.name, "environment", "", f"{agent} layered", None, "dry-run", 0.0))
+                add([PublishResult(task.name, "environment", "", f"{agent} layered", None, "dry-run", 0.0)])
         return results
     progress = None if as_json else build_progress
     found, failed = environments(client, agent, task_dirs, progress=progress, log=log)
-    results += failed
+    add(failed)
     for index, env in enumerate(found, 1):
         names = ", ".join(task.name for task in env.tasks)
         log(f"environment {index}/{len(found)} {env.environment[:12]} ({names})")
-        made = publish_environment(client, env, agent, options, published, progress=progress, log=log)
-        results += made
+        add(publish_environment(client, env, agent, options, published, progress=progress, log=log))
         save_manifest(path, published)
-    if as_json:
-        for result in results:
-            _print_json(result)
     return results
 
 

@@ -198,12 +198,14 @@ def test_bad_task_options_are_refused_naming_the_fix(tmp_path: Path, extra: list
     assert done.exit_code != 0 and message in done.output, done.output
 
 
-def test_tasks_without_an_image_of_their_own_are_named(built_images, tmp_path: Path) -> None:
+def test_a_dry_run_publishes_the_agent_image_only_for_tasks_that_run_in_it(built_images, tmp_path: Path) -> None:
+    tb_task(tmp_path, "own-image")
     task = tb_task(tmp_path, "no-image")
     for path in sorted((task / "environment").iterdir()):
         path.unlink()
     (task / "environment").rmdir()
-    args = ["publish", "claude-code", "--tasks", str(task), "--registry", "127.0.0.1:9/x", "--dry-run", "--json"]
+    args = ["publish", "claude-code", "--tasks", str(tmp_path), "--registry", "127.0.0.1:9/x", "--dry-run", "--json"]
     done = CliRunner().invoke(main, args)
     assert done.exit_code == 0, done.output
-    assert [json.loads(line)["target"] for line in done.stdout.splitlines() if line.startswith("{")] == ["registry"]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [(r["image"], r["target"]) for r in lines] == [("claude-code", "registry"), ("own-image", "environment")]
