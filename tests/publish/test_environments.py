@@ -31,6 +31,7 @@ from agentbake.runner.runner_config import RunnerConfig
 from agentbake.tasks import load_task
 from tests.publish.fake_e2b import FakeE2B, FakeE2BServer
 from tests.publish.registry_service import RunningRegistry
+from tests.runner.cli.test_remote_cli import remote_cli
 from tests.runner.fakes.containers import LocalMachines, remove_leftovers
 from tests.runner.fakes.servers import fake_e2b, fake_hub
 
@@ -152,10 +153,11 @@ def test_the_oracle_and_claude_code_get_reward_1_on_the_published_environment(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
+    """The oracle through the Runner API on one task; claude-code with the scripted model through `agentbake
+    rollout --backend` on both tasks, which share the environment."""
     path, manifest, _ = published
     [record] = manifest.environments.values()
     [registry_ref] = record.registry.values()
-    task = load_task(tasks_dir / "count-lines")
     agent = built_images["claude-code"].tag
     if backend == "e2b":
         # The sandbox fake starts the template from the image its build pulled: the registry's.
@@ -164,23 +166,28 @@ def test_the_oracle_and_claude_code_get_reward_1_on_the_published_environment(
         make = lambda: E2BBackend(E2BConfig(manifest=path))  # noqa: E731
     else:
         served = fake_hub(monkeypatch, machines)
-        make = lambda: HFBackend(HFConfig(manifest=path))  # noqa: E731
+        make = lambda: HFBackend(HFConfig(manifest=path))  # noqa: E731 (made once the fake's endpoint is set)
     with served as fake:
-        for oracle in (True, False):
-            model = None if oracle else "scripted"
-            config = RunnerConfig(image=agent, oracle=oracle, model=model, out_dir=tmp_path / str(oracle))
-            with Runner(config, make()) as runner:
-                if not oracle:
-                    runner.start_scripted([task])
-                result = runner.run(task)
-            assert (result.status, result.reward) == (Status.OK, 1.0), result.error
-            assert result.task_image is not None and result.task_image.startswith("agentbake-task/count-lines:")
-            if not oracle:
-                assert result.agent == "claude-code" and result.turns >= 2 and result.trace
-                assert (result.out_dir / "trace.jsonl").read_text().count("\n") == len(result.trace)
-    assert (fake.created, fake.alive) == (2, 0)
+        remote = make()
+        with Runner(RunnerConfig(image=agent, oracle=True, out_dir=tmp_path / "oracle"), remote) as runner:
+            oracle = runner.run(load_task(tasks_dir / "count-lines"))
+        assert (oracle.status, oracle.reward) == (Status.OK, 1.0), oracle.error
+        assert oracle.task_image is not None and oracle.task_image.startswith("agentbake-task/count-lines:")
+        remote.close()
+        rollout = ("rollout", "claude-code", "--tasks", tasks_dir, "--model", "scripted", "-n", "2")
+        lines = remote_cli(*rollout, backend=backend, manifest=path, out=tmp_path / "scripted")
+    results = [line for line in lines if "rollout_id" in line]
+    assert sorted(r["task"] for r in results) == ["count-lines", "count-lines-again"]
+    for result in results:
+        assert (result["status"], result["reward"], result["agent"]) == ("ok", 1.0, "claude-code"), result["error"]
+        assert result["turns"] >= 2 and result["tokens"] > 0
+        trace = (Path(result["out_dir"]) / "trace.jsonl").read_text().splitlines()
+        assert len(trace) == result["turns"] and all(
+            json.loads(line)["rollout_id"] == result["rollout_id"] for line in trace
+        )
+    assert (fake.created, fake.alive) == (3, 0)
     if backend == "hf":
-        assert {job.spec["dockerImage"] for job in fake.jobs.values()} <= {registry_ref.reference}
+        assert {job.spec["dockerImage"] for job in fake.jobs.values()} == {registry_ref.reference}
 
 
 @pytest.mark.parametrize(
