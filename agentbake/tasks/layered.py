@@ -34,6 +34,8 @@ HASH_SCHEME = b"agentbake-environment-v1"
 REPOSITORY = "agentbake-env"
 ENVIRONMENT_LABEL = LABEL_PREFIX + "environment"
 """On a layered image: its full environment hash."""
+BUNDLE_NAME_LABEL = LABEL_PREFIX + "environment.bundle"
+"""On a layered image: the bundle volume its agent was copied from (`agentbake prune` removes it with it)."""
 LAYER_TIMEOUT_S = 600.0
 _KEYED = ("user", "uid", "home", "dir_workdir", "dir_task", "dir_logs_agent", "dir_logs_verifier")
 _SOURCE = ("task.image-id", "runnable.recipe")
@@ -138,7 +140,7 @@ def _layer(
         if code != 0:
             tail = client.api.logs(container["Id"], tail=10).decode(errors="replace").strip()
             raise TaskImageError(f"{tag}: copying the agent bundle in failed (exit {code}): {tail}")
-        committed = client.api.commit(container["Id"], changes=_restore(config, environment))["Id"]
+        committed = client.api.commit(container["Id"], changes=_restore(config, environment, bundle))["Id"]
         # A commit keeps the copy's command: a build step empties it again, as the runnable image has it. The
         # container stays until the tag exists: another process waits for it rather than layering again.
         from agentbake.buildkit.build import context_tar  # here: rollouts never load the build kit's renderer
@@ -152,11 +154,11 @@ def _layer(
     return True
 
 
-def _restore(config: dict, environment: str) -> list[str]:
+def _restore(config: dict, environment: str, bundle: str) -> list[str]:
     """Commit changes giving the image back the runnable image's user and workdir, and its environment label."""
     changes = [
         f"USER {config.get('User') or 'root'}",
-        f"LABEL {ENVIRONMENT_LABEL}={environment}",
+        f"LABEL {ENVIRONMENT_LABEL}={environment} {BUNDLE_NAME_LABEL}={bundle}",
     ]
     if config.get("WorkingDir"):
         changes.append(f"WORKDIR {config['WorkingDir']}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import secrets
 import threading
@@ -11,9 +12,12 @@ import docker
 import docker.errors
 import pytest
 
+from agentbake.buildkit.engine import image_id
 from agentbake.buildkit.labels import LABEL_PREFIX, ImageLabels
 from agentbake.errors import TaskImageError
 from agentbake.tasks.layered import ENVIRONMENT_LABEL, LayeredImage, environment_hash, layered_image
+from agentbake.tasks.prune import Stale, prune_task_artifacts, stale_task_artifacts
+from agentbake.tasks.runnable import recipe_version
 from tests.tasks.conftest import BOOKWORM
 
 pytestmark = pytest.mark.docker
@@ -31,7 +35,7 @@ FACTS = {
 
 def runnable_labels(task: str, image_id: str = "sha256:task") -> dict[str, str]:
     labels = {ImageLabels.key(name): value for name, value in FACTS.items()}
-    source = {"task.name": task, "task.image-id": image_id, "runnable.recipe": "recipe1"}
+    source = {"task.name": task, "task.image-id": image_id, "runnable.recipe": recipe_version()}
     return {**labels, **{LABEL_PREFIX + key: value for key, value in source.items()}}
 
 
@@ -58,7 +62,8 @@ def parts(engine: docker.DockerClient) -> Iterator[tuple[str, str]]:
     for image in engine.images.list(filters={"label": f"{LABEL_PREFIX}task.name={token}"}):
         for tag in image.tags:
             engine.images.remove(tag, force=True)
-    engine.volumes.get(volume).remove(force=True)
+    with contextlib.suppress(docker.errors.NotFound):
+        engine.volumes.get(volume).remove(force=True)
 
 
 def test_two_layerings_at_once_make_one_image_with_the_bundles_files(
@@ -82,3 +87,13 @@ def test_two_layerings_at_once_make_one_image_with_the_bundles_files(
     )
     assert listing.decode().split() == ["root", "755", "agent"]
     assert not engine.containers.list(all=True, filters={"name": f"agentbake-layering-{made[0].environment[:12]}"})
+
+
+def test_a_layered_image_whose_bundle_is_gone_is_pruned(engine: docker.DockerClient, parts: tuple[str, str]) -> None:
+    runnable, volume = parts
+    made = layered_image(engine, runnable, volume)
+    assert made.tag not in {item.name for item in stale_task_artifacts(engine)}
+    engine.volumes.get(volume).remove()
+    assert Stale(made.tag, "layered", engine.images.get(made.tag).attrs["Size"]) in stale_task_artifacts(engine)
+    [pruned] = [r for r in prune_task_artifacts(engine) if r.tag == made.tag]
+    assert pruned.removed and image_id(engine, made.tag) is None
