@@ -199,7 +199,8 @@ def _summary(results: list[PublishResult]) -> None:
 @manifest_option
 @json_option
 def published_command(manifest_file: Path | None, as_json: bool) -> None:
-    """Print the published manifest: per image and content hash, its registry, E2B and HF references."""
+    """Print the published manifest: per image and content hash, and per task environment, its registry, E2B and
+    HF references."""
     path = manifest_path(manifest_file)
     published = load_manifest(path, missing_ok=False)
     if as_json:
@@ -218,6 +219,10 @@ def published_command(manifest_file: Path | None, as_json: bool) -> None:
                 record.e2b_template or "-",
                 record.hf_image or record.hf_space or "-",
             )
+    for environment, env in sorted(published.environments.items()):
+        registry = "\n".join(f"{ref.reference}@{ref.digest}" for _, ref in sorted(env.registry.items()))
+        name = f"environment ({', '.join(env.tasks)})"
+        table.add_row(name, environment[:12], "", registry or "-", env.e2b_template or "-", env.hf_image or "-")
     Console().print(table)
 
 

@@ -127,7 +127,7 @@ def check_template_build(fake: FakeE2B, built_images) -> None:
 
 
 def test_one_environment_is_published_once_then_skipped(published, built_images) -> None:
-    _, manifest, (first, again) = published
+    path, manifest, (first, again) = published
     assert {(r["target"], r["action"]) for r in first} == {("registry", "pushed"), ("hf", "checked"), ("e2b", "pushed")}
     assert len(first) == 3  # the agent image itself is not published: every task has an image of its own
     assert {(r["target"], r["action"]) for r in again} == {
@@ -136,6 +136,8 @@ def test_one_environment_is_published_once_then_skipped(published, built_images)
         ("e2b", "skipped"),
     }
     [(environment, record)] = manifest.environments.items()
+    listed = CliRunner().invoke(main, ["published", "--manifest", str(path)])
+    assert listed.exit_code == 0 and environment[:12] in listed.output  # `agentbake published` lists it
     assert record.tasks == ["count-lines", "count-lines-again"]
     assert record.agent == built_images["claude-code"].tag
     assert record.e2b_template == f"agentbake-env-{environment[:12]}:{environment[:12]}"
