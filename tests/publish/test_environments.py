@@ -136,8 +136,8 @@ def test_one_environment_is_published_once_then_skipped(published, built_images)
         ("e2b", "skipped"),
     }
     [(environment, record)] = manifest.environments.items()
-    listed = CliRunner().invoke(main, ["published", "--manifest", str(path)])
-    assert listed.exit_code == 0 and environment[:12] in listed.output  # `agentbake published` lists it
+    listed = CliRunner(env={"COLUMNS": "400"}).invoke(main, ["published", "--manifest", str(path)])
+    assert listed.exit_code == 0 and "environment (count-lines, count-lines-again)" in listed.output
     assert record.tasks == ["count-lines", "count-lines-again"]
     assert record.agent == built_images["claude-code"].tag
     assert record.e2b_template == f"agentbake-env-{environment[:12]}:{environment[:12]}"
