@@ -157,7 +157,8 @@ def publish_environment(
     if options.hf and registry_ref is not None:
         started = time.monotonic()
         try:
-            hf.check_boot(client, local_image().id)
+            # The runnable image has every command the layered one has on PATH (the agent's copy is off it).
+            hf.check_boot(client, env.resolved.ref)
         except AgentbakeError as exc:
             report("hf", started, registry_ref, None, "failed", str(exc))
             return results
