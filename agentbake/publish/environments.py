@@ -62,10 +62,8 @@ def environments(
 
     tasks = [task for task in discover_tasks(task_dirs) if task.has_own_image]
     if not tasks:
-        raise PublishError(
-            f"--tasks {' '.join(map(str, task_dirs))}: no task with an image of its own (environment/Dockerfile "
-            "or [environment] docker_image); tasks without one run in the agent's image, which publishing it covers"
-        )
+        log("no task has an image of its own: they run in the agent's image")
+        return [], []
     resolver = ImageResolver(agent, image_labels(agent), client=lambda: client, progress=progress)
     found: dict[str, Environment] = {}
     failed: list[PublishResult] = []
@@ -104,7 +102,9 @@ def publish_environment(
         entry.tasks = sorted({*entry.tasks, *(task.name for task in env.tasks)})
         return entry
 
-    def report(target: str, started: float, reference: str | None, digest: str | None, action: str, error=None):
+    def report(
+        target: str, started: float, reference: str | None, digest: str | None, action: str, error: str | None = None
+    ) -> None:
         results.append(PublishResult(image_name, target, tag, reference, digest, action, _since(started), error))
 
     def local_image() -> docker.models.images.Image:

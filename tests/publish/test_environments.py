@@ -218,3 +218,14 @@ def test_a_dry_run_publishes_the_agent_image_only_for_tasks_that_run_in_it(built
     assert done.exit_code == 0, done.output
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert [(r["image"], r["target"]) for r in lines] == [("claude-code", "registry"), ("own-image", "environment")]
+
+
+def test_a_task_whose_image_cannot_be_built_fails_naming_it(built_images, tmp_path: Path) -> None:
+    task = tb_task(tmp_path, "broken-image")
+    (task / "environment" / "Dockerfile").write_text("FROM ubuntu:24.04\nRUN exit 7\n")
+    args = ["publish", "claude-code", "--tasks", str(task), "--registry", "127.0.0.1:9/x", "--json"]
+    done = CliRunner().invoke(main, args)
+    assert done.exit_code == 1
+    [failed] = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert (failed["image"], failed["target"], failed["action"]) == ("broken-image", "task", "failed")
+    assert failed["error"].startswith("task broken-image: ") and "RUN exit 7" in failed["error"]
