@@ -17,13 +17,14 @@ import pytest
 
 from agentbake.errors import SandboxError, TaskError
 from agentbake.runner.remote.base import ImageFacts
-from agentbake.runner.remote.e2b import ROLLOUT_KEY, E2BBackend, E2BSandbox
+from agentbake.runner.remote.e2b import ROLLOUT_KEY, E2BBackend, E2BSandbox, egress_rules
 from agentbake.runner.remote.e2b_config import E2BConfig
 from agentbake.runner.result import Status
 from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
 from agentbake.runner.sandbox import SandboxRequest
 from agentbake.tasks import Task, load_task
+from agentbake.tasks.task_network import NetworkPolicy
 from tests.runner.fakes.containers import LocalMachines, facts_of
 from tests.runner.fakes.e2b_fake import FakeE2B
 from tests.runner.fakes.servers import fake_e2b
@@ -194,6 +195,10 @@ def test_each_phases_policy_becomes_the_sandboxs_egress_rules(
     [(sandbox_id, update)] = fake.network_updates  # once the agent is dead: the verifier's allowlist
     assert sandbox_id.startswith("fake")
     assert update == {"denyOut": ["0.0.0.0/0"], "allowOut": ["pypi.org", "10.0.0.0/8"]}
+    # With an agent, the relay to its gateway is the one address its no-network phase reaches.
+    relay = egress_rules(NetworkPolicy("no-network"), ["relay.example.org"])
+    assert relay == {"deny_out": ["0.0.0.0/0"], "allow_out": ["relay.example.org"]}
+    assert egress_rules(NetworkPolicy("public"), ["relay.example.org"]) is None
 
 
 def test_a_wildcard_host_is_refused_on_e2b_naming_the_fix(
