@@ -1,7 +1,8 @@
 """Each phase's network: the task's policy (Harbor's keys, `Task.agent_network` / `Task.verifier_network`), the
 batch's override (`RunnerConfig.agent_network` / `verifier_network`), and the rollout's egress proxy that
 enforces both on Docker (agentbake.egress): started before the sandbox, switched to the verifier's policy once
-the agent is dead, its refusals made the result's notes."""
+the agent is dead, its refusals made the result's notes. A remote cloud enforces them with its egress rules where
+it has them (`Capabilities.egress_rules`), else a policy stricter than public is refused there."""
 
 from __future__ import annotations
 
