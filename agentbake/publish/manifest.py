@@ -49,6 +49,23 @@ class ImageRecord(_Model):
     """Docker Space `NS/NAME` holding the rendered Dockerfile and context."""
 
 
+class EnvironmentRecord(_Model):
+    """One task environment (a task's image with an agent layered in, `agentbake.tasks.layered`) as published."""
+
+    tag: str
+    """The local tag, `agentbake-env:<hash12>`."""
+    agent: str
+    """The catalog agent image layered in (`agentbake/claude-code:<hash12>`)."""
+    tasks: list[str] = []
+    """The tasks published with this environment (sorted): every task with the same one shares it."""
+    registry: dict[str, RegistryRef] = {}
+    """By repository: the pushed tag and its digest."""
+    e2b_template: str | None = None
+    """E2B template `agentbake-env-<hash12>:<hash12>`."""
+    hf_image: str | None = None
+    """The registry reference a Hugging Face sandbox takes as `image=`."""
+
+
 class Published(_Model):
     """The manifest file's content."""
 
@@ -58,6 +75,23 @@ class Published(_Model):
     """Image name -> full content hash -> what it was published as."""
     current: dict[str, str] = {}
     """Image name -> the content hash published last: what `resolve(name)` returns."""
+    environments: dict[str, EnvironmentRecord] = {}
+    """Full environment hash -> the task environment published under it (`agentbake publish --tasks`)."""
+
+    def environment(self, environment: str, tag: str, agent: str) -> EnvironmentRecord:
+        """The record of this environment (created empty)."""
+        return self.environments.setdefault(environment, EnvironmentRecord(tag=tag, agent=agent))
+
+    def resolve_environment(self, environment: str, task: str | None = None) -> EnvironmentRecord:
+        """The record of a task environment; an error naming the command that publishes it."""
+        found = self.environments.get(environment)
+        if found is None:
+            tasks = f"--tasks {task}" if task else "--tasks DIR"
+            raise PublishError(
+                f"task environment {environment[:12]} is not in the published manifest "
+                f"({len(self.environments)} environments are); run `agentbake publish AGENT {tasks} ...` first"
+            )
+        return found
 
     def record(self, image: str, content_hash: str, tag: str) -> ImageRecord:
         """The record of this image and hash (created empty), now the image's current one."""

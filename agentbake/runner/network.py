@@ -1,7 +1,8 @@
 """Each phase's network: the task's policy (Harbor's keys, `Task.agent_network` / `Task.verifier_network`), the
 batch's override (`RunnerConfig.agent_network` / `verifier_network`), and the rollout's egress proxy that
 enforces both on Docker (agentbake.egress): started before the sandbox, switched to the verifier's policy once
-the agent is dead, its refusals made the result's notes."""
+the agent is dead, its refusals made the result's notes. A remote cloud enforces them with its egress rules where
+it has them (`Capabilities.egress_rules`), else a policy stricter than public is refused there."""
 
 from __future__ import annotations
 
@@ -53,10 +54,26 @@ class PhaseNetworks:
         """Whether a phase reaches anything through the proxy (else the sandbox needs none)."""
         return self.agent.mode != "no-network" or (not self.bridge and self.verifier.mode != "no-network")
 
-    def check_remote(self, task: Task, backend: str) -> None:
+    def check_remote(self, task: Task, backend: str, *, rules: bool = False, gateway_in_sandbox: bool = False) -> None:
         """A remote cloud's sandbox has the cloud's network (the internet) in both phases: a policy stricter
-        than public cannot be enforced there, so it is refused rather than silently widened."""
+        than public is refused rather than silently widened, unless the cloud has egress rules (`rules`) that can
+        say it: host names, addresses and CIDRs, with this machine's relay to the gateway let through."""
         for phase, policy in (("agent", self.agent), ("verifier", self.verifier)):
+            if rules and policy.mode != "public":
+                wildcards = [host for host in policy.allowed_hosts if host.startswith("*.")]
+                if wildcards:
+                    raise TaskError(
+                        f"{task.path}: the {phase} phase allows {', '.join(wildcards)}, which the {backend} "
+                        "backend's egress rules cannot say (host names, addresses and CIDRs only): list the names, "
+                        "or run it with --backend docker"
+                    )
+                if gateway_in_sandbox and phase == "agent":
+                    raise TaskError(
+                        f"{task.path}: the agent phase's network is {policy.mode!r} and the gateway runs in the "
+                        f"sandbox, which then cannot reach the model server; use --gateway host (the {backend} "
+                        "backend lets the sandbox reach only the relay), or --agent-network public"
+                    )
+                continue
             if policy.mode != "public":
                 raise TaskError(
                     f"{task.path}: the {phase} phase's network is {policy.mode!r}, which the {backend} backend "

@@ -302,9 +302,13 @@ class Runner:
         backend = self._backend_type
         if self.config.oracle and task.solution_script is None:
             raise TaskError(f"{task.path}: no solution/solve.sh; --oracle runs the task's reference solution")
-        if not backend.capabilities.network_phases:
-            PhaseNetworks.of(task, self.config).check_remote(task, backend.name)
-        if self._verifier_mode(task) == "separate" and not backend.capabilities.verifier_sandbox:
+        capabilities = backend.capabilities
+        if not capabilities.network_phases:
+            in_sandbox = self.config.gateway == "sandbox" and not self.config.oracle
+            PhaseNetworks.of(task, self.config).check_remote(
+                task, backend.name, rules=capabilities.egress_rules, gateway_in_sandbox=in_sandbox
+            )
+        if self._verifier_mode(task) == "separate" and not capabilities.verifier_sandbox:
             able = ", ".join(name for name, kind in BACKENDS.items() if kind.backend.capabilities.verifier_sandbox)
             why = (
                 "--verifier-mode separate" if self.config.verifier_mode else '[verifier] environment_mode = "separate"'
@@ -357,9 +361,12 @@ class Runner:
         # Each phase's network: the task's, or the run's override; through the rollout's egress proxy (the
         # legacy bridge for the verifier when asked). The remote clouds' sandboxes have their own in every phase.
         networks = PhaseNetworks.of(task, self.config)
-        network = ("bridge" if networks.bridge else "none") if self.backend.capabilities.network_phases else "backend"
+        capabilities = self.backend.capabilities
+        network = "rules" if capabilities.egress_rules else "backend"
+        if capabilities.network_phases:
+            network = "bridge" if networks.bridge else "none"
         try:
-            if network != "backend" and networks.needs_proxy:
+            if network in ("none", "bridge") and networks.needs_proxy:
                 live.egress = RolloutEgress(self._egress_service(), networks, out_dir / EGRESS_LOG)
             in_sandbox = self.config.gateway == "sandbox" and not self.config.oracle
             with timings.phase("create"):  # the gateway is part of what a rollout needs before it starts
@@ -378,6 +385,7 @@ class Runner:
                         agent_bundle=image.bundle,
                         egress_socket=None if live.egress is None else live.egress.socket_path,
                         verifier_network=network == "bridge",
+                        networks=networks if network == "rules" else None,
                     )
                 )
                 if live.egress is not None:

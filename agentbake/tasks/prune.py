@@ -2,6 +2,8 @@
 
 - runnable images (`agentbake-run/*`) of another recipe: a rollout of their task builds the current one;
 - agent bundles of another `bundle_script.sh`, or of an agent image the engine no longer has.
+- layered images (`agentbake-env:*`, made to publish a task environment) of another runnable recipe, or whose
+  bundle is gone: publishing that environment again makes the current one.
 
 Task images (`agentbake-task/*`) stay: only the task directory knows its tag. A bundle a sandbox mounts stays.
 """
@@ -16,6 +18,7 @@ import docker.errors
 from agentbake.buildkit.engine import image_id
 from agentbake.buildkit.prune import Pruned
 from agentbake.tasks.bundle import BUNDLE_LABEL, bundle_name
+from agentbake.tasks.layered import BUNDLE_NAME_LABEL, REPOSITORY
 from agentbake.tasks.runnable import RECIPE_LABEL, TAG_REPOSITORY, recipe_version
 
 
@@ -25,7 +28,7 @@ class Stale:
 
     name: str
     kind: str
-    """`runnable` or `bundle`."""
+    """`runnable`, `layered` or `bundle`."""
     size_bytes: int
 
 
@@ -42,7 +45,17 @@ def stale_task_artifacts(client: docker.DockerClient) -> list[Stale]:
         source = container["Labels"][BUNDLE_LABEL]
         if image_id(client, source) is None or bundle_name(source) != name:
             stale.append(Stale(name, "bundle", 0))
+    kept = _volumes(client).difference(item.name for item in stale)
+    for image in client.images.list(filters={"label": BUNDLE_NAME_LABEL}):
+        labels = image.labels or {}
+        if labels.get(RECIPE_LABEL) != current or labels[BUNDLE_NAME_LABEL] not in kept:
+            size = int(image.attrs["Size"])
+            stale += [Stale(tag, "layered", size) for tag in image.tags if tag.startswith(f"{REPOSITORY}:")]
     return sorted(stale, key=lambda item: item.name)
+
+
+def _volumes(client: docker.DockerClient) -> set[str]:
+    return {volume["Name"] for volume in client.api.volumes().get("Volumes") or []}
 
 
 def prune_task_artifacts(client: docker.DockerClient, *, dry_run: bool = False) -> list[Pruned]:
@@ -52,7 +65,7 @@ def prune_task_artifacts(client: docker.DockerClient, *, dry_run: bool = False) 
             results.append(Pruned(item.name, item.size_bytes, removed=False, reason="dry run"))
             continue
         try:
-            if item.kind == "runnable":
+            if item.kind in ("runnable", "layered"):
                 client.images.remove(item.name)
             else:
                 _remove_bundle(client, item.name)

@@ -22,6 +22,7 @@ from agentbake.buildkit.labels import ImageLabels
 from agentbake.errors import AgentbakeError, TaskError
 from agentbake.tasks.bundle import AGENT_BIN, ensure_bundle
 from agentbake.tasks.image import task_image
+from agentbake.tasks.layered import environment_hash
 from agentbake.tasks.runnable import runnable_image
 from agentbake.tasks.task import Task
 
@@ -46,6 +47,9 @@ class ResolvedImage:
     """PATH for the agent's process (task images: the image's PATH, then the bundle's agent command)."""
     built: tuple[str, ...] = field(default=())
     """What resolving this task built or pulled (empty when everything was cached)."""
+    environment: str | None = None
+    """The environment hash of a task image with this agent (`agentbake.tasks.layered`): what the clouds that
+    mount no bundle start, the layered image `agentbake-env:<hash12>` published under it."""
 
 
 class ImageResolver:
@@ -142,6 +146,7 @@ class ImageResolver:
             task_image=image.ref,
             agent_path=f"{image_path}:{AGENT_BIN}",
             built=built,
+            environment=environment_hash(runnable.labels, bundle.volume),
         )
 
     def _engine(self) -> docker.DockerClient:

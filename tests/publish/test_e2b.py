@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -9,7 +11,7 @@ import pytest
 from agentbake.buildkit.catalog import Catalog
 from agentbake.buildkit.render import Rendered, render
 from agentbake.errors import PublishError
-from agentbake.publish.e2b import publish_template, template_name
+from agentbake.publish.e2b import environment_template, publish_environment, publish_template, template_name
 from agentbake.publish.registry import Credentials
 from tests.publish.fake_e2b import FakeE2B, FakeE2BServer
 
@@ -103,3 +105,53 @@ def test_no_api_key_says_what_to_set(monkeypatch: pytest.MonkeyPatch, rendered) 
 def test_template_names_are_what_e2b_accepts() -> None:
     assert template_name("claude-code") == "claude-code"
     assert template_name("My.Image_2") == "my-image-2"
+
+
+ENVIRONMENT = "ab12" * 16
+
+
+def until(condition, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_two_publishers_of_one_environment_one_builds_and_the_other_waits_until_ready(fake: FakeE2B) -> None:
+    """The name exists as soon as the first build starts (as on E2B): the second publisher must wait for that
+    build's ready state, not take the name for a template, and must not start a build of its own."""
+    fake.hold = threading.Event()
+    name, _, tag = environment_template(ENVIRONMENT).partition(":")
+    done: dict[str, tuple[str, dict[str, str]]] = {}
+
+    def publish(who: str) -> None:
+        made = publish_environment(IMAGE_REF, ENVIRONMENT, user="root", workdir="/app", poll_s=0.05)
+        done[who] = (made.action, dict(fake.templates.get(name, {})))  # what was ready when it returned
+
+    first = threading.Thread(target=publish, args=("first",))
+    first.start()
+    until(lambda: any(b["status"] == "building" for b in fake.builds.values()), "the first build to start")
+    second = threading.Thread(target=publish, args=("second",))
+    second.start()
+    until(lambda: len(fake.bodies("GET", f"/templates/{name}/builds/")) >= 6, "both publishers to poll the build")
+    assert second.is_alive() and first.is_alive()  # the name exists, nothing is ready: both wait
+    assert name not in fake.templates
+    fake.hold.set()
+    first.join(60)
+    second.join(60)
+    assert sorted(action for action, _ in done.values()) == ["pushed", "waited"]
+    assert all(tag in ready for _, ready in done.values())  # neither returned before the tag was ready
+    assert len(fake.bodies("POST", "/v3/templates")) == 1  # one build in all
+    again = publish_environment(IMAGE_REF, ENVIRONMENT, user="root", workdir="/app")
+    assert (again.action, again.template) == ("skipped", f"{name}:{tag}")
+
+
+def test_a_waiter_builds_when_the_build_it_waited_for_fails(fake: FakeE2B) -> None:
+    name = environment_template(ENVIRONMENT).partition(":")[0]
+    fake.builds["11111111-1111-1111-1111-111111111111"] = {"name": name, "tags": [], "polls": 5, "status": "error"}
+    fake.builds["22222222-2222-2222-2222-222222222222"] = {"name": name, "tags": [], "polls": 1, "status": "building"}
+    fake.failing.add("22222222-2222-2222-2222-222222222222")
+    made = publish_environment(IMAGE_REF, ENVIRONMENT, user="root", workdir="/app", poll_s=0.05)
+    assert made.action == "pushed"
+    assert len(fake.bodies("POST", "/v3/templates")) == 1
+    assert fake.bodies("GET", f"/templates/{name}/builds/22222222")  # it waited for that build first

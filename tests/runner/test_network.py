@@ -48,10 +48,13 @@ def test_a_task_that_says_nothing_is_public_in_both_phases_and_an_override_repla
 
 def test_a_remote_backend_refuses_a_policy_it_cannot_enforce(tmp_path: Path) -> None:
     task, strict = networks('[agent]\nnetwork_mode = "no-network"\n', tmp_path)
-    with pytest.raises(TaskError, match="the agent phase's network is 'no-network', which the e2b backend cannot"):
-        strict.check_remote(task, "e2b")
+    with pytest.raises(TaskError, match="the agent phase's network is 'no-network', which the hf backend cannot"):
+        strict.check_remote(task, "hf")
     _, accepted = networks('[agent]\nnetwork_mode = "no-network"\n', tmp_path / "p", agent_network="public")
-    accepted.check_remote(task, "e2b")  # the run accepts the cloud's network
+    accepted.check_remote(task, "hf")  # the run accepts the cloud's network
+    strict.check_remote(task, "e2b", rules=True)  # egress rules say it
+    with pytest.raises(TaskError, match="the gateway runs in the sandbox, which then cannot reach the model server"):
+        strict.check_remote(task, "e2b", rules=True, gateway_in_sandbox=True)
 
 
 # Prints `<status> <url>` for each URL, through the proxy variables as any client reads them.

@@ -17,10 +17,8 @@ import docker.errors
 import pytest
 
 from agentbake.buildkit.build import BuildResult
-from agentbake.errors import SandboxError, TaskError
 from agentbake.runner.docker.backend import DockerBackend
 from agentbake.runner.docker.config import DockerConfig
-from agentbake.runner.remote.base import ImageFacts
 from agentbake.runner.remote.hf import HFBackend
 from agentbake.runner.remote.hf_config import HFConfig
 from agentbake.runner.result import RolloutResult, Status
@@ -191,17 +189,18 @@ def test_agent_processes_are_dead_before_the_verifier_in_a_task_image(
     assert (result.out_dir / "verifier" / "logs" / "reward.txt").read_text() == "0\n"
 
 
-def test_backends_without_task_images_refuse_them_before_any_sandbox(
-    built_images: dict[str, BuildResult], engine: docker.DockerClient, tasks: list[Task]
+def test_a_remote_backend_names_the_command_that_publishes_an_unpublished_environment(
+    built_images: dict[str, BuildResult], tasks: list[Task], tmp_path: Path
 ) -> None:
-    image = built_images["claude-code"].tag
-    facts = ImageFacts.from_labels(image, engine.api.inspect_image(image)["Config"]["Labels"])
-    hf = HFBackend(HFConfig(image=image), image_facts=facts)
-    with pytest.raises(SandboxError, match="the hf backend cannot run a task's own image yet"):
-        hf.create(SandboxRequest(image=image, rollout_id="r", agent_bundle="agentbake-bundle-x"))
-    refused = pytest.raises(TaskError, match=r"which the hf backend cannot run yet; run it with --backend docker")
-    with Runner(RunnerConfig(image=image, oracle=True), hf) as runner, refused:
-        runner.run(tasks[0])
+    """The clouds start a task's published layered image, found by its environment hash: one not published
+    is a sandbox error naming the command, before any sandbox."""
+    manifest = tmp_path / "published.json"
+    manifest.write_text('{"schema": "agentbake-published/1"}')
+    config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path)
+    with Runner(config, HFBackend(HFConfig(manifest=manifest))) as runner:
+        result = runner.run(tasks[0])
+    assert result.status == Status.SANDBOX_ERROR
+    assert "is not in the published manifest" in result.error and "agentbake publish AGENT --tasks" in result.error
 
 
 TERMINAL_BENCH_TOML = """version = "1.0"

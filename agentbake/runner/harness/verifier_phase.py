@@ -44,10 +44,11 @@ if TYPE_CHECKING:
     from agentbake.runner.network import RolloutEgress
 
 _LOGS_PARENT = posixpath.dirname(HARBOR_VERIFIER_LOGS)
-VerifierNetwork = Literal["none", "bridge", "backend"]
+VerifierNetwork = Literal["none", "bridge", "backend", "rules"]
 """The verifier's network: `none` (loopback only, and the rollout's egress proxy when it has one), `bridge`
 (the legacy unfiltered network, connected once the agent is dead), `backend` (a remote cloud's sandbox, which
-has its own network throughout)."""
+has its own network throughout), `rules` (the cloud's egress rules, switched to the verifier's policy once the
+agent is dead)."""
 # $1: a user name or uid -> "uid gid home" from /etc/passwd; a uid with no entry -> "uid uid /"; exit 3 otherwise.
 _PASSWD_ENTRY = (
     "while IFS=: read -r name _ uid gid _ home _; do "
@@ -100,6 +101,8 @@ class VerifierPhase:
             envs = {**self.egress.to_verifier(), **envs}
         if self.network == "bridge":  # the agent is dead and its links into /tests are gone
             self.handle.connect_network()
+        elif self.network == "rules":  # the agent is dead: the cloud's egress rules follow the verifier's policy
+            self.handle.enter_verifier_network()
         if user == "root":
             result, ended, guard = self._run_as_root({**envs, **archive.envs}, archive.unpack())
         else:

@@ -5,7 +5,9 @@ jobs waited on in a thread, a kill run once). In-sandbox deadlines are `agentbak
 A remote sandbox knows nothing of the image's `dev.agentbake.*` labels, so they are read where the image
 was built (the local engine) and the sandbox itself is asked for the user's home. The reference a remote
 backend starts is looked up in the published manifest (`agentbake publish` writes it) by the image's
-content hash: never a moving tag such as `latest`.
+content hash: never a moving tag such as `latest`. A task with an image of its own runs in its published
+layered image (the agent's bundle copied in: the clouds mount no volume), looked up by its environment hash
+(`agentbake.tasks.layered`), which the task's runnable image and the agent's bundle give here.
 """
 
 from __future__ import annotations
@@ -53,6 +55,10 @@ class ImageFacts:
     python: str
     """The baked interpreter (label `dev.agentbake.python`): runs the gateway in `--gateway sandbox` mode."""
     paths: dict[str, str] = field(default_factory=dict)
+    git: str = "git"
+    """The git the harness snapshots and diffs the workdir with (a task image's: the bundle's)."""
+    environment: str | None = None
+    """A task image's environment hash: the sandbox starts its published layered image."""
 
     @classmethod
     def from_labels(cls, ref: str, labels: Mapping[str, str]) -> ImageFacts:
@@ -94,18 +100,50 @@ def local_image_facts(ref: str) -> ImageFacts:
     return ImageFacts.from_labels(ref, found.labels or {})
 
 
+def environment_facts(ref: str, bundle: str) -> ImageFacts:
+    """A task's runnable image `ref` (on the local engine) with the agent bundle `bundle`: its user and paths
+    from its labels (root allowed: a task image's user is Harbor's), its environment hash."""
+    from agentbake.buildkit.engine import connect, find_image
+    from agentbake.tasks.layered import REPOSITORY, environment_hash
+
+    found = find_image(connect(timeout=30), ref)
+    if found is None:
+        raise SandboxError(f"task image {ref!r} is not on this engine; the runner builds it before a rollout")
+    labels = found.labels or {}
+    environment = environment_hash(labels, bundle)
+    return ImageFacts(
+        ref=ref,
+        name=REPOSITORY,
+        content_hash=environment,
+        user=labels[ImageLabels.key("user")],
+        python=labels[ImageLabels.key("python")],
+        paths={short: labels[key] for short, key in ImageLabels.path_keys().items()},
+        git=labels.get(ImageLabels.key("git")) or "git",
+        environment=environment,
+    )
+
+
 def published_record(facts: ImageFacts, manifest: Path | None) -> object:
-    """The published manifest's record of this image at its content hash (not the image's current one)."""
+    """The published manifest's record of this image at its content hash (not the image's current one), or of
+    its task environment."""
     from agentbake.publish.manifest import load_manifest, manifest_path
 
-    path = manifest_path(manifest)
-    return load_manifest(path, missing_ok=False).resolve(facts.name, facts.content_hash)
+    published = load_manifest(manifest_path(manifest), missing_ok=False)
+    if facts.environment is not None:
+        return published.resolve_environment(facts.environment)
+    return published.resolve(facts.name, facts.content_hash)
 
 
 def published_reference(facts: ImageFacts, manifest: Path | None, field: str, target: str, how: str) -> str:
     """This content hash's reference for one target (`field` of its manifest record), or an error naming
     the command that publishes it (`how`, e.g. "--e2b (or set E2BConfig.template)")."""
     reference = getattr(published_record(facts, manifest), field, None)
+    if not reference and facts.environment is not None:
+        flag = how.split("`", 1)[0].split()[0]
+        raise SandboxError(
+            f"task environment {facts.environment[:12]} has no {target} in the published manifest; run "
+            f"`agentbake publish AGENT --tasks DIR --registry REPO {flag}`"
+        )
     if not reference:
         raise SandboxError(
             f"image {facts.name!r} at {facts.content_hash[:12]} has no {target} in the published manifest; "
@@ -244,6 +282,7 @@ class RemoteSandbox(SandboxHandle):
         self.home = ""  # asked from the sandbox by RemoteBackend.adopt
         self.paths = dict(facts.paths)
         self.python = facts.python
+        self.git = facts.git
         self.model_url = model_url
         self.rollout_id = rollout_id
         self.killed = False
@@ -303,7 +342,7 @@ class RemoteSandbox(SandboxHandle):
 class RemoteBackend(SandboxBackend):
     """What the E2B and Hugging Face backends share: image facts, the gateway relay, the live sandboxes."""
 
-    capabilities = Capabilities(gateway_in_sandbox=True)
+    capabilities = Capabilities(gateway_in_sandbox=True, task_images=True)
 
     def __init__(self, relay: RelayConfig, image_facts: ImageFacts | None) -> None:
         self._relay_config = relay
@@ -313,12 +352,13 @@ class RemoteBackend(SandboxBackend):
         self._lock = threading.Lock()
 
     def request_facts(self, request: SandboxRequest) -> ImageFacts:
-        """The facts of the request's image; a task's own image (an agent bundle to mount) is refused."""
+        """The facts of the request's image; for a task's own image (an agent bundle to mount), of its
+        environment, whose layered image the sandbox starts."""
         if request.agent_bundle is not None:
-            raise SandboxError(
-                f"the {self.name} backend cannot run a task's own image yet (it mounts no agent bundle); "
-                "run such tasks with --backend docker"
-            )
+            key = f"{request.image}\0{request.agent_bundle}"
+            if key not in self._facts:
+                self._facts[key] = environment_facts(request.image, request.agent_bundle)
+            return self._facts[key]
         return self.facts(request.image)
 
     def facts(self, ref: str) -> ImageFacts:

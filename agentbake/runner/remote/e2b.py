@@ -5,6 +5,10 @@ What E2B does that the harness must not inherit (each is handled here):
   enforced inside the sandbox (`timeout -s KILL`), so a long agent is not cut off and a stuck one still dies;
 - `CommandHandle.wait()` has no timeout: background jobs are waited on in a thread (`ThreadedJob`);
 - a non-zero exit raises `CommandExitException`: it becomes an `ExecResult`, as on Docker;
+- commands run under a login shell, whose profile sets PATH: a PATH the caller gives is set again in the command;
+- a phase's network policy stricter than public becomes the sandbox's egress rules (all outbound traffic denied
+  but the policy's hosts, and the relay to the gateway in the agent phase), replaced by the verifier's once the
+  agent is dead;
 - the sandbox lives on when the process that created it fails: every failure after create kills it, and
   E2B's own sandbox timeout is the backstop; its metadata names the rollout.
 The template is the published one for the image's content hash, never `latest`.
@@ -15,16 +19,19 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import shlex
 import socket
 import time
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
 from agentbake.errors import SandboxError
 from agentbake.runner.remote import base
 from agentbake.runner.remote.e2b_config import E2BConfig
-from agentbake.runner.sandbox import ExecResult, SandboxRequest
+from agentbake.runner.sandbox import Capabilities, ExecResult, SandboxRequest
 from agentbake.runner.sandbox.deadline import deadline_command, deadline_result
+from agentbake.tasks.task_network import NetworkPolicy
 
 ROLLOUT_KEY = "dev.agentbake.rollout"
 OWNER_KEY = "dev.agentbake.owner"
@@ -48,6 +55,7 @@ class E2BBackend(base.RemoteBackend):
     """Creates E2B sandboxes; `close()` kills every one this backend still has alive."""
 
     name = "e2b"
+    capabilities = Capabilities(gateway_in_sandbox=True, task_images=True, egress_rules=True)
 
     def __init__(self, config: E2BConfig | None = None, *, image_facts: base.ImageFacts | None = None) -> None:
         self.config = config or E2BConfig()
@@ -55,8 +63,9 @@ class E2BBackend(base.RemoteBackend):
         self.sdk = base.import_sdk("e2b", "the E2B backend needs the e2b SDK: pip install 'agentbake[e2b]'")
 
     def template(self, facts: base.ImageFacts) -> str:
-        """The template to start: the config's, else the published manifest's for this content hash."""
-        if self.config.template:
+        """The template to start: the config's, else the published manifest's for this content hash (a task
+        image: for its environment hash)."""
+        if self.config.template and facts.environment is None:
             return base.refuse_moving_tag(self.config.template, "E2BConfig.template")
         template = base.published_reference(
             facts, self.config.manifest, "e2b_template", "E2B template", "--e2b` (or set E2BConfig.template)"
@@ -72,6 +81,10 @@ class E2BBackend(base.RemoteBackend):
         # One key for every try: a create whose answer was lost is answered again, not started twice.
         idempotency_key = f"{_KEY_UNSAFE.sub('-', request.rollout_id.lower())[:200]}-{secrets.token_hex(8)}"
 
+        networks = request.networks
+        relay = [urllib.parse.urlsplit(model_url).hostname or ""] if model_url else []
+        rules = egress_rules(networks.agent, relay) if networks is not None else None
+
         def create_once() -> Any:
             return self.sdk.Sandbox.create(
                 template=template,
@@ -81,11 +94,24 @@ class E2BBackend(base.RemoteBackend):
                 request_timeout=self.config.request_timeout_s,
                 idempotency_key=idempotency_key,
                 retries=0,  # E2BConfig.create_attempts is the one bound on tries
+                **({"network": rules} if rules is not None else {}),
             )
 
         what = f"an E2B sandbox from template {template!r}"
         sdk_sandbox = base.with_create_retries(create_once, self.config, transient=transient, what=what)
-        return self.adopt(E2BSandbox(self, sdk_sandbox, facts, request.rollout_id, model_url))
+        sandbox = E2BSandbox(self, sdk_sandbox, facts, request.rollout_id, model_url)
+        if networks is not None and (rules is not None or networks.verifier.mode != "public"):
+            sandbox.verifier_rules = egress_rules(networks.verifier, []) or {}
+        return self.adopt(sandbox)
+
+
+def egress_rules(policy: NetworkPolicy, also: list[str]) -> dict[str, list[str]] | None:
+    """E2B's egress rules for a phase's policy: None for public (the cloud's internet), else every outbound
+    address denied but the policy's hosts and `also` (the relay to the gateway)."""
+    if policy.mode == "public":
+        return None
+    allowed = [*policy.allowed_hosts, *(host for host in also if host)]
+    return {"deny_out": ["0.0.0.0/0"], **({"allow_out": allowed} if allowed else {})}
 
 
 class E2BSandbox(base.RemoteSandbox):
@@ -99,8 +125,20 @@ class E2BSandbox(base.RemoteSandbox):
     ) -> None:
         super().__init__(backend, sdk_sandbox, sdk_sandbox.sandbox_id, facts, rollout_id, model_url)
         self._sdk = backend.sdk
+        self.verifier_rules: dict[str, list[str]] | None = None
+        """The egress rules of the verifier phase ({}: the cloud's internet); None: the sandbox has no rules."""
+
+    def enter_verifier_network(self) -> None:
+        if self.verifier_rules is None:
+            return
+        try:
+            self._sandbox.update_network(self.verifier_rules)  # replaces every rule: {} lifts them all
+        except Exception as exc:
+            raise self._error("set the verifier's egress rules of", exc) from None
 
     def _run(self, command: str, envs: Mapping[str, str] | None, cwd: str | None, user: str | None, **kw: Any) -> Any:
+        if envs and "PATH" in envs:  # envd runs `bash -l -c`: a login shell's profile sets PATH over the given one
+            command = f"export PATH={shlex.quote(envs['PATH'])}; {command}"
         try:
             return self._sandbox.commands.run(
                 command, envs=dict(envs or {}), cwd=cwd, user=user or self.user, timeout=0, **kw

@@ -61,8 +61,9 @@ class HFBackend(base.RemoteBackend):
         self.api = self.sdk.HfApi()
 
     def image(self, facts: base.ImageFacts) -> str:
-        """The reference to start: the config's, else the published manifest's for this content hash."""
-        if self.config.image:
+        """The reference to start: the config's, else the published manifest's for this content hash (a task
+        image: for its environment hash)."""
+        if self.config.image and facts.environment is None:
             return self._pinned(self.config.image, "HFConfig.image")
         image = base.published_reference(
             facts, self.config.manifest, "hf_image", "Hugging Face reference", "--hf` (or set HFConfig.image)"

@@ -14,11 +14,14 @@ import posixpath
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from agentbake.errors import SandboxError
 from agentbake.runner.sandbox.copyout import CopyBudget, extract
 from agentbake.runner.sandbox.packed import NONE_PACKED, Packed, extract_packed
+
+if TYPE_CHECKING:
+    from agentbake.runner.network import PhaseNetworks
 
 # Packs $1/$2 to a temp file, cut at $3 bytes, and prints the file's path; exit 3 when nothing is there.
 _PACK = '[ -e "$1/$2" ] || [ -L "$1/$2" ] || exit 3; a=$(mktemp) || exit 1; '
@@ -36,7 +39,8 @@ class Capabilities:
     """The rollout's gateway can run inside the sandbox (`gateway="sandbox"`): the sandbox reaches the model
     server, and `SandboxHandle.before_kill(step)` runs the trace's last fetch before the sandbox is killed."""
     task_images: bool = False
-    """Tasks with their own image run here: `SandboxRequest.agent_bundle` is mounted (agentbake.tasks)."""
+    """Tasks with their own image run here: `SandboxRequest.agent_bundle` is mounted (Docker), or the published
+    layered image of the task's environment, the bundle's files in it, is started (E2B, Hugging Face)."""
     network_phases: bool = False
     """The sandbox has no network of its own: each phase reaches what its policy allows through the rollout's
     egress proxy (`SandboxRequest.egress_socket`, `SandboxHandle.egress_port`), and the legacy verifier
@@ -48,6 +52,10 @@ class Capabilities:
     given: the harness hands a small archive to the command that unpacks it there (`harness/upload.py`), which
     spares a file write. Without it (the clouds' command APIs, whose limits on it are not known) archives are
     written as files first."""
+    egress_rules: bool = False
+    """The cloud keeps each phase to its policy with its own egress rules (`SandboxRequest.networks`): the agent's
+    from create, the verifier's from `SandboxHandle.enter_verifier_network()`, called once the agent is dead.
+    Host names, addresses and CIDRs only; nothing of the egress proxy's (no refusal log, no package cache)."""
     verifier_sandbox: bool = False
     """The verifier can run in a sandbox of its own made from the agent's once the agent is stopped
     (`SandboxBackend.snapshot`, `fresh_verifier`, `hand_over`): Harbor's separate verifier mode, and the shared
@@ -95,6 +103,9 @@ class SandboxRequest:
     """The legacy unfiltered verifier network (`--verifier-network bridge` and a public verifier policy): with
     `Capabilities.network_phases` the sandbox is made so that `connect_network()` can give it one once the
     agent is dead. The agent phase never has an interface either way."""
+    networks: PhaseNetworks | None = None
+    """With `Capabilities.egress_rules`: each phase's network policy, which the backend's egress rules enforce
+    (None: the cloud's own network throughout)."""
     agent_bundle: str | None = None
     """For a task's own image (`Capabilities.task_images`): the agent bundle volume (agentbake.tasks.bundle)
     to mount read-only at /opt/agentbake, holding the agent and the python and git the harness runs."""
@@ -243,6 +254,11 @@ class SandboxHandle(abc.ABC):
         """Give the sandbox its network for the verifier (asked for with `SandboxRequest.verifier_network`);
         only with `Capabilities.network_phases`."""
         raise SandboxError(f"sandbox {self.sandbox_id} cannot be connected to a network")
+
+    def enter_verifier_network(self) -> None:
+        """Replace the agent phase's egress rules by the verifier's (`SandboxRequest.networks`); only with
+        `Capabilities.egress_rules`."""
+        raise SandboxError(f"sandbox {self.sandbox_id} has no egress rules")
 
     def before_kill(self, step: Callable[[], None]) -> None:
         """Run `step` before the sandbox is killed (failures are logged); only with

@@ -55,6 +55,10 @@ class LocalMachines:
         self.machines: dict[str, Machine] = {}
 
     def start(self, image: str, envs: Mapping[str, str] | None = None) -> Machine:
+        try:
+            self.api.inspect_image(image)
+        except docker.errors.ImageNotFound:  # a cloud pulls the reference it is given (the test registry's)
+            self.api.pull(image)
         host_config = self.api.create_host_config(init=True, network_mode=self.network_mode)
         container = self.api.create_container(
             image,

@@ -67,6 +67,8 @@ class FakeE2B:
         self.created = 0
         self.killed = 0
         self.create_bodies: list[dict[str, Any]] = []
+        self.network_updates: list[tuple[str, dict[str, Any]]] = []
+        """(sandbox id, body) of each egress-rules update; the local containers do not enforce them."""
         self.starts: list[StartSeen] = []
         self.fail_creates: list[int] = []
         self.fail_creates_after_start: list[int] = []
@@ -128,6 +130,9 @@ class FakeE2B:
             return self._create(json.loads(body or b"{}"), headers.get("idempotency-key"))
         if method == "DELETE" and len(parts) == 2 and parts[0] == "sandboxes":
             return self._kill(parts[1])
+        if method == "PUT" and len(parts) == 3 and parts[0] == "sandboxes" and parts[2] == "network":
+            self.network_updates.append((parts[1], json.loads(body or b"{}")))  # recorded: containers keep theirs
+            return 204, "application/json", b""
         if path == "/health":
             return 204, "text/plain", b""
         if path == "/files":

@@ -10,18 +10,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import docker
 import pytest
 
-from agentbake.errors import SandboxError
+from agentbake.errors import SandboxError, TaskError
 from agentbake.runner.remote.base import ImageFacts
-from agentbake.runner.remote.e2b import ROLLOUT_KEY, E2BBackend, E2BSandbox
+from agentbake.runner.remote.e2b import ROLLOUT_KEY, E2BBackend, E2BSandbox, egress_rules
 from agentbake.runner.remote.e2b_config import E2BConfig
+from agentbake.runner.result import Status
+from agentbake.runner.runner import Runner
+from agentbake.runner.runner_config import RunnerConfig
 from agentbake.runner.sandbox import SandboxRequest
+from agentbake.tasks import Task, load_task
+from agentbake.tasks.task_network import NetworkPolicy
 from tests.runner.fakes.containers import LocalMachines, facts_of
 from tests.runner.fakes.e2b_fake import FakeE2B
 from tests.runner.fakes.servers import fake_e2b
+from tests.runner.rollouts import copy_example
 
 pytestmark = pytest.mark.docker
 
@@ -164,3 +171,42 @@ def test_a_failed_kill_is_retried_then_an_error_and_close_kills_what_is_left(
     sandbox.kill()  # twice is fine
     with pytest.raises(SandboxError, match="was killed"):
         sandbox.exec("true")
+
+
+def network_task(root: Path, verifier_hosts: str) -> Task:
+    task = copy_example(root, "write-file", "write-file-rules")
+    toml = (task / "task.toml").read_text()
+    toml = toml.replace("[agent]\n", '[agent]\nnetwork_mode = "no-network"\n')
+    toml = toml.replace("[verifier]\n", f"[verifier]\nallowed_hosts = {verifier_hosts}\n")
+    (task / "task.toml").write_text(toml)
+    return load_task(task)
+
+
+def test_each_phases_policy_becomes_the_sandboxs_egress_rules(
+    fake: FakeE2B, image: str, template: str, tmp_path: Path
+) -> None:
+    task = network_task(tmp_path, '["pypi.org", "10.0.0.0/8"]')
+    config = RunnerConfig(image=image, oracle=True, out_dir=tmp_path / "out")
+    with Runner(config, E2BConfig(template=template)) as runner:
+        result = runner.run(task)
+    assert (result.status, result.reward) == (Status.OK, 1.0), result.error
+    [create] = fake.create_bodies
+    assert create["network"] == {"denyOut": ["0.0.0.0/0"]}  # the agent's no-network (the oracle needs no relay)
+    [(sandbox_id, update)] = fake.network_updates  # once the agent is dead: the verifier's allowlist
+    assert sandbox_id.startswith("fake")
+    assert update == {"denyOut": ["0.0.0.0/0"], "allowOut": ["pypi.org", "10.0.0.0/8"]}
+    # With an agent, the relay to its gateway is the one address its no-network phase reaches.
+    relay = egress_rules(NetworkPolicy("no-network"), ["relay.example.org"])
+    assert relay == {"deny_out": ["0.0.0.0/0"], "allow_out": ["relay.example.org"]}
+    assert egress_rules(NetworkPolicy("public"), ["relay.example.org"]) is None
+
+
+def test_a_wildcard_host_is_refused_on_e2b_naming_the_fix(
+    fake: FakeE2B, image: str, template: str, tmp_path: Path
+) -> None:
+    task = network_task(tmp_path, '["*.pythonhosted.org"]')
+    refused = pytest.raises(TaskError, match=r"\*.pythonhosted.org, which the e2b backend's egress rules cannot say")
+    config = RunnerConfig(image=image, oracle=True, out_dir=tmp_path)
+    with Runner(config, E2BConfig(template=template)) as runner, refused:
+        runner.run(task)
+    assert fake.created == 0

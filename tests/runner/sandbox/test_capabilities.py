@@ -25,7 +25,8 @@ def test_each_backend_says_what_it_can_do() -> None:
     assert DockerBackend.capabilities == Capabilities(
         warm_pool=True, task_images=True, network_phases=True, large_exec_env=True, verifier_sandbox=True
     )
-    assert E2BBackend.capabilities == HFBackend.capabilities == Capabilities(gateway_in_sandbox=True)
+    assert HFBackend.capabilities == Capabilities(gateway_in_sandbox=True, task_images=True)
+    assert E2BBackend.capabilities == Capabilities(gateway_in_sandbox=True, task_images=True, egress_rules=True)
 
 
 def test_a_backend_without_a_warm_pool_says_so() -> None:
