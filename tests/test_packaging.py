@@ -39,6 +39,7 @@ OPTIONAL_IMPORTS = {
     "transformers": "trl",
     "trl": "trl",
     "torch": "trl",
+    "ray": "ray",
 }
 # What the wheel is built from: the project's metadata files, the package, and what force-include ships.
 WHEEL_SOURCES = (
@@ -104,8 +105,7 @@ def test_a_plain_install_has_what_the_package_imports(wheel: Path) -> None:
 
 def test_the_image_locks_still_match_the_gateway_extra() -> None:
     """Base dependencies may grow; the images' lean venv (the `gateway` extra, hashed by every lock) must not move."""
-    pyproject = tomllib.loads((builtin_root() / "pyproject.toml").read_text())
-    extra = sorted(pyproject["project"]["optional-dependencies"]["gateway"])
+    extra = gateway_requirements()  # pyproject's, written one canonical way
     for lock in sorted((builtin_root() / "images").glob("*/lock.json")):
         assert json.loads(lock.read_text())["inputs"]["python"]["requirements"] == extra, lock
 
