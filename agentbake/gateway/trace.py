@@ -1,13 +1,8 @@
 """The JSONL trace: one record per upstream call, written as the call ends, read back typed.
 
-Each record is one `os.write` of a complete line on an O_APPEND descriptor: nothing sits in a user-space
-buffer, so a crash keeps every finished call, and lines from concurrent calls never interleave. A
-crash mid-write can still leave a partial last line.
-
-Every reader (`load_trace`, the export's indexed reader, the runner's result, `agentbake trace`) follows one
-rule, `skip_reason`: a line that holds no record (a cut last line, a line that is not a JSON object, a record
-missing `turn`, `request` or `response` or with a `rollout_id` other than a string) is skipped with a note naming
-the file and line; a record of a schema version this agentbake does not know, or an unreadable file, is refused.
+Each record is one `os.write` of a whole line on an O_APPEND descriptor. A crash keeps every finished call, and
+concurrent calls never interleave. Every reader follows `skip_reason`: a line holding no record is skipped with a note,
+an unknown schema version is refused.
 """
 
 from __future__ import annotations
@@ -135,10 +130,11 @@ class SkippedLine:
 def skip_reason(
     path: str | os.PathLike[str], number: int, line: bytes, raw: dict[str, Any] | None, *, whole: bool = True
 ) -> SkippedLine | None:
-    """Why line `number` of `path` holds no record, or None when it holds one (`raw`: the line parsed; None when
-    it is not a JSON object, and then never None). With `whole=False`, `raw` holds only `turn`, `schema_version`
-    and `rollout_id` (what a reader takes without parsing the line) and the other fields are checked when it is
-    read whole. Raises TraceError for a record of a schema version this agentbake does not read."""
+    """Why line `number` of `path` holds no record, or None when it holds one.
+
+    `raw` is the parsed line (None when not a JSON object). With `whole=False` it holds only the fields a reader takes
+    without parsing the line. Raises TraceError for an unknown schema version.
+    """
     where = f"{path}:{number}"
     if not line.endswith(b"\n"):  # every record is written with its newline in one write
         return SkippedLine(
