@@ -1,8 +1,6 @@
-"""What the scripted model answers: a `Reply` (a completion, in any of vLLM's wire variants) or a `Fault`.
+"""What the scripted model answers: a `Reply` (a completion in any of vLLM's wire variants) or a `Fault`.
 
-A test sets `ScriptedModel.script` (consumed one per call) or `ScriptedModel.responder` (a function of the
-request); the task policy (policy.py) is such a responder. Defaults reproduce vLLM 0.34 exactly; every other
-field selects a variant a real server can send, or a fault to test a client against.
+Defaults reproduce vLLM 0.34 exactly; every other field selects a variant a real server can send, or a fault.
 """
 
 from __future__ import annotations
