@@ -1,7 +1,7 @@
 """Pushing an image to any OCI registry through the Docker engine, and asking the registry what it holds.
 
-The engine pushes (it has the layers and the credentials plumbing); what the registry already
-holds is asked over the distribution API directly, so a skip is the registry's answer, not a guess.
+The engine pushes, since it has the layers and credentials. What the registry holds is asked over the distribution API,
+so a skip is the registry's answer, not a guess.
 """
 
 from __future__ import annotations
