@@ -83,7 +83,7 @@ class RunnerConfig(BaseModel):
 
     verifier_network: VerifierNetwork | None = None
     """The verifier phase's network for every task, over `Task.verifier_network`, as `agent_network`; the
-    proxy switches to it once the agent is dead. `bridge` is the unfiltered legacy path: a task whose
+    proxy switches to it once the agent is dead. `bridge` is the unfiltered path: a task whose
     verifier policy is public gets a Docker bridge network once the agent is dead (its containers cannot
     reach each other; this host's ports and the internet they can), the others none."""
 
