@@ -387,8 +387,7 @@ def create_app(config: GatewayConfig) -> Gateway:
     """The gateway's ASGI application for `config`.
 
     With `config.preflight` the upstream is probed first; `not capturable` raises PreflightError. The logprobs mode
-    found is stamped on every record unless `config.logprobs_mode` sets it.
-    """
+    found is stamped on every record unless `config.logprobs_mode` sets it."""
     if config.preflight:
         from agentbake.gateway.preflight import require_capturable
 

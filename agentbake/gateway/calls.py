@@ -242,8 +242,7 @@ class Calls:
     async def _token_prompt(self, call: Call) -> list[int] | None:
         """A token-in call's prompt: the continued call's ids, then the new messages'.
 
-        When the server cannot tokenize the new messages, the call takes the chat route.
-        """
+        When the server cannot tokenize the new messages, the call takes the chat route."""
         plan = call.plan
         if plan is None or plan.prefix is None or self.token_in is None:
             return None
@@ -367,8 +366,7 @@ class Calls:
         """Stream an upstream answer to the client as it arrives, then record it.
 
         The client gets `head` at once, each chunk as `render` makes it, `keep_alive` per upstream keep-alive, then
-        `tail(end)`.
-        """
+        `tail(end)`."""
         assembler = ChunkAssembler()
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         if head:

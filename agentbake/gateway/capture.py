@@ -71,8 +71,7 @@ class Capture:
     def per_token_logps(self) -> list[float | None]:
         """One slot per completion id, in order: the entry's logprob, or None where none was sent.
 
-        Empty when no logprobs came.
-        """
+        Empty when no logprobs came."""
         return self.result(None).per_token_logps
 
     def result(self, upstream_error: str | None) -> Captured:

@@ -19,7 +19,7 @@ from agentbake.gateway.config import LOGPROBS_MODES, GatewayConfig
 if TYPE_CHECKING:
     from agentbake.gateway.trace import Trace
 
-# Spellings that differ from `--field-name`: kept from before the options were generated.
+# Options whose spelling differs from `--field-name`.
 OPTION_NAMES = {
     "read_timeout_s": "--read-timeout",
     "connect_timeout_s": "--connect-timeout",
@@ -102,8 +102,7 @@ def preflight(
 ) -> None:
     """Check that an upstream's answers can be captured: logprobs, token ids, prompt ids, tool calls, logprobs mode.
 
-    Exits 1 when not capturable.
-    """
+    Exits 1 when not capturable."""
     import dataclasses
 
     from agentbake.errors import ConfigError
@@ -179,8 +178,7 @@ def trace_check(path: Path, as_json: bool) -> None:
     """Per rollout, whether each call's prompt ids extend the previous call's prompt + completion ids.
 
     Exits 1 when a prompt re-renders what an earlier call sampled: concatenated turns would not be what the model
-    generated.
-    """
+    generated."""
     import dataclasses
 
     from agentbake.gateway.trace import check

@@ -51,8 +51,7 @@ class GatewayError(AgentbakeError):
     def google_error(self) -> tuple[int, dict]:
         """The HTTP status and Gemini error envelope `{"error": {"code", "message", "status"}}`.
 
-        529 becomes 503 UNAVAILABLE, which Gemini clients retry.
-        """
+        529 becomes 503 UNAVAILABLE, which Gemini clients retry."""
         status = 503 if self.status == 529 else self.status
         name = _GOOGLE_STATUS.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")
         return status, {"error": {"code": status, "message": self.message, "status": name}}

@@ -11,7 +11,7 @@ from typing import Any
 from agentbake.gateway.capture import choices_of
 from agentbake.gateway.translate_response import claim_tool_id, parse_arguments, reasoning_of
 
-# vLLM's finish reasons -> Gemini's (README.md "Finish reasons"): calls end with STOP, as Gemini's do; an
+# vLLM's finish reasons -> Gemini's: calls end with STOP, as Gemini's do; an
 # engine abort cut the answer as a length limit does.
 _FINISH = {
     "stop": "STOP",
@@ -96,8 +96,7 @@ class GoogleStream:
     """Turns streamed chat-completion chunks into GenerateContentResponse chunks.
 
     Text and thoughts go out as they arrive, each function call whole once complete, then a last chunk with finishReason
-    and usageMetadata.
-    """
+    and usageMetadata."""
 
     def __init__(self, shape: GoogleShape) -> None:
         self.shape = shape

@@ -56,8 +56,7 @@ def _function(declaration: Any, where: str) -> dict:
 def tools(value: Any) -> list[dict]:
     """Chat function tools for every `functionDeclarations` entry.
 
-    Any other tool (googleSearch, codeExecution, ...) runs at Google and is a 400 naming it.
-    """
+    Any other tool (googleSearch, codeExecution, ...) runs at Google and is a 400 naming it."""
     want(value, list, "tools", "an array of tools")
     out: list[dict] = []
     for i, tool in enumerate(value):
@@ -78,8 +77,7 @@ def tools(value: Any) -> list[dict]:
 def tool_choice(config: Any) -> str | dict | None:
     """`toolConfig.functionCallingConfig` as the chat `tool_choice`; None without a calling config.
 
-    AUTO is auto, ANY is required (or the one function `allowedFunctionNames` names), NONE is none.
-    """
+    AUTO is auto, ANY is required (or the one function `allowedFunctionNames` names), NONE is none."""
     want(config, dict, "toolConfig", "an object")
     calling = config.get("functionCallingConfig")
     if calling is None:

@@ -53,8 +53,7 @@ async def preflight(config: GatewayConfig) -> PreflightReport:
     """Probe `config.upstream` as the gateway would call it (key, capture settings, CA file) and report.
 
     The model is `config.model_override`, else the first one `/models` lists. Nothing is traced. The probes set their
-    own temperatures, leaving out the config's sampling settings.
-    """
+    own temperatures, leaving out the config's sampling settings."""
     unset = dict.fromkeys(SAMPLING_FIELDS)
     quiet = config.model_copy(update={"trace": None, "preflight": False, **unset})
     calls = Calls(quiet)
@@ -106,8 +105,7 @@ def run_preflight(config: GatewayConfig) -> PreflightReport:
 def require_capturable(config: GatewayConfig) -> PreflightReport:
     """Run the preflight and return its report; raise PreflightError when it is `not capturable`.
 
-    The report is logged, as a warning when partial. Its `logprobs_mode` is what records get stamped with.
-    """
+    The report is logged, as a warning when partial. Its `logprobs_mode` is what records get stamped with."""
     report = run_preflight(config)
     if not report.ok:
         raise PreflightError(

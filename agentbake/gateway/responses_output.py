@@ -15,7 +15,7 @@ import orjson
 from agentbake.gateway.translate_response import claim_tool_id, reasoning_of
 from agentbake.gateway.translate_responses_request import CUSTOM_INPUT
 
-# finish reasons that cut the answer before the model ended it (README.md "Finish reasons"): `incomplete`.
+# finish reasons that cut the answer before the model ended it: `incomplete`.
 _CUT = ("length", "abort")
 
 

@@ -79,8 +79,7 @@ class Session:
 class Plan:
     """How one call goes upstream: on `/v1/completions` its prompt is `prefix` + the ids of `suffix`.
 
-    On the chat route `prefix` is None.
-    """
+    On the chat route `prefix` is None."""
 
     prefix: list[int] | None
     """The continued call's prompt + sampled ids."""
@@ -108,8 +107,7 @@ def answer_key(message: Any) -> tuple[str, tuple[tuple[str, Any], ...]]:
     """What of an assistant message must match the sampled answer: its trimmed text and each tool call's name and
     arguments.
 
-    Reasoning and call ids are not compared: clients drop the one and may replace the other.
-    """
+    Reasoning and call ids are not compared: clients drop the one and may replace the other."""
     if not isinstance(message, dict):
         return "", ()
     calls = []
@@ -211,8 +209,7 @@ class TokenIn:
     async def prompt(self, plan: Plan, model: Any, client: UpstreamClient, tokenize_url: str) -> list[int] | None:
         """The prompt ids of a call planned for the completions route: `plan.prefix`, then the new messages' ids.
 
-        The server's `/tokenize` gives those when the template has no tokenizer; None when that fails.
-        """
+        The server's `/tokenize` gives those when the template has no tokenizer; None when that fails."""
         assert plan.prefix is not None
         ids = self.template.encode(plan.suffix)
         if ids is None:
@@ -244,8 +241,7 @@ class TokenIn:
     ) -> None:
         """Remember an answered call as a session later calls may continue.
 
-        It replaces the call it `continued`, if any.
-        """
+        It replaces the call it `continued`, if any."""
         messages = body.get("messages")
         if not isinstance(messages, list):
             return
@@ -280,8 +276,7 @@ def completions_body(chat: dict, prompt: list[int]) -> dict:
     """The `/v1/completions` request of a chat request continued at `prompt`, with the same sampling and capture fields.
 
     Logprobs take the legacy form (`logprobs: N`). With tools, special tokens stay in the text so `<tool_call>` reaches
-    the parser.
-    """
+    the parser."""
     body: dict[str, Any] = {key: chat[key] for key in _PASSED if key in chat}
     body["prompt"] = prompt
     if "max_tokens" not in body:
@@ -299,8 +294,7 @@ def load_token_in(config: GatewayConfig, headers: dict[str, str]) -> TokenIn | N
     """The gateway's token-in planner, or None when token-in is off.
 
     Unset, `token_in` is on with a tokenizer folder whose template allows it. True without a folder, the template comes
-    from the server. Raises ConfigError when `token_in` is true and cannot be on.
-    """
+    from the server. Raises ConfigError when `token_in` is true and cannot be on."""
     token_in, tokenizer = config.token_in, config.tokenizer
     if token_in is False or (token_in is None and tokenizer is None):
         return None

@@ -102,8 +102,7 @@ class CompletionAnswer:
     def chunk(self, data: dict, *, final: bool = False) -> list[dict[str, Any]]:
         """The chat chunks of one completions chunk: its ids, logprobs and the text it lets through.
 
-        The finishing chunk (or `final`) adds what was held back and the tool calls, then the finish reason.
-        """
+        The finishing chunk (or `final`) adds what was held back and the tool calls, then the finish reason."""
         if not self.head:
             self.head = _head(data, "chat.completion.chunk")
         head = self.head

@@ -37,8 +37,7 @@ def split_reasoning(text: str, *, opened: bool = False) -> tuple[str | None, str
     """(reasoning, the rest) of a completion's text.
 
     Reasoning runs from a leading `<think>` (or the start, when the prompt `opened` it) to `</think>`, or to the end if
-    never closed.
-    """
+    never closed."""
     if text.startswith(THINK_OPEN):
         text = text[len(THINK_OPEN) :]
     elif not opened:

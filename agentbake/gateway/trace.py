@@ -65,16 +65,15 @@ class TraceRecord:
     trainer keeps the last call of such a chain."""
     capture: dict[str, Any] | None = None
     """`{"verdict": "complete" | "partial" | "none", "reasons": [...]}`: whether ids and logprobs are whole
-    (see "Capture verdict" in README.md); None in records before schema 2."""
+    (README.md, "What each record holds"); None in records before schema 2."""
     prefix: dict[str, Any] | None = None
     """Multi-turn token consistency: whether `prompt_token_ids` start with the previous call's prompt +
-    completion ids (see "Multi-turn token consistency" in README.md); None when there is nothing to compare."""
+    completion ids (README.md, "What each record holds"); None when there is nothing to compare."""
     logprobs_mode: str | None = None
     """"raw" or "processed": what the upstream's logprobs are (the gateway's `logprobs_mode`); None when unknown."""
     token_in: dict[str, Any] | None = None
-    """The call's route with token-in on: `{"route": "completions", "continues": <turn>, "new_tokens": <n>}` (its
-    prompt is that turn's prompt + sampled ids + `n` ids of the new messages) or `{"route": "chat", "reason": ...}`
-    (why it could not continue a call); None with token-in off (see "Token-in continuation" in README.md)."""
+    """The call's route with token-in on: `{"route": "completions", "continues": <turn>, "new_tokens": <n>}` or
+    `{"route": "chat", "reason": ...}`. None with token-in off (README.md, "Token-in continuation")."""
 
     worker: str | None = None
     """The upstream worker that answered (the gateway's `worker`: one of a runner's several); None when unnamed."""
@@ -133,8 +132,7 @@ def skip_reason(
     """Why line `number` of `path` holds no record, or None when it holds one.
 
     `raw` is the parsed line (None when not a JSON object). With `whole=False` it holds only the fields a reader takes
-    without parsing the line. Raises TraceError for an unknown schema version.
-    """
+    without parsing the line. Raises TraceError for an unknown schema version."""
     where = f"{path}:{number}"
     if not line.endswith(b"\n"):  # every record is written with its newline in one write
         return SkippedLine(

@@ -141,8 +141,7 @@ def flatten(parts: list[dict]) -> str | list[dict]:
 def _tool_result(block: dict, path: str) -> tuple[dict, list[dict]]:
     """The `role: tool` message for a tool_result block, plus image parts for a user message after it.
 
-    Most servers take only text in tool messages.
-    """
+    Most servers take only text in tool messages."""
     tool_id = want(block.get("tool_use_id"), str, f"{path}.tool_use_id", "a string")
     content = block.get("content", "")
     parts = _content_parts(content, f"{path}.content")
@@ -277,8 +276,7 @@ def anthropic_to_openai(body: Any, *, drop_billing_header: bool = True, inner_sy
     """The chat-completions request equivalent to an Anthropic Messages request.
 
     `inner_system_as_user` sends inner system messages as user messages, for templates that allow a system message only
-    first. Fields with no OpenAI equivalent (`metadata`, `cache_control`, ...) are dropped.
-    """
+    first. Fields with no OpenAI equivalent (`metadata`, `cache_control`, ...) are dropped."""
     want(body, dict, "body", "a JSON object")
     model = want(body.get("model"), str, "model", "a string")
     raw_messages = want(body.get("messages"), list, "messages", "an array of messages")

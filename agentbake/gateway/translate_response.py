@@ -12,7 +12,7 @@ import orjson
 
 from agentbake.gateway.capture import choices_of
 
-# vLLM's finish reasons -> Anthropic stop reasons (README.md "Finish reasons"). `abort` (the engine stopped
+# vLLM's finish reasons -> Anthropic stop reasons. `abort` (the engine stopped
 # the request: an admin abort, a KV-cache failure) cut the answer before the model ended it, as a length
 # limit does, so the client resumes or gives up as for max_tokens instead of taking a cut answer as final.
 # `repetition` is a stop criterion the server was configured with (like a stop token id): the turn is over.
@@ -37,8 +37,7 @@ def new_tool_id() -> str:
 def claim_tool_id(candidate: Any, taken: set[str]) -> str:
     """The upstream's tool call id, unless it is missing or already used in this conversation.
 
-    Some servers number calls per answer (`call_0` every turn). Claude Code takes a repeated id for an answered call.
-    """
+    Some servers number calls per answer (`call_0` every turn). Claude Code takes a repeated id for an answered call."""
     tool_id = candidate if isinstance(candidate, str) and candidate and candidate not in taken else new_tool_id()
     taken.add(tool_id)
     return tool_id
@@ -138,8 +137,7 @@ class StreamTranslator:
     """Turns streamed chat-completion chunks into Anthropic SSE events, one chunk at a time.
 
     Blocks are emitted one after another, each closed before the next opens: Claude Code takes a missing stop for
-    malformed tool use. Tool arguments travel as `input_json_delta`.
-    """
+    malformed tool use. Tool arguments travel as `input_json_delta`."""
 
     def __init__(self, *, model: str, stop_sequences: list[str], taken_ids: set[str] | None = None) -> None:
         self.model = model

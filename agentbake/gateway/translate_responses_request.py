@@ -70,8 +70,7 @@ class _Conversation:
     """Chat messages built item by item.
 
     Leading system messages join the instructions, calls join the assistant message before them, and tool output images
-    follow the tool messages.
-    """
+    follow the tool messages."""
 
     def __init__(self, instructions: str | None, inner_system_as_user: bool) -> None:
         self.system: list[str] = [instructions] if instructions else []
@@ -174,8 +173,7 @@ def _tools(tools: Any) -> tuple[list[dict], frozenset[str]]:
     """Chat function tools for `function` and `custom` tools, and the names of the custom ones.
 
     Other types (`web_search`, `local_shell`, ...) run at OpenAI or need items a chat upstream never sends, so the model
-    is not offered them.
-    """
+    is not offered them."""
     want(tools, list, "tools", "an array of tools")
     out: list[dict] = []
     custom: set[str] = set()
@@ -271,8 +269,7 @@ def responses_to_openai(body: Any, *, inner_system_as_user: bool = False) -> Tra
     """The chat-completions request equivalent to a Responses request.
 
     Leading system and developer messages join `instructions`; `inner_system_as_user` makes later ones user messages.
-    Fields with no chat equivalent (`store`, `include`, `metadata`, ...) and unknown keys are dropped.
-    """
+    Fields with no chat equivalent (`store`, `include`, `metadata`, ...) and unknown keys are dropped."""
     want(body, dict, "body", "a JSON object")
     _refuse_state(body)
     model = want(body.get("model"), str, "model", "a string")

@@ -119,8 +119,7 @@ def prefix_check(previous: Answered | None, prompt_ids: Any) -> dict[str, Any] |
     """Whether `prompt_ids` start with `previous`'s prompt + completion ids; None when nothing compares.
 
     `{"previous_turn", "extends"}`; a break adds `diverged_at`, `diverged_in` (`prompt`: another conversation;
-    `completion`: a re-rendered history), and the ids around it as `around`, `expected` and `found`.
-    """
+    `completion`: a re-rendered history), and the ids around it as `around`, `expected` and `found`."""
     if previous is None or not isinstance(prompt_ids, list):
         return None
     head, tail = len(previous.prompt), len(previous.prompt) + len(previous.completion)

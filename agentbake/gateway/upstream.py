@@ -253,8 +253,7 @@ class UpstreamClient:
     def _target(self, url: str) -> tuple[tuple, bytes]:
         """((https, host, port), request target) for a path below base_url or an absolute URL.
 
-        The target is the absolute URL when a plain-HTTP request goes through a proxy.
-        """
+        The target is the absolute URL when a plain-HTTP request goes through a proxy."""
         parts = urlsplit(url if "://" in url else self.base_url + url)
         https = parts.scheme == "https"
         origin = (https, parts.hostname or "127.0.0.1", parts.port or (443 if https else 80))
