@@ -130,8 +130,7 @@ class HFVocabulary:
     def _check_template(self) -> None:
         """Refuse a template that renders an assistant message otherwise than the model writes it.
 
-        Prompt ids would then not extend the previous call's on any turn.
-        """
+        Prompt ids would then not extend the previous call's on any turn."""
         user = {"role": "user", "content": _PROBE_USER}
         name, arguments = _PROBE_CALL
         call = {"id": "call_0", "type": "function", "function": {"name": name, "arguments": arguments}}
@@ -154,8 +153,7 @@ class HFVocabulary:
 def answer_parts(text: str, tool_calls: Sequence[tuple[str, str]]) -> list[tuple[str, str, int]]:
     """(text, kind, call) parts of an answer as a hermes/Qwen chat template renders an assistant message.
 
-    The text comes first, then `<tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>` per call.
-    """
+    The text comes first, then `<tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>` per call."""
     parts: list[tuple[str, str, int]] = [(text, "content", -1)] if text else []
     for n, (name, arguments) in enumerate(tool_calls):
         opening = ("\n" if parts else "") + '<tool_call>\n{"name": "'
@@ -178,8 +176,7 @@ def _classify(
 ) -> tk.Token:
     """A token of the answer with the kind of what it holds: end of a tool name, arguments, text, or JSON around them.
 
-    `offsets` are the token's first character, the first one no earlier token showed, and its end.
-    """
+    `offsets` are the token's first character, the first one no earlier token showed, and its end."""
     first, start, last = offsets
     text = answer[first:last]
     shown = "".join(answer[max(s, start) : min(e, last)] for s, e, kind, _ in held if kind in ("args", "content"))

@@ -35,9 +35,8 @@ class Reply(BaseModel):
     """vLLM's `stop_reason`: the stop string or stop token id that ended generation. "repetition" sets
     "repetition_detected" when this is None."""
     id_form: Literal["string", "key"] = "string"
-    """How logprob entries name their token: "string" as vLLM (`"token_id:<n>"` when the request asks for
-    `return_tokens_as_token_ids`, else the decoded text) or "key" (an extra `token_id` key, as some other
-    servers do)."""
+    """How logprob entries name their token: "string" as vLLM (`"token_id:<n>"` when asked, else the text) or "key" (an
+    extra `token_id` key, as some other servers do)."""
     reasoning_field: Literal["reasoning", "reasoning_content"] = "reasoning"
     """The delta/message key of reasoning: vLLM 0.34's `reasoning`, or releases before ~0.16's
     `reasoning_content`."""

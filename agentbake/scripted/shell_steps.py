@@ -57,8 +57,7 @@ def solution_steps(
 def _first_lines(folder: str, files: SolutionFiles, solution_dir: str) -> list[str]:
     """What only the first step does: a fresh state folder with the player, and the solution files.
 
-    No `rm -f`, which Codex refuses outside here-documents; mkdir fails if rm could not clear the folder.
-    """
+    No `rm -f`, which Codex refuses outside here-documents; mkdir fails if rm could not clear the folder."""
     lines = ['rm -r -- "$S" 2>/dev/null; mkdir -m 700 -- "$S" && ' + _write('"$S/run"', PLAYER.read_text())]
     return lines + placing_lines(files, folder, solution_dir)
 
@@ -72,8 +71,7 @@ def _write(path: str, text: str) -> str:
 def without_substitution(command: str) -> str:
     """`command`, or `eval` of it single-quoted when it holds `$(`, a backtick, `<(` or `>(` outside single quotes.
 
-    Gemini CLI refuses such a command, judging by those characters alone.
-    """
+    Gemini CLI refuses such a command, judging by those characters alone."""
     return f"eval {shlex.quote(command)}" if _substitutes(command) else command
 
 

@@ -96,8 +96,7 @@ def _with_directories(files: Mapping[str, SolutionFile]) -> list[str]:
 def placing_lines(solution: SolutionFiles, label: str, target: str = SOLUTION_DIR) -> list[str]:
     """Shell lines placing the files at `target`, or saying why not on stderr, never failing the command.
 
-    The message starts with `label`.
-    """
+    The message starts with `label`."""
     if solution.too_large is not None:
         said = (
             f"{label}: the solution/ files ({solution.too_large}) exceed the {_kib(ARCHIVE_MAX)} cap of the scripted "

@@ -64,8 +64,7 @@ class Token:
     call: int = -1
     """Index of the tool call this token belongs to, or -1."""
     shown: str | None = None
-    """The part of `text` a stream delta shows, when a token straddles two parts of the answer (a real
-    tokenizer's token holding the end of a text and the start of a tool call); None shows all of `text`."""
+    """The part of `text` a stream delta shows, when a token straddles two parts of the answer; None shows all of it."""
 
     @property
     def delta(self) -> str:
@@ -139,8 +138,7 @@ def render_prompt(request: dict[str, Any], *, add_generation_prompt: bool = True
     """Prompt ids: a ChatML rendering of the tools and messages, then the assistant's turn opening.
 
     An assistant message is rendered with the very tokens the model generated for it. So answers sent back unchanged
-    chain exactly, and dropped reasoning breaks the chain, as with a real template.
-    """
+    chain exactly, and dropped reasoning breaks the chain, as with a real template."""
     ids: list[int] = []
 
     def turn(role: str, text: str) -> None:

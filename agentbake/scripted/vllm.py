@@ -200,8 +200,7 @@ class Completion:
     @property
     def sent_logprobs(self) -> list[float | None]:
         """The logprob of each completion token as the answer states it: -9999.0 for `-inf` and fallback entries, None
-        for NaN.
-        """
+        for NaN."""
         values = [
             VLLM_MIN_LOGPROB if p in self.reply.fallback_entries else self._value(p) for p in range(len(self.tokens))
         ]
