@@ -120,8 +120,7 @@ def field_options(
 ) -> Callable[[F], F]:
     """Decorator: one click option per `field: (annotation, default or REQUIRED, help)`, in order.
 
-    `model_options` passes a model's fields here; `owner` names their model in errors.
-    """
+    `model_options` passes a model's fields here; `owner` names their model in errors."""
 
     def decorate(command: F) -> F:
         for field, (annotation, default, help_text) in reversed(fields.items()):

@@ -115,8 +115,7 @@ _logging_configured = False
 def _configure_uvicorn_logging() -> None:
     """uvicorn's handlers and formats, installed once per process.
 
-    Left to uvicorn, each server resets its loggers to INFO for a moment, so another server's start line leaks.
-    """
+    Left to uvicorn, each server resets its loggers to INFO for a moment, so another server's start line leaks."""
     global _logging_configured
     import logging.config
 
@@ -131,8 +130,7 @@ def _configure_uvicorn_logging() -> None:
 def _limited_protocol(limits: ConnectionLimits) -> type:
     """uvicorn's httptools protocol with `limits` applied on connections, idle time and head size.
 
-    It relies on the protocol's internals, so pyproject.toml pins the uvicorn minor it was tested with.
-    """
+    It relies on the protocol's internals, so pyproject.toml pins the uvicorn minor it was tested with."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class LimitedHttpToolsProtocol(HttpToolsProtocol):
@@ -239,8 +237,7 @@ def serve(
     """Serve `app` in this thread until Ctrl-C or SIGTERM, which is re-raised once the server has shut down.
 
     Listens on `uds` (a unix socket, mode 0o666) when given, else on TCP `host:port` (0 picks a free port). `limits`
-    bound the clients. Raises ServeError when the address cannot be bound.
-    """
+    bound the clients. Raises ServeError when the address cannot be bound."""
     sock = _bind(host, port, uds)
     server = _server(app, log_level, uds, limits=limits)
     logging.getLogger("uvicorn.error").info("listening on %s", uds or _url(sock, uds))

@@ -25,8 +25,7 @@ def examples_dir() -> Path:
 def guides() -> dict[str, Path]:
     """Every guide by name: `readme`, each docs/*.md by stem, each folder's README.md by folder.
 
-    They come from the checkout, or the installed wheel.
-    """
+    They come from the checkout, or the installed wheel."""
     root = builtin_root()
     package = Path(__file__).resolve().parent
     found = {"readme": root / "README.md"}

@@ -51,8 +51,7 @@ def run_rollouts(
     """(index in `rollouts`, result) as each `run` ends, `concurrency` at once.
 
     Leaving the loop early cancels the rollouts not yet started and waits for the running ones. Any exception cancels
-    them, calls `abort` and propagates.
-    """
+    them, calls `abort` and propagates."""
     progress = BatchProgress(total=len(rollouts))
     lock = threading.Lock()
 

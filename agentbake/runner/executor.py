@@ -20,8 +20,7 @@ if TYPE_CHECKING:
 class NodeSettings:
     """What a node's own runner is built from: the run's settings with the model resolved, and the backend's config.
 
-    The resolved model carries the upstream URL, the served name and the preflight's logprobs mode.
-    """
+    The resolved model carries the upstream URL, the served name and the preflight's logprobs mode."""
 
     runner: RunnerConfig
     backend: BackendConfig
@@ -30,8 +29,7 @@ class NodeSettings:
 class Executor(Protocol):
     """Runs one rollout elsewhere, its files in `result.out_dir`, and fills in `result` from what it wrote.
 
-    It writes the rollout's result.json unless aborted.
-    """
+    It writes the rollout's result.json unless aborted."""
 
     def run(self, task: Task, result: RolloutResult, settings: NodeSettings) -> RolloutResult: ...
 

@@ -26,8 +26,7 @@ take (once): the CLI's runner starts with no second inspection of the image its 
 def resolve_image(image: str, *, build_missing: bool = True) -> str:
     """A catalog name to its current content tag, built when missing and `build_missing`.
 
-    A reference with ':' or '/' is taken as it is. The tag comes from the user's cache when no input changed.
-    """
+    A reference with ':' or '/' is taken as it is. The tag comes from the user's cache when no input changed."""
     from agentbake.buildkit.ca import detect_ca_bundle
     from agentbake.buildkit.catalog import Catalog
     from agentbake.buildkit.engine import connect, find_image

@@ -126,8 +126,7 @@ class JobConfig(BaseModel):
     def _backend_by_name_and_config(cls, data: Any) -> Any:
         """Read a config.json whose `backend` holds the CLI's options (`name`, `manifest`, `relay_*`, `warm`).
 
-        Such a file may also keep the warm pool as `runner.warm`.
-        """
+        Such a file may also keep the warm pool as `runner.warm`."""
         if not isinstance(data, dict) or not isinstance(data.get("backend"), dict) or "config" in data["backend"]:
             return data
         from agentbake.runner.remote.relay_config import RelayConfig
@@ -248,8 +247,7 @@ class Job:
     def write_summary(self) -> dict[str, Any]:
         """Write summary.json and return it: totals over the rollouts with a result, then each of them.
 
-        `finished` leaves out those of a lost node.
-        """
+        `finished` leaves out those of a lost node."""
         finished = self.results()
         total = len(self.config.tasks) * self.config.n_attempts
         done = sum(result.status is not Status.NODE_LOST for _, _, result in finished)

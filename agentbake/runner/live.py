@@ -33,8 +33,7 @@ def release(live: LiveRollout, *, strict: bool = False) -> None:
     """Kill the sandbox, stop the gateway and the egress proxy, and remove their sockets' folders.
 
     The sandbox is removed in a thread while the gateway stops. With `strict` a failed kill raises after the rest is
-    released; without, it is logged, so an earlier error stays the one raised.
-    """
+    released; without, it is logged, so an earlier error stays the one raised."""
     failures: list[Exception] = []
     handle, live.handle = live.handle, None
     gateway, live.gateway = live.gateway, None

@@ -58,8 +58,7 @@ class PhaseNetworks:
     def check_remote(self, task: Task, backend: str, *, rules: bool = False, gateway_in_sandbox: bool = False) -> None:
         """Refuse a policy stricter than public on a remote cloud that cannot enforce it.
 
-        A cloud with egress rules (`rules`) can say host names, addresses and CIDRs, with the relay let through.
-        """
+        A cloud with egress rules (`rules`) can say host names, addresses and CIDRs, with the relay let through."""
         for phase, policy in (("agent", self.agent), ("verifier", self.verifier)):
             if rules and policy.mode != "public":
                 wildcards = [host for host in policy.allowed_hosts if host.startswith("*.")]
@@ -93,8 +92,7 @@ def _override(declared: NetworkPolicy, override: str | None, hosts: tuple[str, .
 
 class RolloutEgress:
     """One rollout's egress proxy: a socket in a private folder, the agent's policy first, the verifier's after
-    `to_verifier`.
-    """
+    `to_verifier`."""
 
     def __init__(self, service: EgressService, networks: PhaseNetworks, log_path: Path) -> None:
         from agentbake.egress import Policy
@@ -130,8 +128,7 @@ class RolloutEgress:
     def to_verifier(self) -> Mapping[str, str]:
         """Switch to the verifier's policy, with the agent dead, and return the verifier's proxy variables.
 
-        Open connections are cut. A verifier on the unfiltered bridge gets no variables.
-        """
+        Open connections are cut. A verifier on the unfiltered bridge gets no variables."""
         self.proxy.set_policy(self._verifier)
         return {} if self._bridge else self.env()
 

@@ -109,8 +109,8 @@ class Agent(abc.ABC):
     package: ClassVar[str]
     """npm package of the CLI, as in the image's `dev.agentbake.agent.package` label."""
     shell_tool: ClassVar[str]
-    """Name of the agent's shell tool in its model requests (the scripted model calls it); for an agent offering no
-    tools, the info string of the fenced block its model's answers carry the command in."""
+    """Name of the agent's shell tool in its model requests; for an agent with no tools, its fenced block's info string.
+    """
 
     @abc.abstractmethod
     def env(self, image: AgentImage, model: ModelAccess) -> dict[str, str]:
@@ -159,8 +159,7 @@ def headless_launch(
     `.stderr.log`.
 
     Run by a user other than root, it then kills every other process of the user and exits with the command's status.
-    Every agent's launch is built here, and so is the harness's oracle.
-    """
+    Every agent's launch is built here, and so is the harness's oracle."""
     log_file = posixpath.join(image.logs_dir, f"{name}.log")
     stderr_file = posixpath.join(image.logs_dir, f"{name}.stderr.log")
     instruction_file = posixpath.join(image.logs_dir, "instruction.md")

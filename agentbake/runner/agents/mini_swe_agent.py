@@ -17,8 +17,7 @@ class MiniSweAgent(Agent):
     """mini-swe-agent's text-based mode: one fenced block per answer, no confirmation, the trajectory in the agent-log
     dir.
 
-    `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT` ends the task.
-    """
+    `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT` ends the task."""
 
     name = "mini-swe-agent"
     package = "mini-swe-agent"

@@ -238,8 +238,7 @@ def rollout_command(
 def _write_report(directory: Path) -> str | None:
     """Write the job's report.html and return its path.
 
-    A failure is a warning saying how to write it later, since the job itself finished.
-    """
+    A failure is a warning saying how to write it later, since the job itself finished."""
     from agentbake.report.render import REPORT_FILE, write_report
 
     try:

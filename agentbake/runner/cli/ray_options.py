@@ -32,8 +32,7 @@ class RayChoice:
     def check(self, backend: str, warm: int) -> RayConfig | None:
         """The Ray settings, or None without `--ray`.
 
-        Refused with a backend other than Docker, with a warm pool (each node would keep its own), or malformed.
-        """
+        Refused with a backend other than Docker, with a warm pool (each node would keep its own), or malformed."""
         if self.address is None:
             return None
         if backend != "docker":

@@ -42,8 +42,7 @@ def open_rollout_job(
 ) -> tuple[Job, list[Task]]:
     """The job to run, its settings and its tasks: a new job, or the one `--resume` names.
 
-    A resumed job takes its own settings when no IMAGE is given, else checks them against those given.
-    """
+    A resumed job takes its own settings when no IMAGE is given, else checks them against those given."""
     from agentbake.runner.cli.display import warn
     from agentbake.runner.job import Job, JobConfig, JobTask
     from agentbake.tasks import discover_tasks
@@ -79,8 +78,7 @@ def open_rollout_job(
 def _own_settings(stored: JobConfig, resume_dir: Path, backend: BackendChoice) -> JobConfig:
     """A job resumed by `--resume DIR` alone: its own settings, plus the runtime ones given (-n, --warm, the relay's).
 
-    Any other option given is refused, naming it.
-    """
+    Any other option given is refused, naming it."""
     from agentbake.runner.job import CONFIG_FILE
 
     ctx = click.get_current_context()

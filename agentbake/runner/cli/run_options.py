@@ -40,8 +40,7 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The options `run` and `rollout` share: image, model, key, preflight and logprobs modes, model settings, `--json`.
 
     The command receives `image`, `as_json` and `make_config`, which builds the RunnerConfig. A setting RunnerConfig
-    refuses is a usage error.
-    """
+    refuses is a usage error."""
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(command)

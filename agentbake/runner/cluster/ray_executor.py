@@ -98,8 +98,7 @@ class RayExecutor:
     def run(self, task: Task, result: RolloutResult, settings: NodeSettings) -> RolloutResult:
         """The rollout on a node with a free slot, its folder in `result.out_dir`, its result.json naming the node.
 
-        A node lost mid-run gives status `node_lost`, reward 0. A node lost before the start sends it elsewhere.
-        """
+        A node lost mid-run gives status `node_lost`, reward 0. A node lost before the start sends it elsewhere."""
         assert result.out_dir is not None
         while True:
             try:

@@ -30,8 +30,7 @@ class RolloutGateways:
     """What every rollout's gateway shares, the workers they call, and the start of one gateway per rollout.
 
     It is made before the backend, so a server that fails the preflight leaves nothing started.
-    `on_worker_failure(worker, rollout_ids)` says a worker stopped answering.
-    """
+    `on_worker_failure(worker, rollout_ids)` says a worker stopped answering."""
 
     def __init__(self, config: RunnerConfig, on_worker_failure: Callable[[Worker, list[str]], None]) -> None:
         self.config = config
@@ -68,8 +67,7 @@ class RolloutGateways:
     def _use_upstreams(self, upstreams: Iterable[str]) -> None:
         """Point the rollouts' gateways at these workers, after each one's preflight.
 
-        PreflightError when answers cannot be captured or the workers' logprobs modes differ.
-        """
+        PreflightError when answers cannot be captured or the workers' logprobs modes differ."""
         from agentbake.gateway.config import GatewayConfig
         from agentbake.gateway.preflight import require_capturable
 

@@ -32,8 +32,7 @@ host's disk with recorded requests, and the runner reads the trace back into mem
 def start_host_gateway(shared: GatewayConfig, *, rollout_id: str, token: str, trace: Path) -> tuple[Path, Any, Any]:
     """Serve a gateway for one rollout on a socket in `<temp>/agentbake-gw-<rollout>-*/`.
 
-    The temp dir's filesystem lets the Docker backend hard-link it. Returns the folder, server and app.
-    """
+    The temp dir's filesystem lets the Docker backend hard-link it. Returns the folder, server and app."""
     from agentbake.gateway import create_app
     from agentbake.gateway.config import GatewayConfig
     from agentbake.serve import serve_in_thread
@@ -59,8 +58,7 @@ def start_host_gateway(shared: GatewayConfig, *, rollout_id: str, token: str, tr
 def remove_stale_gateways(prefix: str = GATEWAY_DIR_PREFIX, socket_name: str = GATEWAY_SOCKET) -> list[Path]:
     """Remove gateway folders a killed runner left, those whose socket no server answers on, and return them.
 
-    The egress proxies' folders go likewise, by their `prefix` and `socket_name`.
-    """
+    The egress proxies' folders go likewise, by their `prefix` and `socket_name`."""
     removed = []
     for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
         try:

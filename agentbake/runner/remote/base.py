@@ -99,8 +99,7 @@ def environment_facts(ref: str, bundle: str) -> ImageFacts:
     """A task's runnable image `ref` with the agent bundle `bundle`: its user and paths from its labels, its environment
     hash.
 
-    Root is allowed: a task image's user is Harbor's.
-    """
+    Root is allowed: a task image's user is Harbor's."""
     from agentbake.buildkit.engine import connect, find_image
     from agentbake.tasks.layered import REPOSITORY, environment_hash
 
@@ -378,8 +377,7 @@ class RemoteBackend(SandboxBackend):
     def adopt(self, sandbox: RemoteSandboxT, *, first: str | None = None) -> RemoteSandboxT:
         """Track a just-created sandbox and ask it for its user's home.
 
-        A sandbox that cannot answer is killed here, since the caller never receives it to kill.
-        """
+        A sandbox that cannot answer is killed here, since the caller never receives it to kill."""
         self.track(sandbox)
         try:
             sandbox.home = home_of(sandbox, sandbox.user, first=first)

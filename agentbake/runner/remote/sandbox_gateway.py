@@ -73,8 +73,7 @@ def settings_argv(settings: ModelSettings) -> list[str]:
 def start_sandbox_gateway(handle: SandboxHandle, python: str, spec: SandboxGateway) -> TraceFetcher:
     """Start the gateway in `handle` with the image's baked `python`, point `handle.model_url` at it, fetch its trace.
 
-    The handle's backend must have `Capabilities.gateway_in_sandbox`.
-    """
+    The handle's backend must have `Capabilities.gateway_in_sandbox`."""
     made = handle.exec("umask 077 && mktemp -d", user="root", timeout=30)
     if made.exit_code != 0:
         raise SandboxError(f"sandbox {handle.sandbox_id}: cannot make the gateway's directory: {made.stderr.strip()}")

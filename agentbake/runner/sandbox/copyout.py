@@ -26,8 +26,7 @@ _NAMED_SKIPS = 20
 class CopyBudget:
     """What one rollout's copies may still write on the host and read from the sandbox.
 
-    Its collections share it, so the rollout's `out/` folder stays bounded whatever the sandbox holds.
-    """
+    Its collections share it, so the rollout's `out/` folder stays bounded whatever the sandbox holds."""
 
     bytes: int = 256 * MiB
     """Bytes of file contents still to be written."""
@@ -92,8 +91,7 @@ def extract(chunks: Iterable[bytes], dest: Path, budget: CopyBudget, *, source: 
     """Write the tar stream `chunks` of sandbox path `source` under `dest`, within `budget`.
 
     The archive's first entry is `source` itself: a directory's contents land in `dest`, a file inside it, a link is
-    left out. A hard link to a file copied before is a copy of it.
-    """
+    left out. A hard link to a file copied before is a copy of it."""
     dest.mkdir(parents=True, exist_ok=True)
     stream = io.BufferedReader(ChunkReader(chunks, budget), buffer_size=_BLOCK)
     root: str | None = None
@@ -156,8 +154,7 @@ def _kind(member: tarfile.TarInfo) -> str:
 def _make(dest: Path, name: str, label: str, budget: CopyBudget, *, folder: bool) -> int | None:
     """Make directory `dest/name`, or file `dest/name` and its parents, and return the file's descriptor.
 
-    Every directory made counts as a file. None when the budget ends the copy; -1 when the host refuses the name.
-    """
+    Every directory made counts as a file. None when the budget ends the copy; -1 when the host refuses the name."""
     target = dest / name
     missing = []  # folders the archive never listed are made too, and count: a deep name must not cost nothing
     parent = target.parent

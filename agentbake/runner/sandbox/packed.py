@@ -75,9 +75,8 @@ class PackedLogs:
     scratch: str
     """The harness's root-only scratch dir, where an archive is made before it is printed."""
     since: str = ""
-    """When the agent started, `@<seconds>` (a ctime the harness holds): a link on a log path's way changed (ctime,
-    which no process can set back) after it is the agent's whoever owns it, so a root agent's links are refused
-    too. Empty: only the owner tells."""
+    """When the agent started, as `@<seconds>` ctime. A link on a log path changed after it is the agent's, whoever owns
+    it, so a root agent's links are refused too. Empty: only the owner tells."""
     archives: dict[str, Packed] = field(default_factory=dict)
 
     def pack(self, paths: Sequence[str]) -> str:
@@ -95,8 +94,7 @@ class PackedLogs:
     def take(self, printed: str | None, paths: Sequence[str]) -> None:
         """Keep the archives in what `pack(paths)` printed (None: it did not run).
 
-        A line cut in its middle leaves its path to the backend's copy.
-        """
+        A line cut in its middle leaves its path to the backend's copy."""
         answers = (printed or "").splitlines()
         if len(answers) == len(paths):
             for path, answer in zip(paths, answers, strict=True):
@@ -123,8 +121,7 @@ def _archive(line: str) -> bytes | None:
 def extract_packed(archive: Packed, dest: Path, budget: CopyBudget, *, source: str) -> None:
     """`extract` of an archive a command printed, as of one the backend streams.
 
-    None: nothing was at `source`. `Refused`: its reason is a note.
-    """
+    None: nothing was at `source`. `Refused`: its reason is a note."""
     if isinstance(archive, Refused):
         budget.note(f"{source}: not collected: {archive.reason}")
     elif archive is not None:

@@ -42,25 +42,23 @@ class Capabilities:
     """Tasks with their own image run here: `SandboxRequest.agent_bundle` is mounted (Docker), or the published
     layered image of the task's environment, the bundle's files in it, is started (E2B, Hugging Face)."""
     network_phases: bool = False
-    """The sandbox has no network of its own: each phase reaches what its policy allows through the rollout's
-    egress proxy (`SandboxRequest.egress_socket`, `SandboxHandle.egress_port`), and the unfiltered verifier
-    network joins once the agent is dead when asked (`SandboxRequest.verifier_network`,
-    `SandboxHandle.connect_network`). Without it the backend's own network holds for both phases (the remote
-    clouds: their sandboxes reach the internet throughout)."""
+    """The sandbox has no network of its own: each phase reaches what its policy allows through the rollout's egress
+    proxy, and the unfiltered verifier network joins when asked. Without it the backend's own network holds for both
+    phases."""
     large_exec_env: bool = False
-    """A command's environment may hold large values (up to 128 KiB each, about 1 MiB in all), passed to it as
-    given: the harness hands a small archive to the command that unpacks it there (`harness/upload.py`), which
-    spares a file write. Without it (the clouds' command APIs, whose limits on it are not known) archives are
-    written as files first."""
+    """A command's environment may hold large values (up to 128 KiB each, about 1 MiB in all).
+
+    The harness then hands small archives over in the environment (`harness/upload.py`), sparing a file write. Without
+    it archives are written as files first."""
     egress_rules: bool = False
     """The cloud keeps each phase to its policy with its own egress rules (`SandboxRequest.networks`): the agent's
     from create, the verifier's from `SandboxHandle.enter_verifier_network()`, called once the agent is dead.
     Host names, addresses and CIDRs only; nothing of the egress proxy's (no refusal log, no package cache)."""
     verifier_sandbox: bool = False
-    """The verifier can run in a sandbox of its own made from the agent's once the agent is stopped
-    (`SandboxBackend.snapshot`, `fresh_verifier`, `hand_over`): Harbor's separate verifier mode, and the shared
-    mode's verifier when services of the agent are kept alive for the tests. Without it separate mode is
-    refused, and no service of the agent outlives the stop step."""
+    """The verifier can run in a sandbox of its own, made from the agent's once the agent is stopped (`snapshot`).
+
+    Harbor's separate verifier mode needs it, and so do agent services kept alive for the tests. Without it separate
+    mode is refused, and no agent service outlives the stop step."""
 
 
 @dataclass(frozen=True)
@@ -193,8 +191,7 @@ class SandboxHandle(abc.ABC):
 
         A directory's contents land in `dest`, a file inside it. Only regular files and directories are made
         (`copyout.py`); what is cut goes to `budget.notes`. This default packs `path` with a root `tar` in the sandbox
-        and reads the archive whole; the Docker backend streams it.
-        """
+        and reads the archive whole; the Docker backend streams it."""
         parent, name = posixpath.split(posixpath.normpath(path))
         cap = min(budget.archive_bytes, budget.bytes + budget.bytes // 8 + 65536)  # headers and padding
         packed = self.exec(["sh", "-c", _PACK, "sh", parent, name, str(cap)], user="root", timeout=_PACK_TIMEOUT_S)
@@ -216,8 +213,7 @@ class SandboxHandle(abc.ABC):
 
         A path that cannot be copied becomes a note, and the next is still tried. A path in `packed` is extracted from
         its printed archive (`packed.py`), with no round trip. Copies run one after another: Docker's engine holds the
-        container's lock for each archive stream, so parallel requests gain nothing.
-        """
+        container's lock for each archive stream, so parallel requests gain nothing."""
         for path, dest in sources:
             try:
                 if path in packed:
@@ -239,8 +235,7 @@ class SandboxHandle(abc.ABC):
     def changed_files(self) -> list[tuple[str, str]] | None:
         """The sandbox's files that differ from its image, as its engine sees them; None when the backend cannot tell.
 
-        Each is (`added`, `changed` or `deleted`, path), a list no process inside the sandbox can forge.
-        """
+        Each is (`added`, `changed` or `deleted`, path), a list no process inside the sandbox can forge."""
         return None
 
     def link_target(self, path: str) -> str | None:
@@ -250,8 +245,7 @@ class SandboxHandle(abc.ABC):
     def restart(self) -> None:
         """Kill every process in the sandbox and start it again with its files as they are.
 
-        The way out when a fork loop holds every process slot. SandboxError when the backend cannot.
-        """
+        The way out when a fork loop holds every process slot. SandboxError when the backend cannot."""
         raise SandboxError(f"sandbox {self.sandbox_id} cannot be restarted")
 
     def connect_network(self) -> None:
@@ -300,8 +294,7 @@ class SandboxBackend(abc.ABC):
     def create(self, request: SandboxRequest) -> SandboxHandle:
         """Start a sandbox and return once it accepts commands.
 
-        Transient errors are retried a bounded number of times, then `SandboxError`, leaving nothing behind.
-        """
+        Transient errors are retried a bounded number of times, then `SandboxError`, leaving nothing behind."""
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -316,8 +309,7 @@ class SandboxBackend(abc.ABC):
         """A sandbox started from the files of `agent` as they are now, sharing only its network.
 
         Services left in `agent` answer on loopback. Its `kill` and `close` remove it. Needs
-        `Capabilities.verifier_sandbox`.
-        """
+        `Capabilities.verifier_sandbox`."""
         raise SandboxError(f"the {self.name} backend cannot snapshot a sandbox")
 
     def fresh_verifier(self, agent: SandboxHandle, request: SandboxRequest) -> SandboxHandle:
