@@ -96,8 +96,7 @@ def publish_template(
 def environment_template(environment: str) -> str:
     """The E2B template of a task environment, `agentbake-env-<hash12>:<hash12>`.
 
-    Its name is its own, so a build in progress under it is this environment's.
-    """
+    Its name is its own, so a build in progress under it is this environment's."""
     return f"agentbake-env-{environment[:12]}:{environment[:12]}"
 
 
@@ -143,8 +142,7 @@ def ensure_template(
 ) -> TemplatePublish:
     """Make `name:tag` ready: skip it when it is, wait for another publisher's build, else build it.
 
-    The build uses `define(context_dir)` (a Template) and `tags` (default: `tag`).
-    """
+    The build uses `define(context_dir)` (a Template) and `tags` (default: `tag`)."""
     Template = _sdk()
     target = f"{name}:{tag}"
     for _ in range(3):  # a build someone else started may fail: then this call builds

@@ -55,8 +55,7 @@ def environments(
 ) -> tuple[list[Environment], list[PublishResult]]:
     """The environments of the tasks under `task_dirs` with the agent image `agent`, built where missing.
 
-    A task that cannot be resolved is a failed result naming it.
-    """
+    A task that cannot be resolved is a failed result naming it."""
     from agentbake.runner.images import image_labels
 
     tasks = [task for task in discover_tasks(task_dirs) if task.has_own_image]

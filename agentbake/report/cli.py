@@ -28,8 +28,7 @@ def report_command(job_dirs: tuple[Path, ...], output: Path | None, as_json: boo
     """Write the report of the job in JOB_DIR as one self-contained HTML file, and print its path.
 
     It shows totals, reward per task, reward over time, time per phase, failures by cause, and a page per rollout. With
-    JOB_DIR2 the two jobs are compared side by side.
-    """
+    JOB_DIR2 the two jobs are compared side by side."""
     from agentbake.report.render import REPORT_FILE, write_report
 
     if len(job_dirs) > 2:

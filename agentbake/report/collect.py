@@ -198,8 +198,7 @@ _VARYING = re.compile(r"0x[0-9a-f]+|[0-9a-f]{8,}|\d+", re.IGNORECASE)
 def _failures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rollouts that did not end `ok`, grouped by status and the first line of their error, most frequent first.
 
-    Numbers and ids in the error are blanked, so similar failures group together.
-    """
+    Numbers and ids in the error are blanked, so similar failures group together."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for index, row in enumerate(rows):
         if row["status"] == "ok":

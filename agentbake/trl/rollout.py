@@ -35,16 +35,14 @@ REWARD_COLUMN = "agentbake_reward"
 def task_dataset(tasks: Iterable[Task | str | Path]) -> list[dict[str, str]]:
     """One row per task for the trainer's dataset: `prompt` (its instruction) and `task` (its name).
 
-    Use it as `datasets.Dataset.from_list(task_dataset(...))`.
-    """
+    Use it as `datasets.Dataset.from_list(task_dataset(...))`."""
     return [{"prompt": task.instruction, "task": task.name} for task in load_tasks(tasks)]
 
 
 def trainer_model_settings(args: Any, **template: bool) -> ModelSettings:
     """The gateway settings that make the agent sample as the trainer computes.
 
-    They are the `GRPOConfig`'s temperature, top_p, top_k, min_p and repetition_penalty, plus `template`'s switches.
-    """
+    They are the `GRPOConfig`'s temperature, top_p, top_k, min_p and repetition_penalty, plus `template`'s switches."""
     return ModelSettings(**template, **{name: getattr(args, name) for name in SAMPLING_FIELDS})
 
 
@@ -57,8 +55,7 @@ def check_alignment(runner: Runner, args: Any) -> None:
 def check_logprobs(runner: Runner) -> None:
     """Check that the server sends processed logprobs and the export expects them, as TRL computes.
 
-    TRL divides logits by its temperature. The preflight finds the server's mode (`runner.logprobs_mode`).
-    """
+    TRL divides logits by its temperature. The preflight finds the server's mode (`runner.logprobs_mode`)."""
     if runner.config.expect_logprobs != "processed":
         raise ConfigError(
             "RunnerConfig.expect_logprobs is 'raw', but TRL computes logprobs after temperature (processed): "
@@ -75,8 +72,7 @@ def check_logprobs(runner: Runner) -> None:
 def check_sampling(runner: Runner, wanted: dict[str, Any], who: str) -> None:
     """Check that the gateway sets `wanted` sampling on every call, else the agent samples another policy.
 
-    Disabled spellings are equal: top_k 0 or -1, min_p 0.0 or None.
-    """
+    Disabled spellings are equal: top_k 0 or -1, min_p 0.0 or None."""
     settings = runner.config.model_settings
     wrong = [
         f"{name} {getattr(settings, name)!r} ({who}: {value!r})"
@@ -106,8 +102,7 @@ class RolloutFunction:
     """`GRPOTrainer(rollout_func=RolloutFunction(runner, tasks))`: see the module docstring.
 
     `runner` is a started `Runner`, `tasks` the tasks the prompts name, `concurrency` how many rollouts run at once.
-    `args`, the trainer's `GRPOConfig`, checks the runner at once rather than at the first call.
-    """
+    `args`, the trainer's `GRPOConfig`, checks the runner at once rather than at the first call."""
 
     def __init__(
         self, runner: Runner, tasks: Iterable[Task | str | Path], *, concurrency: int = 4, args: Any = None
@@ -155,8 +150,7 @@ class RolloutFunction:
 def unscored_reason(result: RolloutResult) -> str | None:
     """Why a rollout says nothing about the policy (an infrastructure failure, uncaptured calls); None when scored.
 
-    Such a rollout's reward is None and none of its tokens is trained.
-    """
+    Such a rollout's reward is None and none of its tokens is trained."""
     if result.status in INFRASTRUCTURE_FAILURES:
         return f"{result.status.value}: {result.error or 'no detail'}"
     if result.trainable is None:
@@ -171,8 +165,7 @@ def rollout_row(result: RolloutResult, placeholder: tuple[int, int]) -> dict[str
 
     They are `agentbake_reward` (None: unscored), `agentbake_unscored`, `agentbake_status`, `agentbake_rollout_id`,
     `agentbake_worker`, `agentbake_policy_versions` and `agentbake_untrained_tokens`. A rollout with nothing to train on
-    gets a one-token `placeholder` row whose env_mask is 0.
-    """
+    gets a one-token `placeholder` row whose env_mask is 0."""
     document_file = result.out_dir / SEQUENCES_FILE if result.out_dir is not None else None
     row = to_trl(json.loads(document_file.read_text())) if document_file and document_file.exists() else None
     reason = unscored_reason(result)

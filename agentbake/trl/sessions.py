@@ -73,8 +73,7 @@ class VerifyResult:
 def training_trace(document: dict, *, trainable: bool, records: Sequence[TraceRecord] = ()) -> TrainingTrace:
     """The turns of an export document's agent sequences; every loss mask is 0 unless `trainable`.
 
-    `records`, the rollout's gateway records, give each turn its request and response.
-    """
+    `records`, the rollout's gateway records, give each turn its request and response."""
     by_turn: dict[int, TraceRecord] = {}
     for record in records:
         by_turn.setdefault(record.turn, record)
@@ -192,8 +191,7 @@ class RunnerSessions:
 
     TRL pickles this factory into its worker's process, so it holds only the runner's settings and the tasks. It starts
     its `Runner` in the process that first calls it, and `close()` stops it. Each call checks the worker's `sampling`
-    against `config.model_settings` and returns a `SessionFactory`.
-    """
+    against `config.model_settings` and returns a `SessionFactory`."""
 
     def __init__(self, config: RunnerConfig, tasks: Iterable[Task | str | Path], *, backend: Any = None) -> None:
         self.config = config
@@ -255,16 +253,14 @@ class RunnerSessions:
 def session_factory(runner: Runner, tasks: Any) -> RunnerSessions:
     """Sessions on a started runner of this process, for a worker running in it.
 
-    A worker in a process of its own needs `RunnerSessions(config, tasks)`.
-    """
+    A worker in a process of its own needs `RunnerSessions(config, tasks)`."""
     return RunnerSessions.of_runner(runner, tasks)
 
 
 def check_worker_sampling(runner: Runner, sampling: dict[str, Any]) -> None:
     """Check that the worker's training policy is the one the gateway samples; ConfigError otherwise.
 
-    The fields the gateway sets must match (`check_sampling`), and frequency and presence penalties must be 0.
-    """
+    The fields the gateway sets must match (`check_sampling`), and frequency and presence penalties must be 0."""
     check_sampling(runner, sampling, "worker")
     unset = {name: value for name, value in sampling.items() if name not in SAMPLING_FIELDS}
     wrong = [f"{name}={value!r}" for name, value in unset.items() if _NEUTRAL.get(name, object()) != value]
