@@ -1,8 +1,8 @@
 """Turn numbers per rollout, retry detection, and the multi-turn token consistency check.
 
 Claude Code re-sends a failed request with the same content, so such a request is marked a retry. A trainer that
-concatenates turns needs each prompt's ids to start with the previous answered call's prompt and completion ids;
-`prefix_check` tells whether they do.
+concatenates turns needs each prompt to start with the previous answered call's ids. `prefix_check` tells whether it
+does.
 """
 
 from __future__ import annotations

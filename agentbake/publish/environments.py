@@ -1,8 +1,8 @@
 """Task environments through every requested target: `agentbake publish AGENT --tasks DIR...`.
 
 Each task is resolved as a rollout resolves it. Tasks with the same environment hash share one layered image, published
-once: to the registry as `PREFIX/agentbake-env:<hash12>`, to E2B as `agentbake-env-<hash12>:<hash12>`, to Hugging Face
-as the registry reference. A target that holds it is skipped; the manifest records it by hash.
+once. It goes to the registry as `PREFIX/agentbake-env:<hash12>`, to E2B as `agentbake-env-<hash12>:<hash12>`, and to
+Hugging Face as the registry reference. A target that holds it is skipped; the manifest records it by hash.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Each phase's network: the task's policy, the batch's override, and the egress proxy that enforces both.
 
-On Docker the rollout's proxy (agentbake.egress) starts before the sandbox and switches to the verifier's policy once
-the agent is dead; its refusals become notes. A remote cloud enforces policies with its egress rules where it has them,
-else a policy stricter than public is refused there.
+On Docker the rollout's proxy (agentbake.egress) starts before the sandbox. It switches to the verifier's policy once
+the agent is dead, and its refusals become notes. A remote cloud enforces policies with its egress rules where it has
+them, else a policy stricter than public is refused there.
 """
 
 from __future__ import annotations

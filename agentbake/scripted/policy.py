@@ -1,8 +1,7 @@
 """The task policy: play a task's `solution/solve.sh` through the agent's own shell tool, with no GPU.
 
-For each request it finds the task whose instruction appears in the user messages, the agent's shell tool, and how many
-steps the conversation already holds. It answers with the next step as one tool call, or ends the turn once every step
-has run.
+For each request it finds the task whose instruction appears in the user messages and the agent's shell tool. It counts
+the steps the conversation holds, then answers with the next step as one tool call, or ends the turn.
 
 An agent with no tools gets each step as text in the fenced block its prompt shows (mini-swe-agent). The last block
 holds the submit command the prompt names.

@@ -1,7 +1,7 @@
 """Answers shaped exactly as vLLM 0.34's chat-completions server sends them, for a scripted `Reply`.
 
-That covers token strings, `top_logprobs` order, clamped `-inf` and NaN, `token_ids` and `prompt_token_ids`, which keys
-unary answers and stream chunks carry, hermes tool-call chunks, and error envelopes.
+That covers token strings and `top_logprobs` order, clamped `-inf` and NaN, and `token_ids`. It also covers which keys
+answers and chunks carry, hermes tool-call chunks, and error envelopes.
 """
 
 from __future__ import annotations

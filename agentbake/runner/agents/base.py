@@ -1,8 +1,8 @@
 """What every agent module describes, and the registry the harness looks agents up in.
 
-An agent module says, as data, how its CLI runs headless in its catalog image: its environment and config files, the
-script that feeds it the instruction, its shell tool's name and where it logs. The harness applies an `AgentLaunch`
-through the sandbox protocol; nothing here talks to a sandbox.
+An agent module says, as data, how its CLI runs headless in its catalog image. That covers its environment, config
+files, launch script, shell tool and logs. The harness applies an `AgentLaunch` through the sandbox protocol; nothing
+here talks to a sandbox.
 """
 
 from __future__ import annotations

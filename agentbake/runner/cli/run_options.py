@@ -1,7 +1,7 @@
 """The options `agentbake run` and `agentbake rollout` share, and the `RunnerConfig` they make.
 
-They cover the image or `--agent`, the model and its key, preflight and logprobs modes, the verifier's network, the
-agent's user, the gateway's model settings and `--json`. The backend's options are `backend_options.py`.
+They cover the image or `--agent`, the model and its key, and the preflight and logprobs modes. They also cover the
+verifier's network, the agent's user, model settings and `--json`. The backend's are in `backend_options.py`.
 """
 
 from __future__ import annotations

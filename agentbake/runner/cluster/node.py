@@ -42,8 +42,8 @@ class NodeRollout:
 def prepare_image(image: str, archive: list[Any]) -> str:
     """Make `image` present on this node's engine, and say how it got there.
 
-    It is loaded from `archive` (a `docker save` in Ray's object store) when given, else built from the node's catalog,
-    which must give the same content tag."""
+    It is loaded from `archive`, a `docker save` in Ray's object store, when given. Otherwise the node's catalog builds
+    it, and must give the same content tag."""
     from agentbake.buildkit.engine import connect, find_image
 
     client = connect()
