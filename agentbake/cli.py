@@ -1,8 +1,7 @@
 """The `agentbake` command line: one click group, subcommands from each package.
 
-Subcommands are imported when used: the gateway, run inside every sandbox, must not pay for the
-build kit's imports (docker SDK, rich) in start-up time and resident memory, and `agentbake --help`
-lists them from `COMMANDS` without importing any. `-h` is `--help` on every command.
+Subcommands are imported when used, so the gateway inside every sandbox skips the build kit's imports. `agentbake
+--help` lists them from `COMMANDS` without importing any. `-h` is `--help` on every command.
 """
 
 from __future__ import annotations

@@ -118,8 +118,9 @@ REQUIRED = object()
 def field_options(
     owner: str, fields: Mapping[str, tuple[Any, Any, str]], *, names: Mapping[str, str] = {}
 ) -> Callable[[F], F]:
-    """Decorator: one click option per `field: (annotation, default or REQUIRED, help)`, in order, as
-    `model_options` makes them (which passes a model's fields here); `owner` names their model in errors."""
+    """Decorator: one click option per `field: (annotation, default or REQUIRED, help)`, in order.
+
+    `model_options` passes a model's fields here; `owner` names their model in errors."""
 
     def decorate(command: F) -> F:
         for field, (annotation, default, help_text) in reversed(fields.items()):

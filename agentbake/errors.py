@@ -1,7 +1,7 @@
 """Exceptions shared by every agentbake package.
 
-Each message names the file, key or field at fault, what was expected, and how
-to fix it: the CLI prints it as is, without a traceback.
+Each message names the file, key or field at fault, what was expected, and how to fix it. The CLI prints it as is,
+without a traceback.
 """
 
 from __future__ import annotations
@@ -78,10 +78,8 @@ class TraceError(AgentbakeError):
 
 
 class JobError(AgentbakeError):
-    """A job directory (`agentbake rollout --jobs-dir` / `--resume`) is taken or unreadable (its config.json or a
-    rollout's result.json), or a resume asks for other settings than the job was started with."""
+    """A job directory is taken or unreadable, or a resume asks for other settings than the job's own."""
 
 
 class ReportError(AgentbakeError):
-    """A job directory cannot be reported on (`agentbake report`): its summary.json or config.json is missing or
-    unreadable, or the output file cannot be written."""
+    """A job directory cannot be reported on, or the output file cannot be written."""

@@ -1,8 +1,6 @@
 """Package namespaces whose public names are imported on first use (PEP 562).
 
-`import agentbake.runner.cli.commands` runs `agentbake/runner/__init__.py` first; with eager re-exports that imports
-every backend's SDK, the gateway's web stack and pydantic's schema machinery before `agentbake run --help`
-can print a line. A package lists its names instead:
+Eager re-exports would import every SDK before `agentbake run --help` prints a line. A package lists its names:
 
     __getattr__, __dir__ = lazy_exports(__name__, {"Runner": "agentbake.runner.runner", ...})
 
@@ -18,8 +16,7 @@ from typing import Any
 
 
 def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """The `__getattr__` and `__dir__` of `package`, whose names in `exports` (name -> module defining it)
-    are imported on first access and then kept in the package's namespace."""
+    """The `__getattr__` and `__dir__` of `package`, importing each name in `exports` on first access."""
 
     def __getattr__(name: str) -> Any:
         module = exports.get(name)

@@ -1,7 +1,6 @@
 """The one way agentbake serves an ASGI app: the gateway, the scripted model, test servers.
 
-Every app runs with the same uvicorn settings (uvloop + httptools, no access log, lifespan events on),
-on a loopback TCP port or on a unix socket:
+Every app runs with the same uvicorn settings, on a loopback TCP port or a unix socket:
 
     serve(app, port=8080)                                # blocking, for CLIs; Ctrl-C / SIGTERM stop it
     with serve_in_thread(app) as served:                 # a free port; returns once listening
@@ -9,11 +8,9 @@ on a loopback TCP port or on a unix socket:
     with serve_in_thread(app, uds=Path("gw.sock")) as served:
         httpx.Client(transport=httpx.HTTPTransport(uds=str(served.uds)), base_url=served.url)
 
-The listening socket is bound here, before uvicorn starts, so port 0 yields the real port and a bind
-failure is an agentbake error naming the address instead of a log line from a dying server.
-
-`limits=ConnectionLimits(...)` bounds what clients may hold of the server (the gateway of a rollout faces
-a hostile agent): open connections, the time to send a request, the size of a request's head.
+The socket is bound here, before uvicorn starts, so port 0 yields the real port and a bind failure is an agentbake error
+naming the address. `limits=ConnectionLimits(...)` bounds what clients may hold, since a rollout's gateway faces a
+hostile agent.
 """
 
 from __future__ import annotations
@@ -116,9 +113,9 @@ _logging_configured = False
 
 
 def _configure_uvicorn_logging() -> None:
-    """uvicorn's handlers and formats, installed once per process. Left to uvicorn, every server's Config
-    re-applies them, which resets its loggers to INFO for a moment: another thread's server starting then
-    prints its `Started server process` line although every server asked for warnings only."""
+    """uvicorn's handlers and formats, installed once per process.
+
+    Left to uvicorn, each server resets its loggers to INFO for a moment, so another server's start line leaks."""
     global _logging_configured
     import logging.config
 
@@ -131,9 +128,9 @@ def _configure_uvicorn_logging() -> None:
 
 
 def _limited_protocol(limits: ConnectionLimits) -> type:
-    """uvicorn's httptools protocol with `limits` applied (uvicorn alone bounds neither connections nor the
-    time before a first request, nor the size of a head). It relies on the protocol's internals, so
-    pyproject.toml allows only the uvicorn minor it was tested with."""
+    """uvicorn's httptools protocol with `limits` applied on connections, idle time and head size.
+
+    It relies on the protocol's internals, so pyproject.toml pins the uvicorn minor it was tested with."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class LimitedHttpToolsProtocol(HttpToolsProtocol):
@@ -237,12 +234,10 @@ def serve(
     log_level: str = "warning",
     limits: ConnectionLimits | None = None,
 ) -> None:
-    """Serve `app` in this thread until Ctrl-C or SIGTERM (which, as uvicorn does, is re-raised once the
-    server has shut down, so the process ends by that signal).
+    """Serve `app` in this thread until Ctrl-C or SIGTERM, which is re-raised once the server has shut down.
 
-    Listens on `uds` (a unix socket, mode 0o666) when given, else on TCP `host:port` (0 picks a free port;
-    the address is logged at info level); `limits` bound the clients (None: uvicorn's own behaviour).
-    Raises ServeError when the address cannot be bound."""
+    Listens on `uds` (a unix socket, mode 0o666) when given, else on TCP `host:port` (0 picks a free port). `limits`
+    bound the clients. Raises ServeError when the address cannot be bound."""
     sock = _bind(host, port, uds)
     server = _server(app, log_level, uds, limits=limits)
     logging.getLogger("uvicorn.error").info("listening on %s", uds or _url(sock, uds))

@@ -1,5 +1,4 @@
-"""`agentbake examples` and `agentbake docs`: what the wheel ships beside the code, for a user without a
-checkout (the example tasks to run, the guides the README and `--help` point to)."""
+"""`agentbake examples` and `agentbake docs`: the example tasks and guides the wheel ships beside the code."""
 
 from __future__ import annotations
 
@@ -24,8 +23,9 @@ def examples_dir() -> Path:
 
 
 def guides() -> dict[str, Path]:
-    """Every guide by name: the README (`readme`), each docs/*.md by its stem (`remote`), and each folder's
-    README.md by its folder (`agentbake/trl`, `images`): the checkout's files, or the installed wheel's."""
+    """Every guide by name: `readme`, each docs/*.md by stem, each folder's README.md by folder.
+
+    They come from the checkout, or the installed wheel."""
     root = builtin_root()
     package = Path(__file__).resolve().parent
     found = {"readme": root / "README.md"}

@@ -1,5 +1,7 @@
-"""`python -m agentbake.gateway --upstream ...`: the same command as `agentbake gateway`, without the rest of
-agentbake's CLI, whose build-kit imports (docker SDK, rich) cost a sandbox about 12 MB of resident memory."""
+"""`python -m agentbake.gateway --upstream ...`: the `agentbake gateway` command without the rest of the CLI.
+
+Skipping the build kit's imports (docker SDK, rich) saves a sandbox about 12 MB of resident memory.
+"""
 
 from agentbake.gateway.cli import gateway
 

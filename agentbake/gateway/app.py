@@ -1,8 +1,7 @@
 """The gateway as one raw ASGI application: routing and the four dialects' handlers.
 
-Raw ASGI rather than a framework because every microsecond here is added to each model call; the
-per-request work is a body read, one orjson parse, the translation and one pooled upstream request.
-Plumbing lives in asgi.py, upstream calls and recording in calls.py.
+Raw ASGI, not a framework, because each microsecond here is added to every model call. Plumbing lives in asgi.py,
+upstream calls and recording in calls.py.
 """
 
 from __future__ import annotations
@@ -385,9 +384,10 @@ def _error_shape(path: str) -> Callable[[GatewayError], tuple[int, dict]]:
 
 
 def create_app(config: GatewayConfig) -> Gateway:
-    """The gateway's ASGI application for `config`. With `config.preflight` the upstream is probed first:
-    a `not capturable` verdict raises PreflightError (the gateway refuses to start), and the logprobs mode
-    it found is stamped on every record when `config.logprobs_mode` does not say it."""
+    """The gateway's ASGI application for `config`.
+
+    With `config.preflight` the upstream is probed first; `not capturable` raises PreflightError. The logprobs mode
+    found is stamped on every record unless `config.logprobs_mode` sets it."""
     if config.preflight:
         from agentbake.gateway.preflight import require_capturable
 

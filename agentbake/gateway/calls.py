@@ -1,9 +1,7 @@
-"""Upstream calls: sending one, reading or relaying its answer as it arrives, and recording it.
+"""Upstream calls: sending one, reading or relaying its answer, and recording it.
 
-`Calls` owns what every call shares: the pooled upstream client, the trace writer, the turn book, the
-capture fields the upstream refused and the token-in planner (a call it continues goes to `/v1/completions`,
-its answer turned into the chat route's before anything reads it). The dialect handlers in app.py decide what
-the client sees.
+`Calls` owns what every call shares: the upstream client, the trace writer, the turn book, refused fields and the
+token-in planner. The dialect handlers in app.py decide what the client sees.
 """
 
 from __future__ import annotations
@@ -242,8 +240,9 @@ class Calls:
             call.injected = replace(call.injected, extensions=kept)
 
     async def _token_prompt(self, call: Call) -> list[int] | None:
-        """A token-in call's prompt: the continued call's ids, then the new messages' (from the server's
-        `/tokenize` when the template has no tokenizer of its own; if that fails, the call takes the chat route)."""
+        """A token-in call's prompt: the continued call's ids, then the new messages'.
+
+        When the server cannot tokenize the new messages, the call takes the chat route."""
         plan = call.plan
         if plan is None or plan.prefix is None or self.token_in is None:
             return None
@@ -364,9 +363,10 @@ class Calls:
         tail: Callable[[StreamEnd], bytes],
         keep_alive: bytes | None,
     ) -> None:
-        """Stream an upstream answer to the client as it arrives: SSE headers and `head` at once, each
-        chunk as `render` turns it into client bytes, `keep_alive` for each upstream keep-alive (None: the
-        client gets none), then the record, then `tail(end)`."""
+        """Stream an upstream answer to the client as it arrives, then record it.
+
+        The client gets `head` at once, each chunk as `render` makes it, `keep_alive` per upstream keep-alive, then
+        `tail(end)`."""
         assembler = ChunkAssembler()
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         if head:

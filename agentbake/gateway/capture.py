@@ -1,15 +1,10 @@
 """Token ids and logprobs from vLLM answers, exactly as the server produced them.
 
-Ids are read, never re-derived from text: re-tokenizing gives different ids than the model sampled
-(KL spikes in training). vLLM gives them in two forms: a `token_id` key, or with
-`--return-tokens-as-token-ids` / `return_tokens_as_token_ids` inside the token string as
-`"token_id:<int>"`. With `return_token_ids` it also lists them per choice (`token_ids`) and for the
-prompt (`prompt_token_ids`).
+Ids are read, never re-derived from text: re-tokenizing can give other ids than the model sampled. vLLM sends them as a
+`token_id` key or as `"token_id:<int>"` tokens, and lists them per choice with `return_token_ids`.
 
-Logprobs are kept as sent: vLLM clamps `-inf` to -9999.0 (kept), writes NaN as `null` in streams, and its
-streamed fallback entry (the sampled id missing from the engine's candidates) has no `logprob` key at all.
-A null or absent value is recorded as null, never 0.0 (which would claim probability 1), and makes the
-record's capture verdict partial.
+Logprobs are kept as sent, `-9999.0` included. A null or absent value is recorded as null, never 0.0 (which would claim
+probability 1), and makes the capture verdict partial.
 """
 
 from __future__ import annotations
@@ -74,8 +69,9 @@ class Capture:
 
     @property
     def per_token_logps(self) -> list[float | None]:
-        """One slot per completion id, in order: the entry's logprob, or None where none was sent (NaN as
-        `null`, a fallback entry without `logprob`, fewer entries than ids). Empty when no logprobs came."""
+        """One slot per completion id, in order: the entry's logprob, or None where none was sent.
+
+        Empty when no logprobs came."""
         return self.result(None).per_token_logps
 
     def result(self, upstream_error: str | None) -> Captured:

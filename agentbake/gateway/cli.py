@@ -19,7 +19,7 @@ from agentbake.gateway.config import LOGPROBS_MODES, GatewayConfig
 if TYPE_CHECKING:
     from agentbake.gateway.trace import Trace
 
-# Spellings that differ from `--field-name`: kept from before the options were generated.
+# Options whose spelling differs from `--field-name`.
 OPTION_NAMES = {
     "read_timeout_s": "--read-timeout",
     "connect_timeout_s": "--connect-timeout",
@@ -100,9 +100,9 @@ def preflight(
     logprobs_mode: str | None,
     as_json: bool,
 ) -> None:
-    """Check with a tiny chat call (unary and streaming), then the same prompt at two temperatures, that an
-    upstream's answers can be captured: logprobs, token ids, prompt ids, tool calls, rejected fields, raw or
-    processed logprobs. Exits 1 when not capturable."""
+    """Check that an upstream's answers can be captured: logprobs, token ids, prompt ids, tool calls, logprobs mode.
+
+    Exits 1 when not capturable."""
     import dataclasses
 
     from agentbake.errors import ConfigError
@@ -177,8 +177,8 @@ def trace_summary(path: Path, as_json: bool) -> None:
 def trace_check(path: Path, as_json: bool) -> None:
     """Per rollout, whether each call's prompt ids extend the previous call's prompt + completion ids.
 
-    Exits 1 when a prompt re-renders what an earlier call sampled (a chat template that reformats tool calls
-    or strips reasoning): concatenated turns would not be what the model generated."""
+    Exits 1 when a prompt re-renders what an earlier call sampled: concatenated turns would not be what the model
+    generated."""
     import dataclasses
 
     from agentbake.gateway.trace import check

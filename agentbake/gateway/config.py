@@ -40,9 +40,8 @@ class GatewayConfig(ModelSettings):
     through a bind mount; its folder must be traversable by that user too)."""
 
     rollout_id: str | None = None
-    """Serve this one rollout only: every record is tagged with it, whatever the path, and a request
-    whose path names another rollout (`/r/<other>/...`) is refused with 403, so one rollout can never
-    write into another's trace. None serves any `/r/<id>/` (and untagged paths)."""
+    """Serve this one rollout only: every record is tagged with it, and a path naming another rollout gets 403. None
+    serves any `/r/<id>/` (and untagged paths)."""
 
     client_token: SecretStr | None = None
     """Credential every request must carry, as `x-api-key` or `Authorization: Bearer`, else 401
@@ -98,9 +97,8 @@ class GatewayConfig(ModelSettings):
     concurrently (many requests just under `max_body_bytes`)."""
 
     max_trace_bytes: int | None = Field(default=None, ge=1024)
-    """Once the trace file holds this many bytes, model calls are refused (413 `request_too_large`, which
-    clients do not retry): every record holds the request as sent, so a client sending big requests in a loop
-    would otherwise fill the disk. None records without bound; the runner's per-rollout gateways take 256 MiB."""
+    """Once the trace file holds this many bytes, model calls are refused (413, which clients do not retry). Each record
+    holds its request, so a looping client would otherwise fill the disk. None: no bound."""
 
     max_client_connections: int = Field(default=64, ge=1)
     """Client connections open at once; one more is closed as it arrives. A rollout's gateway serves one
@@ -125,8 +123,8 @@ class GatewayConfig(ModelSettings):
     OpenSSL's `SSL_CERT_FILE` / `SSL_CERT_DIR` environment variables override that store as usual."""
 
     preflight: bool = False
-    """Before serving, make one tiny chat call upstream, unary and streaming (see `agentbake preflight`),
-    and refuse to start unless its answers carry logprobs and token ids; the report goes to the log."""
+    """Before serving, probe the upstream once (`agentbake preflight`) and refuse to start unless its answers can be
+    captured; the report goes to the log."""
 
     logprobs_mode: LogprobsMode | None = None
     """What the upstream's logprobs are, as vLLM's `--logprobs-mode` names them: "raw" (the policy's, before

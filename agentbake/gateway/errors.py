@@ -1,7 +1,7 @@
-"""Gateway exceptions and their mapping to the Anthropic, OpenAI chat, OpenAI Responses and Gemini error shapes.
+"""Gateway exceptions, and their shapes in the Anthropic, OpenAI chat, Responses and Gemini dialects.
 
-Status codes are chosen for what the client does with them: Claude Code retries 5xx/529 and honours
-`retry-after` on 429, but gives up on 400/404 (see "What Claude Code sends and needs" in README.md).
+Statuses are chosen for what clients do with them. Claude Code retries 5xx and 529, honours `retry-after` on 429, and
+gives up on 400 and 404.
 """
 
 from __future__ import annotations
@@ -49,8 +49,9 @@ class GatewayError(AgentbakeError):
         return {"error": {"message": self.message, "type": self.error_type, "param": self.param, "code": self.code}}
 
     def google_error(self) -> tuple[int, dict]:
-        """The HTTP status and Gemini error envelope `{"error": {"code", "message", "status"}}`: 529 (a
-        status Google never sends) becomes 503 UNAVAILABLE, which Gemini clients retry."""
+        """The HTTP status and Gemini error envelope `{"error": {"code", "message", "status"}}`.
+
+        529 becomes 503 UNAVAILABLE, which Gemini clients retry."""
         status = 503 if self.status == 529 else self.status
         name = _GOOGLE_STATUS.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")
         return status, {"error": {"code": status, "message": self.message, "status": name}}

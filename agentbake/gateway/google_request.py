@@ -42,8 +42,7 @@ def _camel(config: dict) -> dict:
 
 
 def arguments_text(args: dict) -> str:
-    """A call's arguments as vLLM's tool parsers write them (Python's json.dumps, ensure_ascii=False), so a
-    call sent back as an object renders as the model sampled it."""
+    """A call's arguments as vLLM's tool parsers write them, so a call sent back renders as the model sampled it."""
     return json.dumps(args, ensure_ascii=False)
 
 
@@ -90,8 +89,7 @@ def _system(instruction: Any) -> str:
 
 
 def _response_text(response: Any, where: str) -> str:
-    """A tool message's text from a `functionResponse.response` object: its `output` string (what Gemini CLI
-    sends), `Error: ...` for its `error` string, else the object as JSON."""
+    """A tool message's text from a `functionResponse.response`: its `output`, its `error`, else the object as JSON."""
     want(response, dict, where, "an object")
     if set(response) == {"output"} and isinstance(response["output"], str):
         return response["output"]
@@ -101,8 +99,7 @@ def _response_text(response: Any, where: str) -> str:
 
 
 class _Contents:
-    """Chat messages built turn by turn; a call keeps its id (given, or made from its position) so that the
-    function response in the next user turn answers it under the same id."""
+    """Chat messages built turn by turn; each call keeps one id, so the next turn's function response answers it."""
 
     def __init__(self) -> None:
         self.messages: list[dict] = []
@@ -136,8 +133,7 @@ class _Contents:
         self.messages.append(message)
 
     def _answered(self, response: dict, at: str) -> str:
-        """The id of the pending call a function response answers: the one with its id, else the first with
-        its name (a client may make up ids for calls that came without)."""
+        """The id of the pending call a function response answers: the one with its id, else the first with its name."""
         name = want(response.get("name"), str, f"{at}.name", "a string")
         given = response.get("id")
         matches = [n for n, (call_id, _) in enumerate(self.pending) if call_id == given]
@@ -147,8 +143,7 @@ class _Contents:
         return self.pending.pop(matches[0])[0]
 
     def user(self, content: dict, i: int) -> None:
-        """A `user` turn: tool messages for its function responses first (they must follow the calls), then
-        one user message for its text and images (those of the function responses included)."""
+        """A `user` turn: tool messages for its function responses first, then one user message for text and images."""
         where = f"contents[{i}]"
         tool_messages: list[dict] = []
         rest: list[dict] = []

@@ -11,7 +11,7 @@ from typing import Any
 from agentbake.gateway.capture import choices_of
 from agentbake.gateway.translate_response import claim_tool_id, parse_arguments, reasoning_of
 
-# vLLM's finish reasons -> Gemini's (README.md "Finish reasons"): calls end with STOP, as Gemini's do; an
+# vLLM's finish reasons -> Gemini's: calls end with STOP, as Gemini's do; an
 # engine abort cut the answer as a length limit does.
 _FINISH = {
     "stop": "STOP",
@@ -47,8 +47,7 @@ def finish_reason(reason: Any) -> str:
 
 
 class GoogleShape:
-    """What every answer to one Gemini request shares: its response id, the client's model, whether reasoning
-    is shown, and the tool call ids the conversation already holds."""
+    """What every answer to one Gemini request shares: its id, the client's model, shown reasoning, known call ids."""
 
     def __init__(self, model: str, include_thoughts: bool, taken_ids: set[str]) -> None:
         self.response_id = secrets.token_hex(12)
@@ -94,9 +93,10 @@ def openai_to_google(completion: dict, shape: GoogleShape) -> dict:
 
 
 class GoogleStream:
-    """Turns streamed chat-completion chunks into GenerateContentResponse chunks: text and thoughts as they
-    arrive, each function call whole once the next output (or the end) shows it complete, then a last chunk
-    with finishReason and usageMetadata."""
+    """Turns streamed chat-completion chunks into GenerateContentResponse chunks.
+
+    Text and thoughts go out as they arrive, each function call whole once complete, then a last chunk with finishReason
+    and usageMetadata."""
 
     def __init__(self, shape: GoogleShape) -> None:
         self.shape = shape

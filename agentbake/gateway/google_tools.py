@@ -54,8 +54,9 @@ def _function(declaration: Any, where: str) -> dict:
 
 
 def tools(value: Any) -> list[dict]:
-    """Chat function tools for every `functionDeclarations` entry; any other tool (googleSearch,
-    codeExecution, urlContext, ...) runs at Google and is a 400 naming it."""
+    """Chat function tools for every `functionDeclarations` entry.
+
+    Any other tool (googleSearch, codeExecution, ...) runs at Google and is a 400 naming it."""
     want(value, list, "tools", "an array of tools")
     out: list[dict] = []
     for i, tool in enumerate(value):
@@ -74,8 +75,9 @@ def tools(value: Any) -> list[dict]:
 
 
 def tool_choice(config: Any) -> str | dict | None:
-    """`toolConfig.functionCallingConfig` as the chat `tool_choice`: AUTO -> auto, ANY -> required (a named
-    function when `allowedFunctionNames` holds one name), NONE -> none; None without a calling config."""
+    """`toolConfig.functionCallingConfig` as the chat `tool_choice`; None without a calling config.
+
+    AUTO is auto, ANY is required (or the one function `allowedFunctionNames` names), NONE is none."""
     want(config, dict, "toolConfig", "an object")
     calling = config.get("functionCallingConfig")
     if calling is None:

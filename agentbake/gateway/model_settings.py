@@ -1,6 +1,7 @@
-"""`ModelSettings`: what the gateway changes in agents' requests for the served model's sake, as a pydantic model
-of its own. `RunnerConfig` holds one; an oracle run (no gateway) imports this, not `config.py`'s
-`GatewayConfig` (whose attribute docstrings pydantic reads from the source) nor the server it configures."""
+"""`ModelSettings`: what the gateway changes in agents' requests for the served model's sake.
+
+`RunnerConfig` holds one. It lives apart so an oracle run, which has no gateway, never imports `GatewayConfig`.
+"""
 
 from __future__ import annotations
 

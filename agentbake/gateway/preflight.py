@@ -1,10 +1,8 @@
 """Preflight: does an upstream answer in a form the gateway can capture for training?
 
-A tiny chat call, unary then streaming, sent exactly as the gateway sends its own calls (the same
-rewriting, the same vLLM-only capture fields, the same retry without the fields a server rejects), with
-a tiny tool offered; then the same prompt, unary, at two temperatures, to tell raw logprobs from
-processed ones (`preflight_probes.py`). Each check in `CHECKS` (`preflight_checks.py`) reads the answers.
-The verdict: `not capturable` when a check is missing, `partial` when one is partial, else `capturable`.
+It sends a tiny chat call as the gateway sends its own, unary and streaming, then one prompt at two temperatures
+(`preflight_probes.py`). Each check in `CHECKS` reads the answers. The verdict is `not capturable` when a check is
+missing, `partial` when one is partial, else `capturable`.
 """
 
 from __future__ import annotations
@@ -52,11 +50,10 @@ class PreflightReport:
 
 
 async def preflight(config: GatewayConfig) -> PreflightReport:
-    """Probe `config.upstream` as the gateway would call it (its key, capture settings, CA file) and report.
+    """Probe `config.upstream` as the gateway would call it (key, capture settings, CA file) and report.
 
-    The model is `config.model_override`, else the first one `/models` lists. Nothing is traced. The probes
-    choose their own temperatures (the raw/processed check samples at two): the config's sampling settings,
-    which the gateway sets on agents' calls, are left out here."""
+    The model is `config.model_override`, else the first one `/models` lists. Nothing is traced. The probes set their
+    own temperatures, leaving out the config's sampling settings."""
     unset = dict.fromkeys(SAMPLING_FIELDS)
     quiet = config.model_copy(update={"trace": None, "preflight": False, **unset})
     calls = Calls(quiet)
@@ -106,9 +103,9 @@ def run_preflight(config: GatewayConfig) -> PreflightReport:
 
 
 def require_capturable(config: GatewayConfig) -> PreflightReport:
-    """Run the preflight; raise PreflightError (its message the whole report) when the verdict is
-    `not capturable`, else log the report (a warning when partial) and return it. Its `logprobs_mode` is
-    what the gateway's records should be stamped with."""
+    """Run the preflight and return its report; raise PreflightError when it is `not capturable`.
+
+    The report is logged, as a warning when partial. Its `logprobs_mode` is what records get stamped with."""
     report = run_preflight(config)
     if not report.ok:
         raise PreflightError(

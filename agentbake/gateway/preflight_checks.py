@@ -1,7 +1,7 @@
-"""The preflight's checks: each reads the probes' answers and says `ok`, `warn` (worth knowing, capture
-unaffected), `partial` (samples lack something a trainer may need) or `missing` (nothing trainable).
+"""The preflight's checks, each reading the probes' answers.
 
-A new check is one function `(Probes) -> Check` appended to `CHECKS`.
+A check says `ok`, `warn` (capture unaffected), `partial` (samples lack something a trainer may need) or `missing`
+(nothing trainable). A new check is one function `(Probes) -> Check` appended to `CHECKS`.
 """
 
 from __future__ import annotations

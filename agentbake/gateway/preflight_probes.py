@@ -1,8 +1,7 @@
 """The preflight's calls: what it sends upstream and what it keeps of each answer.
 
-Every call goes through the gateway's own request path (`Calls`): the same rewriting, the same vLLM-only
-capture fields, the same retry without a field the server rejects. The checks (`preflight_checks.py`)
-read only what is gathered here.
+Every call goes through the gateway's own request path (`Calls`), so it is sent as agents' calls are. The checks read
+only what is gathered here.
 """
 
 from __future__ import annotations

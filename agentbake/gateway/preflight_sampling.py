@@ -1,11 +1,8 @@
-"""Raw or processed logprobs? Read from the same prompt sampled at two temperatures.
+"""Raw or processed logprobs? Read from one prompt sampled at two temperatures.
 
-vLLM's `--logprobs-mode` decides what an answer's logprobs are: `raw_logprobs` (the default: the policy's
-own log-probabilities, before temperature, top-k and top-p), `processed_logprobs` (after them), or the
-logits themselves (`raw_logits`, `processed_logits`). An importance ratio needs the policy's logprobs, so a
-trainer must know which it got. At a position whose preceding tokens are the same in both answers the
-model saw the same context: raw logprobs of a token are equal there whatever the temperature, processed
-ones move (at 0.5 and 1.5, by a factor near 3). Logprobs above 0 cannot be logprobs: those are logits.
+An importance ratio needs the policy's own logprobs (vLLM's `raw_logprobs`), not those after temperature and top-p.
+Where both answers share a context, raw logprobs are equal at both temperatures and processed ones move. Values above 0
+are logits.
 """
 
 from __future__ import annotations

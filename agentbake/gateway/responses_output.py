@@ -1,6 +1,7 @@
-"""Chat Completions answers -> OpenAI Responses objects: output items, usage, status and the `response`
-envelope, shared by the unary answer (`openai_to_responses`) and the stream (responses_stream.py). Pure
-functions over decoded JSON, no I/O; shapes follow the `openai` SDK's `types/responses` models.
+"""Chat Completions answers to OpenAI Responses objects: output items, usage, status and the `response` envelope.
+
+Both the unary answer (`openai_to_responses`) and the stream (responses_stream.py) use them. Shapes follow the `openai`
+SDK's `types/responses` models.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import orjson
 from agentbake.gateway.translate_response import claim_tool_id, reasoning_of
 from agentbake.gateway.translate_responses_request import CUSTOM_INPUT
 
-# finish reasons that cut the answer before the model ended it (README.md "Finish reasons"): `incomplete`.
+# finish reasons that cut the answer before the model ended it: `incomplete`.
 _CUT = ("length", "abort")
 
 
@@ -71,8 +72,7 @@ def reasoning_item(item_id: str, text: str | None, status: str) -> dict:
 
 
 class ResponseShape:
-    """What every answer to one Responses request shares: its id, the request's echoed settings, which tools
-    are custom, and the tool call ids the conversation already holds."""
+    """What every answer to one Responses request shares: its id, echoed settings, custom tools, known call ids."""
 
     def __init__(self, request: dict, custom_tools: frozenset[str], taken_ids: set[str]) -> None:
         self.id = new_id("resp")

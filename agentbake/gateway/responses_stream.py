@@ -1,9 +1,7 @@
-"""Streamed chat-completion chunks -> OpenAI Responses stream events, one chunk at a time (`ResponsesStream`).
+"""Streamed chat-completion chunks to OpenAI Responses stream events, one chunk at a time (`ResponsesStream`).
 
-Pure, no I/O. Output items are emitted strictly one after another (reasoning, text, tool calls in arrival
-order): each opens with `response.output_item.added` and is closed with `response.output_item.done` before
-the next opens, which is where Codex takes items from. Every event carries its `type` and a `sequence_number`
-counting from 0; the SSE event name is the type, as OpenAI sends it.
+Output items are emitted one after another, each closed before the next opens, as Codex expects. Every event carries its
+`type` and a `sequence_number` from 0.
 """
 
 from __future__ import annotations
@@ -158,8 +156,7 @@ class ResponsesStream:
         return events
 
     def finish(self) -> list[Event]:
-        """Close the open item and end the response (`response.completed`, or `response.incomplete` when the
-        upstream cut the answer); also right for a stream that ended without a finish_reason."""
+        """Close the open item and end the response, `completed` or `incomplete` when the upstream cut the answer."""
         status = final_status(self._finish_reason)
         events = self._close(status)
         response = self.shape.envelope(status, self.output, responses_usage(self._usage))

@@ -10,7 +10,8 @@ from agentbake.gateway.errors import InvalidRequest
 
 
 def rewrite_request(body: dict, config: GatewayConfig, refused: frozenset[str] | set[str] = frozenset()) -> Injected:
-    """Apply model override, sampling settings, token caps, thinking switch and capture fields to `body` in place;
+    """Apply model override, sampling, token caps, thinking switch and capture fields to `body` in place.
+
     `refused` names vLLM-only fields the upstream is known to reject."""
     if config.model_override:
         body["model"] = config.model_override

@@ -1,6 +1,8 @@
-"""The gateway's settings that `agentbake run` and `agentbake rollout` take as options, as plain data: their
-`--help` lists them without importing pydantic or building the config models. `config.py` builds
-`ModelSettings` from `MODEL_SETTINGS`, so each field's type, default, bounds and help are written once."""
+"""The gateway settings `agentbake run` and `rollout` take as options, as plain data.
+
+Their `--help` lists them without importing pydantic. `config.py` builds `ModelSettings` from `MODEL_SETTINGS`, so each
+field's type, default, bounds and help are written once.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Assembling a streamed chat completion's chunks into the one completion it amounts to (for the record),
-and the reverse for servers that answer a stream request with one completion."""
+"""A streamed chat completion's chunks assembled into one completion for the record, and the reverse."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""The served model's chat template and tokenizer, for token-in calls: render the new messages, tokenize them.
+"""The served model's chat template and tokenizer, which token-in calls render and tokenize with.
 
-From a local Hugging Face tokenizer folder (`tokenizer.json`, `tokenizer_config.json`, the chat template in
-`chat_template.jinja` or the config; never the Hub: `FolderTemplate`), or from the server itself
-(`ServerTemplate`: vLLM's `GET /tokenizer_info`, served with `--enable-tokenizer-info-endpoint`, gives the
-template and special tokens, and its `POST /tokenize` the ids). Either renders with `transformers`, an optional
-extra (`pip install 'agentbake[trl]'`). Messages reach the template as vLLM hands them over: text content as one
-string, tool-call arguments parsed from JSON.
+`FolderTemplate` reads a local Hugging Face tokenizer folder; `ServerTemplate` asks vLLM's `/tokenizer_info` and
+`/tokenize`. Both render with `transformers` (`pip install 'agentbake[trl]'`), given messages as vLLM hands them over.
 """
 
 from __future__ import annotations
@@ -91,9 +87,10 @@ class ChatTemplate:
         return None
 
     def unsafe(self) -> str | None:
-        """Why token-in would not be exact with this template, or None: rendering a conversation must start with
-        the rendering of its first messages (new messages only append), and an assistant turn must end with the
-        end-of-sequence token."""
+        """Why token-in would not be exact with this template, or None.
+
+        New messages must only append to the rendering, and an assistant turn must end with the end-of-sequence token.
+        """
         for cut in (2, 3):
             shorter = self.render(_PROBE[:cut], _PROBE_TOOLS, generation_prompt=False)
             longer = self.render(_PROBE[: cut + 1], _PROBE_TOOLS, generation_prompt=True)

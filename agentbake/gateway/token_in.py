@@ -1,13 +1,8 @@
-"""Token-in continuation: a call that extends a session's last one goes to `/v1/completions` with ids as its prompt.
+"""Token-in continuation: a call that extends an earlier answered call goes to `/v1/completions` as ids.
 
-Re-rendering an agent's history through the chat template and re-tokenizing it need not give back the ids the
-model sampled (merges across the boundary of a sampled answer, a template that re-writes tool calls), so turn
-N+1's prompt would not extend turn N's prompt + completion. Here each answered call is remembered per rollout
-(its messages, prompt ids and sampled ids); a new request whose messages are that call's messages, then the
-answer it got (content and tool calls as the client saw them), then only new non-assistant messages (tool
-results, user turns) is sent as: that call's prompt ids + its sampled ids + the ids of the new messages,
-rendered alone with the model's chat template. Any other request (a first call, a sub-agent, a compaction, an
-edited history, a request the completions route cannot serve) takes the chat route, and its record says why.
+Re-rendering and re-tokenizing a history need not give back the ids the model sampled. So a request that continues a
+remembered call is sent as that call's prompt ids, its sampled ids, then the new messages' ids. Any other request takes
+the chat route, and its record says why.
 """
 
 from __future__ import annotations
@@ -82,8 +77,9 @@ class Session:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """How one call goes upstream: on `/v1/completions`, its prompt is `prefix` + the ids of `suffix`; on the
-    chat route `prefix` is None."""
+    """How one call goes upstream: on `/v1/completions` its prompt is `prefix` + the ids of `suffix`.
+
+    On the chat route `prefix` is None."""
 
     prefix: list[int] | None
     """The continued call's prompt + sampled ids."""
@@ -108,9 +104,10 @@ def _settings(body: dict) -> bytes:
 
 
 def answer_key(message: Any) -> tuple[str, tuple[tuple[str, Any], ...]]:
-    """What of an assistant message must match the sampled answer: its text (outer whitespace aside, which
-    clients trim) and each tool call's name and parsed arguments (clients re-serialize them); reasoning and
-    call ids are not compared (clients drop the one and may replace the other)."""
+    """What of an assistant message must match the sampled answer: its trimmed text and each tool call's name and
+    arguments.
+
+    Reasoning and call ids are not compared: clients drop the one and may replace the other."""
     if not isinstance(message, dict):
         return "", ()
     calls = []
@@ -210,8 +207,9 @@ class TokenIn:
         return _Suffix(True, closing + after[len(before) :])
 
     async def prompt(self, plan: Plan, model: Any, client: UpstreamClient, tokenize_url: str) -> list[int] | None:
-        """The prompt ids of a call planned for the completions route: `plan.prefix`, then the new messages' ids
-        (from the server's `/tokenize` when the template has no tokenizer of its own); None when that fails."""
+        """The prompt ids of a call planned for the completions route: `plan.prefix`, then the new messages' ids.
+
+        The server's `/tokenize` gives those when the template has no tokenizer; None when that fails."""
         assert plan.prefix is not None
         ids = self.template.encode(plan.suffix)
         if ids is None:
@@ -241,8 +239,9 @@ class TokenIn:
         message: Any,
         continued: int | None = None,
     ) -> None:
-        """Remember an answered call (status 200, ids captured) as a session later calls may continue, in place of
-        the call it `continued` (its turn) if any."""
+        """Remember an answered call as a session later calls may continue.
+
+        It replaces the call it `continued`, if any."""
         messages = body.get("messages")
         if not isinstance(messages, list):
             return
@@ -274,9 +273,10 @@ def chat_route(reason: str) -> Plan:
 
 
 def completions_body(chat: dict, prompt: list[int]) -> dict:
-    """The `/v1/completions` request of a chat request continued at `prompt`: the same sampling and capture
-    fields, logprobs in the legacy form (`logprobs: N`), and with tools special tokens kept in the text (as vLLM's
-    hermes parser asks on the chat route), so `<tool_call>` reaches the parser."""
+    """The `/v1/completions` request of a chat request continued at `prompt`, with the same sampling and capture fields.
+
+    Logprobs take the legacy form (`logprobs: N`). With tools, special tokens stay in the text so `<tool_call>` reaches
+    the parser."""
     body: dict[str, Any] = {key: chat[key] for key in _PASSED if key in chat}
     body["prompt"] = prompt
     if "max_tokens" not in body:
@@ -291,10 +291,10 @@ def completions_body(chat: dict, prompt: list[int]) -> dict:
 
 
 def load_token_in(config: GatewayConfig, headers: dict[str, str]) -> TokenIn | None:
-    """The gateway's token-in planner for its `token_in` and `tokenizer` settings (`headers`: what its upstream
-    calls carry): None when off. Unset, it is on with a tokenizer folder whose template allows it; true without a
-    folder, the template comes from the server (`/tokenizer_info`). Raises ConfigError when `token_in` is true and
-    it cannot be on."""
+    """The gateway's token-in planner, or None when token-in is off.
+
+    Unset, `token_in` is on with a tokenizer folder whose template allows it. True without a folder, the template comes
+    from the server. Raises ConfigError when `token_in` is true and cannot be on."""
     token_in, tokenizer = config.token_in, config.tokenizer
     if token_in is False or (token_in is None and tokenizer is None):
         return None

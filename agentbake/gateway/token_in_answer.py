@@ -1,11 +1,7 @@
-"""A `/v1/completions` answer as the chat-completions answer the chat route would have given, unary or streamed.
+"""A `/v1/completions` answer turned into the chat route's answer, unary or streamed.
 
-The text is parsed as vLLM's chat server parses it (tool_parse.py); the ids and logprobs are kept exactly:
-`token_ids` per choice or chunk, `prompt_token_ids` moved to the top level as the chat route has them, and the
-legacy logprobs (`tokens`, `token_logprobs`, `top_logprobs` dicts) as chat `logprobs.content` entries, so the
-capture and every dialect's translation read a token-in answer like any other. A stream's text is shown as it
-arrives (reasoning and content), held back only where it may be the start of a marker; tool calls, parsed once
-the text is whole, come in the last chunks, each call whole, as the finish reason `tool_calls` says.
+The text is parsed as vLLM's chat server does (tool_parse.py); ids and logprobs are kept exactly, in the chat shape. So
+the capture and every dialect read a token-in answer like any other.
 """
 
 from __future__ import annotations
@@ -104,8 +100,9 @@ class CompletionAnswer:
         return answer
 
     def chunk(self, data: dict, *, final: bool = False) -> list[dict[str, Any]]:
-        """The chat chunks of one completions chunk: its ids, logprobs and the text it lets through, then (on the
-        finishing chunk, or `final`) what was held back and the tool calls, the last chunk with the finish reason."""
+        """The chat chunks of one completions chunk: its ids, logprobs and the text it lets through.
+
+        The finishing chunk (or `final`) adds what was held back and the tool calls, then the finish reason."""
         if not self.head:
             self.head = _head(data, "chat.completion.chunk")
         head = self.head

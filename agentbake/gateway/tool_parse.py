@@ -1,15 +1,7 @@
-"""A completion's text as vLLM's chat server parses it: reasoning, content and hermes tool calls.
+"""A completion's text parsed as vLLM's chat server parses it: reasoning, content and hermes tool calls.
 
-Token-in calls go to `/v1/completions`, which returns plain text; the gateway parses it as vLLM 0.34's chat
-route would for the Qwen3 / Hermes family (`--tool-call-parser hermes`, `--reasoning-parser qwen3`), so the
-agent gets the same message whichever route the call took:
-- reasoning: after a leading `<think>` (or from the start, when the prompt opened `<think>` itself, as Qwen3.5's
-  and Qwen3's thinking-2507 templates do) up to `</think>`, as vLLM's `qwen3` reasoning parser splits it; the
-  content is what follows `</think>` (None when nothing does); a thought never closed is all reasoning (cut short);
-- tool calls: every `<tool_call>...</tool_call>` (the last one may be left open at the end of the text) holds
-  one JSON object `{"name": ..., "arguments": ...}`; the arguments go out as `json.dumps(..., ensure_ascii=False)`;
-  the content is the text before the first `<tool_call>` (None when empty); if any call fails to parse (not JSON,
-  no `name` or `arguments`) no call is made and the whole text is the content.
+Token-in calls go to `/v1/completions`, which returns plain text. Parsing it as vLLM 0.34's chat route would
+(`--tool-call-parser hermes`, `--reasoning-parser qwen3`) gives the agent the same message on either route.
 """
 
 from __future__ import annotations
@@ -42,8 +34,10 @@ class Parsed:
 
 
 def split_reasoning(text: str, *, opened: bool = False) -> tuple[str | None, str]:
-    """(reasoning, the rest) of a completion's text: reasoning when it starts with `<think>` or the prompt
-    `opened` it, up to `</think>` (all of it when never closed); else no reasoning and the whole text."""
+    """(reasoning, the rest) of a completion's text.
+
+    Reasoning runs from a leading `<think>` (or the start, when the prompt `opened` it) to `</think>`, or to the end if
+    never closed."""
     if text.startswith(THINK_OPEN):
         text = text[len(THINK_OPEN) :]
     elif not opened:

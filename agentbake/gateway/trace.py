@@ -1,13 +1,8 @@
 """The JSONL trace: one record per upstream call, written as the call ends, read back typed.
 
-Each record is one `os.write` of a complete line on an O_APPEND descriptor: nothing sits in a user-space
-buffer, so a crash keeps every finished call, and lines from concurrent calls never interleave. A
-crash mid-write can still leave a partial last line.
-
-Every reader (`load_trace`, the export's indexed reader, the runner's result, `agentbake trace`) follows one
-rule, `skip_reason`: a line that holds no record (a cut last line, a line that is not a JSON object, a record
-missing `turn`, `request` or `response` or with a `rollout_id` other than a string) is skipped with a note naming
-the file and line; a record of a schema version this agentbake does not know, or an unreadable file, is refused.
+Each record is one `os.write` of a whole line on an O_APPEND descriptor. A crash keeps every finished call, and
+concurrent calls never interleave. Every reader follows `skip_reason`: a line holding no record is skipped with a note,
+an unknown schema version is refused.
 """
 
 from __future__ import annotations
@@ -70,16 +65,15 @@ class TraceRecord:
     trainer keeps the last call of such a chain."""
     capture: dict[str, Any] | None = None
     """`{"verdict": "complete" | "partial" | "none", "reasons": [...]}`: whether ids and logprobs are whole
-    (see "Capture verdict" in README.md); None in records before schema 2."""
+    (README.md, "What each record holds"); None in records before schema 2."""
     prefix: dict[str, Any] | None = None
     """Multi-turn token consistency: whether `prompt_token_ids` start with the previous call's prompt +
-    completion ids (see "Multi-turn token consistency" in README.md); None when there is nothing to compare."""
+    completion ids (README.md, "What each record holds"); None when there is nothing to compare."""
     logprobs_mode: str | None = None
     """"raw" or "processed": what the upstream's logprobs are (the gateway's `logprobs_mode`); None when unknown."""
     token_in: dict[str, Any] | None = None
-    """The call's route with token-in on: `{"route": "completions", "continues": <turn>, "new_tokens": <n>}` (its
-    prompt is that turn's prompt + sampled ids + `n` ids of the new messages) or `{"route": "chat", "reason": ...}`
-    (why it could not continue a call); None with token-in off (see "Token-in continuation" in README.md)."""
+    """The call's route with token-in on: `{"route": "completions", "continues": <turn>, "new_tokens": <n>}` or
+    `{"route": "chat", "reason": ...}`. None with token-in off (README.md, "Token-in continuation")."""
 
     worker: str | None = None
     """The upstream worker that answered (the gateway's `worker`: one of a runner's several); None when unnamed."""
@@ -135,10 +129,10 @@ class SkippedLine:
 def skip_reason(
     path: str | os.PathLike[str], number: int, line: bytes, raw: dict[str, Any] | None, *, whole: bool = True
 ) -> SkippedLine | None:
-    """Why line `number` of `path` holds no record, or None when it holds one (`raw`: the line parsed; None when
-    it is not a JSON object, and then never None). With `whole=False`, `raw` holds only `turn`, `schema_version`
-    and `rollout_id` (what a reader takes without parsing the line) and the other fields are checked when it is
-    read whole. Raises TraceError for a record of a schema version this agentbake does not read."""
+    """Why line `number` of `path` holds no record, or None when it holds one.
+
+    `raw` is the parsed line (None when not a JSON object). With `whole=False` it holds only the fields a reader takes
+    without parsing the line. Raises TraceError for an unknown schema version."""
     where = f"{path}:{number}"
     if not line.endswith(b"\n"):  # every record is written with its newline in one write
         return SkippedLine(

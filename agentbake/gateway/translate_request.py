@@ -139,8 +139,9 @@ def flatten(parts: list[dict]) -> str | list[dict]:
 
 
 def _tool_result(block: dict, path: str) -> tuple[dict, list[dict]]:
-    """The `role: tool` message for a tool_result block, plus image parts that must follow as a user
-    message (tool messages carry text only on most servers)."""
+    """The `role: tool` message for a tool_result block, plus image parts for a user message after it.
+
+    Most servers take only text in tool messages."""
     tool_id = want(block.get("tool_use_id"), str, f"{path}.tool_use_id", "a string")
     content = block.get("content", "")
     parts = _content_parts(content, f"{path}.content")
@@ -274,12 +275,8 @@ def _output_config(config: Any, out: dict) -> None:
 def anthropic_to_openai(body: Any, *, drop_billing_header: bool = True, inner_system_as_user: bool = False) -> dict:
     """The chat-completions request equivalent to an Anthropic Messages request.
 
-    `inner_system_as_user` sends `role: "system"` messages found inside `messages` as user messages,
-    for chat templates that allow a system message only first (Qwen3's raises on any other).
-
-    Fields without an OpenAI equivalent (`metadata`, `context_management`, `cache_control`, unknown
-    top-level keys from newer clients) are dropped rather than refused.
-    """
+    `inner_system_as_user` sends inner system messages as user messages, for templates that allow a system message only
+    first. Fields with no OpenAI equivalent (`metadata`, `cache_control`, ...) are dropped."""
     want(body, dict, "body", "a JSON object")
     model = want(body.get("model"), str, "model", "a string")
     raw_messages = want(body.get("messages"), list, "messages", "an array of messages")

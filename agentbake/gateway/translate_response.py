@@ -1,6 +1,6 @@
-"""OpenAI Chat Completions answers -> Anthropic Messages answers: unary (`openai_to_anthropic`) and
-streamed (`StreamTranslator`, one chunk in, the SSE events it amounts to out). Pure functions over
-decoded JSON, no I/O.
+"""OpenAI Chat Completions answers to Anthropic Messages answers, as pure functions.
+
+`openai_to_anthropic` translates a unary answer, `StreamTranslator` a stream chunk by chunk.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import orjson
 
 from agentbake.gateway.capture import choices_of
 
-# vLLM's finish reasons -> Anthropic stop reasons (README.md "Finish reasons"). `abort` (the engine stopped
+# vLLM's finish reasons -> Anthropic stop reasons. `abort` (the engine stopped
 # the request: an admin abort, a KV-cache failure) cut the answer before the model ended it, as a length
 # limit does, so the client resumes or gives up as for max_tokens instead of taking a cut answer as final.
 # `repetition` is a stop criterion the server was configured with (like a stop token id): the turn is over.
@@ -37,9 +37,7 @@ def new_tool_id() -> str:
 def claim_tool_id(candidate: Any, taken: set[str]) -> str:
     """The upstream's tool call id, unless it is missing or already used in this conversation.
 
-    Some servers number calls per answer (`call_0` in every turn); Claude Code takes a repeated id for
-    an already answered call and reports "[Tool use interrupted]", so a repeat gets a fresh id.
-    """
+    Some servers number calls per answer (`call_0` every turn). Claude Code takes a repeated id for an answered call."""
     tool_id = candidate if isinstance(candidate, str) and candidate and candidate not in taken else new_tool_id()
     taken.add(tool_id)
     return tool_id
@@ -138,10 +136,8 @@ Event = tuple[str, dict]
 class StreamTranslator:
     """Turns streamed chat-completion chunks into Anthropic SSE events, one chunk at a time.
 
-    Blocks are emitted strictly one after another (thinking, text, tool calls in arrival order):
-    every opened block is closed with `content_block_stop` before the next opens, because Claude Code
-    treats a missing stop as malformed tool use. Tool arguments always travel as `input_json_delta`.
-    """
+    Blocks are emitted one after another, each closed before the next opens: Claude Code takes a missing stop for
+    malformed tool use. Tool arguments travel as `input_json_delta`."""
 
     def __init__(self, *, model: str, stop_sequences: list[str], taken_ids: set[str] | None = None) -> None:
         self.model = model

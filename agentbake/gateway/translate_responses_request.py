@@ -1,9 +1,7 @@
-"""OpenAI Responses requests -> Chat Completions requests, as pure functions over decoded JSON.
+"""OpenAI Responses requests to Chat Completions requests, as pure functions (`responses_to_openai`).
 
-`responses_to_openai` is the one entry point. The gateway keeps no conversation state, so `input` must hold
-the whole conversation (what Codex sends). Client mistakes, and what a chat-completions upstream cannot run
-(stored prompts, `previous_response_id`), raise `InvalidRequest` naming the JSON path at fault; hosted tools are
-left out.
+The gateway keeps no conversation state, so `input` must hold the whole conversation, as Codex sends it. Client mistakes
+and what a chat upstream cannot run raise `InvalidRequest` naming the JSON path.
 """
 
 from __future__ import annotations
@@ -69,8 +67,10 @@ def _text(content: Any, where: str, joiner: str = "\n\n") -> str:
 
 
 class _Conversation:
-    """Chat messages built item by item: leading system and developer messages join the instructions, calls
-    join the assistant message before them, and images from tool outputs follow the run of tool messages."""
+    """Chat messages built item by item.
+
+    Leading system messages join the instructions, calls join the assistant message before them, and tool output images
+    follow the tool messages."""
 
     def __init__(self, instructions: str | None, inner_system_as_user: bool) -> None:
         self.system: list[str] = [instructions] if instructions else []
@@ -170,9 +170,10 @@ def _input(body: dict, inner_system_as_user: bool) -> list[dict]:
 
 
 def _tools(tools: Any) -> tuple[list[dict], frozenset[str]]:
-    """Chat function tools for `function` and `custom` tools, and the names of the custom ones; any other type
-    (`web_search`, `local_shell`, `namespace`, ...) runs at OpenAI or needs items a chat upstream never sends,
-    so it is left out and the model is not offered it."""
+    """Chat function tools for `function` and `custom` tools, and the names of the custom ones.
+
+    Other types (`web_search`, `local_shell`, ...) run at OpenAI or need items a chat upstream never sends, so the model
+    is not offered them."""
     want(tools, list, "tools", "an array of tools")
     out: list[dict] = []
     custom: set[str] = set()
@@ -267,9 +268,8 @@ def _refuse_state(body: dict) -> None:
 def responses_to_openai(body: Any, *, inner_system_as_user: bool = False) -> TranslatedResponses:
     """The chat-completions request equivalent to a Responses request.
 
-    `inner_system_as_user` sends system and developer messages that come after the conversation started as
-    user messages (leading ones join `instructions` in the one system message). `store`, `include`,
-    `metadata`, `user`, `prompt_cache_key`, `service_tier`, `truncation` and unknown keys are dropped."""
+    Leading system and developer messages join `instructions`; `inner_system_as_user` makes later ones user messages.
+    Fields with no chat equivalent (`store`, `include`, `metadata`, ...) and unknown keys are dropped."""
     want(body, dict, "body", "a JSON object")
     _refuse_state(body)
     model = want(body.get("model"), str, "model", "a string")

@@ -1,14 +1,8 @@
-"""Turn numbers per rollout, detection of client retries, and the multi-turn token consistency check.
+"""Turn numbers per rollout, retry detection, and the multi-turn token consistency check.
 
-Claude Code re-sends a failed request with identical content (after a cut stream even as
-`"stream": false`), so a request whose content, ignoring the stream flags, equals a recent one of the
-same rollout is marked as a retry of it.
-
-Consistency: a trainer that concatenates turns needs each prompt's ids to start with the previous call's
-prompt + completion ids. "Previous" is the latest call of the same rollout that had been answered (status
-200, prompt and completion ids captured) when this call arrived, and that no later call retried: the
-answer the client could have continued from. A retry is compared with what its original was compared
-with.
+Claude Code re-sends a failed request with the same content, so such a request is marked a retry. A trainer that
+concatenates turns needs each prompt to start with the previous answered call's ids. `prefix_check` tells whether it
+does.
 """
 
 from __future__ import annotations
@@ -124,11 +118,8 @@ def first_difference(a: list, b: list) -> int:
 def prefix_check(previous: Answered | None, prompt_ids: Any) -> dict[str, Any] | None:
     """Whether `prompt_ids` start with `previous`'s prompt + completion ids; None when nothing compares.
 
-    `{"previous_turn", "extends"}`, and when it does not extend: `diverged_at` (index into this prompt),
-    `diverged_in` ("prompt": a different conversation, e.g. a side call, a subagent or a compaction;
-    "completion": the history was re-rendered differently from how it was sampled), `around` (the index of
-    the first id shown) and the ids there, `expected` (previous prompt + completion) and `found` (this prompt).
-    """
+    `{"previous_turn", "extends"}`; a break adds `diverged_at`, `diverged_in` (`prompt`: another conversation;
+    `completion`: a re-rendered history), and the ids around it as `around`, `expected` and `found`."""
     if previous is None or not isinstance(prompt_ids, list):
         return None
     head, tail = len(previous.prompt), len(previous.prompt) + len(previous.completion)

@@ -1,10 +1,8 @@
 """A small pooled HTTP/1.1 client for the upstream, built on asyncio protocols and httptools.
 
-httpx was measured first (bench/gateway/README.md): about 0.85 ms of client overhead per request on
-the 2-core reference machine, most of the 1 ms budget the gateway has. This client does only what
-the gateway needs (keep-alive pools per origin, streamed bodies, connect and read timeouts, HTTP(S)_PROXY
-and NO_PROXY as urllib reads them) and adds about 0.05 ms. Failures are raised as `UpstreamError`s that
-already carry the status an Anthropic client should see.
+It adds about 0.05 ms per request, where httpx adds about 0.85 ms (bench/gateway/README.md). It does only what the
+gateway needs: keep-alive pools, streamed bodies, timeouts, and `HTTP(S)_PROXY` / `NO_PROXY`. Failures raise
+`UpstreamError`s carrying the status a client should see.
 """
 
 from __future__ import annotations
@@ -253,8 +251,9 @@ class UpstreamClient:
         self._proxy: dict[tuple, Proxy | None] = {}
 
     def _target(self, url: str) -> tuple[tuple, bytes]:
-        """((https, host, port), request target) for a path below base_url or an absolute URL; the target is
-        the absolute URL when a plain-HTTP request goes through a proxy."""
+        """((https, host, port), request target) for a path below base_url or an absolute URL.
+
+        The target is the absolute URL when a plain-HTTP request goes through a proxy."""
         parts = urlsplit(url if "://" in url else self.base_url + url)
         https = parts.scheme == "https"
         origin = (https, parts.hostname or "127.0.0.1", parts.port or (443 if https else 80))

@@ -1,13 +1,10 @@
-"""E2B templates through the official `e2b` SDK: from the pushed registry image, or from the rendered Dockerfile.
+"""E2B templates through the official `e2b` SDK, from the pushed registry image or the rendered Dockerfile.
 
-The template is named after the image (`claude-code`) and tagged with the content hash and `latest`;
-a task environment's is `agentbake-env-<hash12>:<hash12>`. `E2B_API_KEY` (and `E2B_API_URL` /
+The template is named after the image and tagged with the content hash and `latest`. `E2B_API_KEY` (and `E2B_API_URL` /
 `E2B_DOMAIN`) configure the SDK, never argv.
 
-A template is ready when a build that its tag names is in the `ready` state, never when its name merely
-exists (E2B creates the name when a build starts). A publisher that finds a build of the name in progress
-(another batch publishing the same one) waits for that build instead of starting its own; when that build
-fails, it builds.
+A template is ready when a build its tag names is `ready`, not when its name exists. A build of the same name in
+progress is waited for rather than duplicated; if it fails, this publisher builds.
 """
 
 from __future__ import annotations
@@ -97,8 +94,9 @@ def publish_template(
 
 
 def environment_template(environment: str) -> str:
-    """The E2B template of a task environment: `agentbake-env-<hash12>:<hash12>`, a name of its own, so that a
-    build in progress under it is this environment's."""
+    """The E2B template of a task environment, `agentbake-env-<hash12>:<hash12>`.
+
+    Its name is its own, so a build in progress under it is this environment's."""
     return f"agentbake-env-{environment[:12]}:{environment[:12]}"
 
 
@@ -142,8 +140,9 @@ def ensure_template(
     poll_s: float = POLL_S,
     wait_timeout_s: float = WAIT_TIMEOUT_S,
 ) -> TemplatePublish:
-    """`name:tag` ready: skipped when it is, waited for when another publisher's build is in progress, else
-    built from `define(context_dir)` (a Template) with `tags` (default: `tag`)."""
+    """Make `name:tag` ready: skip it when it is, wait for another publisher's build, else build it.
+
+    The build uses `define(context_dir)` (a Template) and `tags` (default: `tag`)."""
     Template = _sdk()
     target = f"{name}:{tag}"
     for _ in range(3):  # a build someone else started may fail: then this call builds

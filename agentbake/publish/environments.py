@@ -1,10 +1,8 @@
 """Task environments through every requested target: `agentbake publish AGENT --tasks DIR...`.
 
-Each task with an image of its own is resolved as a rollout resolves it (task image, runnable layer, the
-agent's bundle); tasks whose environment hash is the same share one layered image (`agentbake.tasks.layered`),
-published once: to the registry as `PREFIX/agentbake-env:<hash12>`, to E2B as the template
-`agentbake-env-<hash12>:<hash12>` (built from that registry image), to Hugging Face as that registry
-reference. What a target holds is skipped after asking it; the manifest records each environment by its hash.
+Each task is resolved as a rollout resolves it. Tasks with the same environment hash share one layered image, published
+once. It goes to the registry as `PREFIX/agentbake-env:<hash12>`, to E2B as `agentbake-env-<hash12>:<hash12>`, and to
+Hugging Face as the registry reference. A target that holds it is skipped; the manifest records it by hash.
 """
 
 from __future__ import annotations
@@ -37,8 +35,7 @@ class Environment:
 
 
 def check_task_options(options: PublishOptions) -> None:
-    """A layered image reaches E2B and Hugging Face through a registry only: the other sources are refused
-    (`check_options` has already asked for a registry or one of them)."""
+    """Refuse sources other than a registry: a layered image reaches E2B and Hugging Face only through one."""
     if options.e2b_from_dockerfile:
         raise PublishError(
             "--tasks: an environment's E2B template is built from its registry image; use --e2b with --registry "
@@ -56,8 +53,9 @@ def environments(
     progress: ProgressFactory | None = None,
     log: Callable[[str], None] = lambda line: None,
 ) -> tuple[list[Environment], list[PublishResult]]:
-    """The environments of the tasks under `task_dirs` with the agent image `agent` (a local tag), built where
-    missing; a task that cannot be resolved is a failed result naming it."""
+    """The environments of the tasks under `task_dirs` with the agent image `agent`, built where missing.
+
+    A task that cannot be resolved is a failed result naming it."""
     from agentbake.runner.images import image_labels
 
     tasks = [task for task in discover_tasks(task_dirs) if task.has_own_image]

@@ -1,9 +1,7 @@
-"""Hugging Face: a sandbox pulls an image by reference, so we check the image can boot there and say which.
+"""Hugging Face: a sandbox pulls an image by reference, so we check the image can boot there.
 
-A Hugging Face sandbox's bootstrap downloads a helper and checks its sha256, so the image needs
-`/bin/sh`, `curl` or `wget`, and `sha256sum`. `--hf-space NS/NAME` also puts the rendered Dockerfile
-and context into a Docker Space (create_repo + upload_folder through `huggingface_hub`; HF_TOKEN and
-HF_ENDPOINT configure it).
+The sandbox's bootstrap needs `/bin/sh`, `curl` or `wget`, and `sha256sum` in the image. `--hf-space NS/NAME` also
+uploads the rendered Dockerfile and context to a Docker Space (`HF_TOKEN`, `HF_ENDPOINT`).
 """
 
 from __future__ import annotations

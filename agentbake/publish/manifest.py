@@ -1,8 +1,7 @@
 """The published manifest: per image and content hash, every reference publishing gave it.
 
-A plain JSON file (sorted keys, no timestamps: equal publications write equal bytes) that a remote
-runner reads without a Docker engine to turn `claude-code` into a registry reference, an E2B
-template or a Hugging Face image.
+A plain JSON file with no timestamps, so equal publications write equal bytes. A remote runner reads it, with no Docker
+engine, to find an agent's registry reference, E2B template or Hugging Face image.
 """
 
 from __future__ import annotations

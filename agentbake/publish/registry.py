@@ -1,7 +1,7 @@
 """Pushing an image to any OCI registry through the Docker engine, and asking the registry what it holds.
 
-The engine pushes (it has the layers and the credentials plumbing); what the registry already
-holds is asked over the distribution API directly, so a skip is the registry's answer, not a guess.
+The engine pushes, since it has the layers and credentials. What the registry holds is asked over the distribution API,
+so a skip is the registry's answer, not a guess.
 """
 
 from __future__ import annotations
@@ -233,8 +233,7 @@ def engine_push(
 ) -> str:
     """Push one tag and return the manifest digest; every streamed error entry becomes a PublishError.
 
-    docker-py's push never raises on a failed push: the failure is an `{"error": ...}` entry in the stream.
-    """
+    docker-py's push never raises on a failed push: the failure is an `{"error": ...}` entry in the stream."""
     auth = {"username": credentials.username, "password": credentials.password} if credentials else None
     digest, errors = None, []
     try:
@@ -279,8 +278,7 @@ def push_image(
 ) -> RegistryPush:
     """Push `tag` unless the registry holds it with this image's config; then `latest`, only once `tag` is there.
 
-    `image` may be None only when `remote` holds the tag: nothing local to compare, nothing to push.
-    """
+    `image` may be None only when `remote` holds the tag: nothing local to compare, nothing to push."""
     repository, credentials = distribution.repository, distribution.credentials
     reference = f"{repository.reference}:{tag}"
     if remote is not None and (image is None or remote.config_digest == image.id):

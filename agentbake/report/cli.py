@@ -25,10 +25,10 @@ from agentbake.clikit import json_option, print_json
 )
 @json_option
 def report_command(job_dirs: tuple[Path, ...], output: Path | None, as_json: bool) -> None:
-    """Write the report of the job in JOB_DIR (a job folder `agentbake rollout` wrote) as one self-contained HTML
-    file: totals, reward per task and attempt, reward over time, time per phase, failures by cause, and a page per
-    rollout with its turns, workdir diff and verifier output. With JOB_DIR2 the two jobs are compared side by side.
-    Prints the file's path."""
+    """Write the report of the job in JOB_DIR as one self-contained HTML file, and print its path.
+
+    It shows totals, reward per task, reward over time, time per phase, failures by cause, and a page per rollout. With
+    JOB_DIR2 the two jobs are compared side by side."""
     from agentbake.report.render import REPORT_FILE, write_report
 
     if len(job_dirs) > 2:

@@ -1,9 +1,7 @@
-"""A job directory read into the report's data: the overview (totals, one row per rollout, phase statistics,
-failures by cause) and, per rollout, its detail (turns, workdir diff, verifier output).
+"""A job directory read into the report's data: the overview and, per rollout, its detail.
 
-The overview's totals are summary.json's own values; the rows are summary.json's rollouts with their
-result.json's timings and counts. Long texts go through a `Texts` table: one copy of a text the rollouts
-share (a system prompt, a tool's definition), each cut at `TEXT_CAP` characters.
+The totals are summary.json's own values; each row adds its result.json's timings and counts. Texts the rollouts share
+are stored once in a `Texts` table, each cut at `TEXT_CAP` characters.
 """
 
 from __future__ import annotations
@@ -180,8 +178,7 @@ def _file_text(path: Path) -> str | None:
 
 
 def _phase_stats(timings: list[dict[str, float]]) -> dict[str, dict[str, float | int | None]]:
-    """Per phase (and `ready`, `total`) the spread of its seconds over the rollouts that ran it: min, p25, p50,
-    p75, p95, max (nearest rank, as summary.json's p50 and p95) and n."""
+    """Per phase, the spread of its seconds over the rollouts that ran it: min, quartiles, p95, max and n."""
     stats = {}
     for name in (*PHASES, "ready", "total"):
         values = [t[name] for t in timings if isinstance(t.get(name), int | float)]
@@ -199,8 +196,9 @@ _VARYING = re.compile(r"0x[0-9a-f]+|[0-9a-f]{8,}|\d+", re.IGNORECASE)
 
 
 def _failures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rollouts that did not end `ok`, grouped by cause: the status and the first line of the error with its
-    numbers and ids blanked; most frequent first, each with its rollouts (row indices) and distinct messages."""
+    """The rollouts that did not end `ok`, grouped by status and the first line of their error, most frequent first.
+
+    Numbers and ids in the error are blanked, so similar failures group together."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for index, row in enumerate(rows):
         if row["status"] == "ok":

@@ -1,9 +1,7 @@
-"""One self-contained HTML file from one job or two: a Jinja2 template holding the style, the script and the
-data inline. The page loads nothing (its Content-Security-Policy allows no fetch, and only its own script by
-hash); the same jobs always give the same bytes.
+"""One self-contained HTML file from one job or two, with style, script and data inline.
 
-The overview's data is one JSON object parsed at load. Each rollout's detail is one line of a JSON Lines
-block the browser does not parse until a rollout's page is opened, so a job of many rollouts opens fast.
+The page loads nothing (its Content-Security-Policy allows no fetch), and the same jobs give the same bytes. Each
+rollout's detail is parsed only when its page opens, so a large job opens fast.
 """
 
 from __future__ import annotations

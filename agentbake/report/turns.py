@@ -1,8 +1,6 @@
-"""A rollout's model calls as the report shows them: per turn the messages new since the previous call, the
-completion with its tool calls, token counts and the completion's logprobs cut down to a sparkline.
+"""A rollout's model calls as the report shows them: per turn its new messages, completion, tool calls, token counts.
 
-Each request repeats the conversation so far; only what a turn adds is kept (the prefix it shares with the
-previous request, and the previous completion echoed back, are dropped), so a page shows each text once.
+Each request repeats the conversation so far, so only what a turn adds is kept. Logprobs shrink to a sparkline.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""One way to build any sandbox backend: each has one pydantic config type, and `make_backend(config)` makes
-the backend that config type belongs to. The Runner's own Docker backend and the CLI's `--backend` both go
-through it. The backends by name, `BACKENDS`, name their config type and class as `module:Class`, imported when
-first asked for: naming them (`--backend`'s choices, in `agentbake run --help`) loads neither pydantic nor an SDK.
+"""One way to build any sandbox backend: `make_backend(config)` makes the backend of that config type.
+
+The Runner and the CLI's `--backend` both use it. `BACKENDS` names each config type and class as `module:Class`,
+imported when first asked for, so `--help` loads neither pydantic nor an SDK.
 
     make_backend(DockerConfig(warm=4))          # DockerBackend
     make_backend(E2BConfig(template="t:abc"))   # E2BBackend
@@ -29,8 +29,7 @@ if TYPE_CHECKING:
 else:
 
     def __getattr__(name: str) -> Any:
-        """`BackendConfig` (the union of every backend's config type) made when first asked for: a Docker run's
-        runner imports no remote backend's config (PEP 562)."""
+        """`BackendConfig`, the union of every backend's config type, made when first asked for (PEP 562)."""
         if name != "BackendConfig":
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         return functools.reduce(operator.or_, (kind.config for kind in BACKENDS.values()))

@@ -1,5 +1,7 @@
-"""A batch of rollouts on a thread pool (`Runner.run_batch`, `iter_batch`, `iter_rollouts`): results as they
-end, progress counts after every change, and every live sandbox and gateway removed when the batch fails."""
+"""A batch of rollouts on a thread pool: results as they end, progress after every change.
+
+Every live sandbox and gateway is removed when the batch fails.
+"""
 
 from __future__ import annotations
 
@@ -46,9 +48,10 @@ def run_rollouts(
     concurrency: int,
     on_progress: Callable[[BatchProgress], None] | None,
 ) -> Iterator[tuple[int, RolloutResult]]:
-    """(index in `rollouts`, result) as each `run` ends, `concurrency` at once. Leaving the loop early cancels
-    the rollouts not yet started and waits for the running ones; any exception (Ctrl-C included) cancels them,
-    calls `abort` (which removes what the running ones hold) and propagates."""
+    """(index in `rollouts`, result) as each `run` ends, `concurrency` at once.
+
+    Leaving the loop early cancels the rollouts not yet started and waits for the running ones. Any exception cancels
+    them, calls `abort` and propagates."""
     progress = BatchProgress(total=len(rollouts))
     lock = threading.Lock()
 

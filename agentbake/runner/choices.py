@@ -1,5 +1,7 @@
-"""The choices and defaults `agentbake run` and `agentbake rollout` share with `RunnerConfig`, as plain data:
-their `--help` lists them without importing pydantic or building the config models."""
+"""The choices and defaults `agentbake run` and `rollout` share with `RunnerConfig`, as plain data.
+
+Their `--help` lists them without importing pydantic.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ PhaseNetwork = Literal["none", "allowlist", "public"]
 """A batch's override of a phase's network policy (`--agent-network`, `--verifier-network`); None keeps the task's."""
 AGENT_NETWORKS: tuple[str, ...] = get_args(PhaseNetwork)
 VerifierNetwork = Literal["none", "allowlist", "public", "bridge"]
-"""`bridge` (the verifier only): the unfiltered legacy path, a Docker bridge network once the agent is dead."""
+"""`bridge` (the verifier only): the unfiltered path, a Docker bridge network once the agent is dead."""
 VERIFIER_NETWORKS: tuple[str, ...] = get_args(VerifierNetwork)
 
 VerifierMode = Literal["shared", "separate"]

@@ -1,5 +1,8 @@
-"""Where a `Runner`'s rollouts run when not in its own process: an `Executor` (`cluster.RayExecutor`: a Ray task
-on a node with a Docker engine) runs each one with the settings the runner hands it and brings its folder back."""
+"""Where a `Runner`'s rollouts run when not in its own process.
+
+An `Executor` (`cluster.RayExecutor`) runs each rollout with the settings the runner hands it and brings its folder
+back.
+"""
 
 from __future__ import annotations
 
@@ -15,17 +18,18 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class NodeSettings:
-    """What a node's own runner is built from: the run's settings with the model resolved (the upstream URL,
-    the scripted one included, the served model's name, the logprobs mode the preflight found, no second
-    preflight) and the backend's config (the node builds the backend)."""
+    """What a node's own runner is built from: the run's settings with the model resolved, and the backend's config.
+
+    The resolved model carries the upstream URL, the served name and the preflight's logprobs mode."""
 
     runner: RunnerConfig
     backend: BackendConfig
 
 
 class Executor(Protocol):
-    """Runs one rollout elsewhere: fills in `result` (made by the runner: id, task, image, agent, out_dir) from
-    what the rollout wrote, its files in `result.out_dir`, and writes its result.json unless aborted."""
+    """Runs one rollout elsewhere, its files in `result.out_dir`, and fills in `result` from what it wrote.
+
+    It writes the rollout's result.json unless aborted."""
 
     def run(self, task: Task, result: RolloutResult, settings: NodeSettings) -> RolloutResult: ...
 

@@ -1,8 +1,8 @@
-"""The image a run names, on the local engine: a catalog name resolved to its current content tag (built when
-missing), and the image's `dev.agentbake.*` labels, which tell the runner its agent, user and paths.
+"""The image a run names, on the local engine: a catalog name resolved to its content tag, and its labels.
 
-Nothing is imported until a function runs: the CLI's `--help` pays for neither the engine's SDK nor the
-build kit."""
+The `dev.agentbake.*` labels tell the runner its agent, user and paths. Imports wait until a function runs, so `--help`
+loads neither the engine's SDK nor the build kit.
+"""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ take (once): the CLI's runner starts with no second inspection of the image its 
 
 
 def resolve_image(image: str, *, build_missing: bool = True) -> str:
-    """A catalog name to its current content tag, built (with progress on stderr) when the engine lacks it and
-    `build_missing`; a reference with a ':' or '/' is taken as it is. The tag comes from the user's cache when
-    none of its inputs changed (`agentbake.buildkit.tag_cache`), else from rendering the catalog's spec."""
+    """A catalog name to its current content tag, built when missing and `build_missing`.
+
+    A reference with ':' or '/' is taken as it is. The tag comes from the user's cache when no input changed."""
     from agentbake.buildkit.ca import detect_ca_bundle
     from agentbake.buildkit.catalog import Catalog
     from agentbake.buildkit.engine import connect, find_image

@@ -4,9 +4,8 @@
     DIR/<task>__<attempt>/     one folder per rollout (attempt 0..k-1): result.json, trace.jsonl, agent/, ...
     DIR/summary.json           the totals and every finished rollout, sorted by task and attempt
 
-A rollout is finished when its folder holds result.json (written whole, and never by a rollout that
-`Runner.abort()` cut short) of a status other than `node_lost`. `agentbake rollout --resume DIR` runs only the
-others, after emptying what they left, and refuses settings other than the job's own: what differs is named.
+A rollout is finished when its folder holds a result.json whose status is not `node_lost`. `agentbake rollout --resume
+DIR` empties and runs the others, and refuses settings other than the job's own.
 
     job = Job.start(Path("jobs/run-1"), config)         # or Job.open(path), then job.check(requested)
     for result in runner.iter_rollouts(job.pending(tasks), concurrency=config.n_concurrent): ...
@@ -125,8 +124,9 @@ class JobConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _backend_by_name_and_config(cls, data: Any) -> Any:
-        """Read a config.json of the earlier layouts: `backend` as the CLI's options (`name`, `gateway`,
-        `manifest`, `relay_listen`, `relay_url`, `warm`), and before that the warm pool as `runner.warm`."""
+        """Read a config.json whose `backend` holds the CLI's options (`name`, `manifest`, `relay_*`, `warm`).
+
+        Such a file may also keep the warm pool as `runner.warm`."""
         if not isinstance(data, dict) or not isinstance(data.get("backend"), dict) or "config" in data["backend"]:
             return data
         from agentbake.runner.remote.relay_config import RelayConfig
@@ -224,8 +224,7 @@ class Job:
         ]
 
     def pending(self, tasks: list[Task]) -> list[tuple[Task, Path]]:
-        """The rollouts not finished (no result.json yet, or one of a lost node), with their folders emptied of
-        what an unfinished run left."""
+        """The rollouts not finished, with their folders emptied of what an unfinished run left."""
         by_name = {task.name: task for task in tasks}
         pending = []
         for name, _, folder in self.rollouts():
@@ -246,8 +245,9 @@ class Job:
         return sorted(found, key=lambda item: (item[0], item[1]))
 
     def write_summary(self) -> dict[str, Any]:
-        """Write summary.json (totals over the rollouts with a result, then each of them; `finished` leaves out
-        those of a lost node); returns it."""
+        """Write summary.json and return it: totals over the rollouts with a result, then each of them.
+
+        `finished` leaves out those of a lost node."""
         finished = self.results()
         total = len(self.config.tasks) * self.config.n_attempts
         done = sum(result.status is not Status.NODE_LOST for _, _, result in finished)

@@ -1,5 +1,7 @@
-"""What a running rollout holds (its sandbox, its gateway, the gateway's folder, its egress proxy) and how it is
-released: the runner's one way to end a rollout, from its own thread or from another one that aborts the batch."""
+"""What a running rollout holds (sandbox, gateway, egress proxy) and how it is released.
+
+This is the runner's one way to end a rollout, from its own thread or from one aborting the batch.
+"""
 
 from __future__ import annotations
 
@@ -28,10 +30,10 @@ class LiveRollout:
 
 
 def release(live: LiveRollout, *, strict: bool = False) -> None:
-    """Kill the sandbox, stop the gateway and the egress proxy, remove their sockets' folders; the sandbox's removal
-    (an engine round trip) runs in a thread of its own while the gateway stops (its server notices within 0.1 s),
-    and both are done when this returns. With `strict` a failed kill raises (after the rest is released);
-    without, it is logged so an earlier error stays the one raised."""
+    """Kill the sandbox, stop the gateway and the egress proxy, and remove their sockets' folders.
+
+    The sandbox is removed in a thread while the gateway stops. With `strict` a failed kill raises after the rest is
+    released; without, it is logged, so an earlier error stays the one raised."""
     failures: list[Exception] = []
     handle, live.handle = live.handle, None
     gateway, live.gateway = live.gateway, None

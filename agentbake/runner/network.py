@@ -1,8 +1,9 @@
-"""Each phase's network: the task's policy (Harbor's keys, `Task.agent_network` / `Task.verifier_network`), the
-batch's override (`RunnerConfig.agent_network` / `verifier_network`), and the rollout's egress proxy that
-enforces both on Docker (agentbake.egress): started before the sandbox, switched to the verifier's policy once
-the agent is dead, its refusals made the result's notes. A remote cloud enforces them with its egress rules where
-it has them (`Capabilities.egress_rules`), else a policy stricter than public is refused there."""
+"""Each phase's network: the task's policy, the batch's override, and the egress proxy that enforces both.
+
+On Docker the rollout's proxy (agentbake.egress) starts before the sandbox. It switches to the verifier's policy once
+the agent is dead, and its refusals become notes. A remote cloud enforces policies with its egress rules where it has
+them, else a policy stricter than public is refused there.
+"""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ class PhaseNetworks:
     agent: NetworkPolicy
     verifier: NetworkPolicy
     bridge: bool = False
-    """The verifier gets the legacy unfiltered bridge (`--verifier-network bridge`, a public verifier policy)."""
+    """The verifier gets the unfiltered bridge (`--verifier-network bridge`, a public verifier policy)."""
 
     @classmethod
     def of(cls, task: Task, config: RunnerConfig) -> PhaseNetworks:
@@ -43,7 +44,7 @@ class PhaseNetworks:
         verifier = config.verifier_network
         bridge = verifier == "bridge" and task.verifier_network.mode == "public"
         if verifier == "bridge":
-            # The legacy path: the bridge for a public verifier, else no network at all.
+            # The unfiltered path: the bridge for a public verifier, else no network at all.
             verifier_policy = task.verifier_network if bridge else NetworkPolicy("no-network")
         else:
             verifier_policy = _override(task.verifier_network, verifier, hosts)
@@ -55,9 +56,9 @@ class PhaseNetworks:
         return self.agent.mode != "no-network" or (not self.bridge and self.verifier.mode != "no-network")
 
     def check_remote(self, task: Task, backend: str, *, rules: bool = False, gateway_in_sandbox: bool = False) -> None:
-        """A remote cloud's sandbox has the cloud's network (the internet) in both phases: a policy stricter
-        than public is refused rather than silently widened, unless the cloud has egress rules (`rules`) that can
-        say it: host names, addresses and CIDRs, with this machine's relay to the gateway let through."""
+        """Refuse a policy stricter than public on a remote cloud that cannot enforce it.
+
+        A cloud with egress rules (`rules`) can say host names, addresses and CIDRs, with the relay let through."""
         for phase, policy in (("agent", self.agent), ("verifier", self.verifier)):
             if rules and policy.mode != "public":
                 wildcards = [host for host in policy.allowed_hosts if host.startswith("*.")]
@@ -90,8 +91,8 @@ def _override(declared: NetworkPolicy, override: str | None, hosts: tuple[str, .
 
 
 class RolloutEgress:
-    """One rollout's egress proxy: a socket in a private folder of its own (hard-linked into the sandbox's by
-    the backend), the agent's policy first, the verifier's after `to_verifier`."""
+    """One rollout's egress proxy: a socket in a private folder, the agent's policy first, the verifier's after
+    `to_verifier`."""
 
     def __init__(self, service: EgressService, networks: PhaseNetworks, log_path: Path) -> None:
         from agentbake.egress import Policy
@@ -99,7 +100,7 @@ class RolloutEgress:
         self._service = service
         self._bridge = networks.bridge
         self._agent = Policy.build(networks.agent.mode, "agent", networks.agent.allowed_hosts)
-        # A verifier on the legacy bridge reaches the network directly: the proxy then serves it nothing.
+        # A verifier on the unfiltered bridge reaches the network directly: the proxy then serves it nothing.
         verifier = NetworkPolicy("no-network") if networks.bridge else networks.verifier
         self._verifier = Policy.build(verifier.mode, "verifier", verifier.allowed_hosts)
         # Under the temp dir, as the gateway's: on the filesystem of DockerConfig.runtime_dir, for the hard link.
@@ -125,8 +126,9 @@ class RolloutEgress:
         return sandbox_env(self.port, self.proxy.policy, self._service.config)
 
     def to_verifier(self) -> Mapping[str, str]:
-        """Switch to the verifier's policy (call it with the agent dead: open connections are cut); its
-        variables (none for a verifier on the legacy bridge)."""
+        """Switch to the verifier's policy, with the agent dead, and return the verifier's proxy variables.
+
+        Open connections are cut. A verifier on the unfiltered bridge gets no variables."""
         self.proxy.set_policy(self._verifier)
         return {} if self._bridge else self.env()
 

@@ -118,8 +118,8 @@ class RolloutResult:
     error: str | None = None
     """What went wrong, when the status is not `ok`."""
     notes: list[str] = field(default_factory=list)
-    """What was cut or left out while the status stayed (a log cut at the copy-out caps, a link in the logs
-    not followed, a path that could not be collected)."""
+    """What was cut or left out while the status stayed: a log cut at the caps, a link not followed, a path not
+    collected."""
     worker: str | None = None
     """The model worker the rollout's calls all went to (its URL without credentials); None with no model."""
     out_dir: Path | None = None

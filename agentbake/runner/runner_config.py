@@ -34,10 +34,9 @@ class RunnerConfig(BaseModel):
     """Image reference the sandboxes run: a content-hash tag such as `agentbake/claude-code:<hash12>`."""
 
     model: str | tuple[str, ...] | None = None
-    """`scripted`, or the base URL of an OpenAI-compatible server including its `/v1`
-    (e.g. `http://127.0.0.1:8000/v1`), or several such URLs: workers serving the same model, each rollout
-    pinned to one of them for its whole run (the server's prefix cache keeps its conversation), a failed
-    worker's rollouts ending as `model_error` (never moved to another). None only with `oracle`."""
+    """`scripted`, or the base URL of an OpenAI-compatible server including its `/v1`, or several such URLs. Several
+    URLs are workers of one model: each rollout stays on one, and a failed worker's rollouts end as `model_error`. None
+    only with `oracle`."""
 
     model_name: str | None = None
     """Model name sent upstream on every call (the gateway's model override) and configured in the agent.
@@ -82,20 +81,18 @@ class RunnerConfig(BaseModel):
     container or a private range unless listed by address."""
 
     verifier_network: VerifierNetwork | None = None
-    """The verifier phase's network for every task, over `Task.verifier_network`, as `agent_network`; the
-    proxy switches to it once the agent is dead. `bridge` is the unfiltered legacy path: a task whose
-    verifier policy is public gets a Docker bridge network once the agent is dead (its containers cannot
-    reach each other; this host's ports and the internet they can), the others none."""
+    """The verifier phase's network for every task, over `Task.verifier_network`, as `agent_network`; the proxy switches
+    to it once the agent is dead. `bridge` is the unfiltered path: a task whose verifier policy is public gets a Docker
+    bridge network once the agent is dead, the others none."""
 
     allowed_hosts: tuple[str, ...] = ()
     """The hosts of an `allowlist` override (either phase), in `allowed_hosts`' forms: names, `*.` wildcards,
     IP addresses, CIDRs. Given without an `allowlist` override it is refused."""
 
     verifier_mode: VerifierMode | None = None
-    """Where `tests/test.sh` runs, forced for every task: `separate`, a fresh sandbox of the task's image (or
-    `[verifier.environment] docker_image`) that receives only the task's `artifacts` (the workdir by default),
-    copied as data; `shared`, the agent's sandbox. None: each task's `[verifier] environment_mode`. Separate mode
-    needs a backend with `Capabilities.verifier_sandbox` (Docker)."""
+    """Where `tests/test.sh` runs, forced for every task: `separate`, a fresh sandbox that receives only the task's
+    `artifacts`; `shared`, the agent's sandbox. None: each task's `[verifier] environment_mode`. Separate mode needs a
+    backend with `Capabilities.verifier_sandbox` (Docker)."""
 
     gateway: GatewayPlace = DEFAULT_GATEWAY
     """`host`: each rollout's gateway runs in this process and the sandbox holds only a per-rollout token.
@@ -103,11 +100,9 @@ class RunnerConfig(BaseModel):
     directly with the key from `api_key_env` (docs/remote.md)."""
 
     preflight: bool = True
-    """Probe the model server once, before the first rollout, as every gateway will call it (`agentbake
-    preflight`): refuse to start when its answers cannot be captured for training, and learn whether its
-    logprobs are raw or processed. False for runs that need no capture (an evaluation against a server
-    without logprobs). Skipped with `gateway="sandbox"`: the sandboxes reach `model` by an address this
-    host may not."""
+    """Probe the model server once before the first rollout, as every gateway will call it (`agentbake preflight`).
+    Refuses to start when answers cannot be captured, and learns whether logprobs are raw or processed. False for runs
+    that need no capture. Skipped with `gateway="sandbox"`."""
 
     logprobs_mode: LogprobsMode | None = None
     """What the server's logprobs are (vLLM `--logprobs-mode raw_logprobs|processed_logprobs`), stamped on
@@ -119,10 +114,8 @@ class RunnerConfig(BaseModel):
     mode is not `trainable` (`out/<id>/sequences.json`, `RolloutResult.trainable`)."""
 
     model_settings: ModelSettings = ModelSettings()
-    """What every rollout's gateway changes in the agent's requests for the served model: chat-template quirks
-    (`inner_system_as_user` for Qwen3 under Claude Code, `disable_thinking`) and sampling set on every call
-    (`temperature`, `top_p`, `top_k`, `min_p`, `repetition_penalty`: a trainer's, e.g. `agentbake.trl`'s).
-    CLI: `--inner-system-as-user`, `--disable-thinking`, `--temperature`, ..."""
+    """What every rollout's gateway changes in the agent's requests: chat-template switches and the sampling set on
+    every call (a trainer's). CLI: `--inner-system-as-user`, `--disable-thinking`, `--temperature`, ..."""
 
     @field_validator("allowed_hosts")
     @classmethod

@@ -1,10 +1,7 @@
 """The scripted model as an ASGI app: vLLM's chat-completions endpoints, answering from a script.
 
-Routes: `POST /v1/chat/completions` (streaming and unary), `POST /v1/completions` (token prompts; needs a
-tokenizer), `GET /v1/models`, `POST /tokenize`, `GET /tokenizer_info` (with a tokenizer),
-`GET /health`. Each call's answer comes from `script` (consumed in order) or else from `responder`; with
-`tasks` the responder is the task policy (policy.py), which plays each task's solve.sh. Every call's
-request, path, headers and emitted token ids are kept so tests can compare a client's view with the truth.
+Each call's answer comes from `script`, in order, else from `responder` (the task policy with `tasks`). Every call's
+request, headers and emitted ids are kept, so tests can compare a client's view with the truth.
 """
 
 from __future__ import annotations

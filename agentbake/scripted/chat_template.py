@@ -1,13 +1,8 @@
 """A chat template that re-renders history exactly as it was sampled, so prompt ids chain like vLLM's.
 
-With a real model and a well-behaved template, a call's prompt ids start with the previous call's prompt
-ids + the ids it sampled whenever the client sends its history back unchanged: the training export builds
-its token-prefix graph on that. `render_consistent` gives the scripted model that property: an assistant
-message of the history is rendered as the very tokens the scripted model samples for that answer (the same
-`Completion` tokens: text, hermes tool calls, end-of-sequence), then the template's newline; every other
-message as `tokens.render_prompt` renders it. Tool-call arguments are parsed and re-dumped the way the model
-writes them, so a client that re-serialises them (spacing, key order) keeps the chain, while dropped
-reasoning breaks it (as Qwen3's template does).
+`render_consistent` renders each assistant message as the very tokens the scripted model sampled for it, with tool
+arguments re-dumped as the model writes them. Re-serialised arguments keep the chain; dropped reasoning breaks it, as
+with Qwen3's template.
 
     model = ScriptedModel()
     model.render_prompt = render_consistent

@@ -1,13 +1,7 @@
-"""vLLM's `/v1/completions` for the scripted model: a token-id (or text) prompt in, the answer as plain text out.
+"""vLLM's `/v1/completions` for the scripted model: a token-id or text prompt in, plain text out.
 
-The model reads its prompt as a model does: the ids are decoded and the ChatML conversation in them (a hermes /
-Qwen layout: tools listed in the system turn inside `<tools>`, calls in `<tool_call>`, results in
-`<tool_response>`) is read back into messages and tools for the policy. The answer is vLLM 0.34's completions
-shape: `text` (special tokens kept when `skip_special_tokens` is false, the end-of-sequence token never),
-legacy `logprobs` (`tokens` as `token_id:<n>` under `return_tokens_as_token_ids`, `token_logprobs`,
-`top_logprobs` dicts with the sampled token first, `text_offset`), `token_ids` and `prompt_token_ids` per
-choice (a stream: ids per chunk, the prompt's on the first), finish reasons `stop` / `length` (no `tool_calls`:
-the completions route parses nothing).
+The ids are decoded and the ChatML conversation in them read back into messages and tools for the policy. The answer
+takes vLLM 0.34's completions shape, legacy logprobs and token ids included. It parses no tool calls.
 """
 
 from __future__ import annotations

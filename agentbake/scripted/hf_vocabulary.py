@@ -1,19 +1,9 @@
 """The scripted model's ids in a real tokenizer's vocabulary, so a trainer can feed them to a model of it.
 
-`ScriptedModel(tokenizer=DIR)` (`agentbake scripted-llm --tokenizer DIR`) loads a Hugging Face tokenizer
-folder (tokenizer.json, tokenizer_config.json with a chat template; from disk only, never the Hub) and
-then answers as vLLM serving a model with that tokenizer would:
-
-- prompt ids: the request's messages and tools rendered by the tokenizer's chat template, the generation
-  prompt added, then tokenized without special tokens added; tool-call arguments are parsed from their JSON
-  string first, as vLLM does before it applies a template;
-- completion ids: the answer written the way a hermes/Qwen template renders an assistant message (text,
-  then `<tool_call>\\n{"name": ..., "arguments": ...}\\n</tool_call>` per call), tokenized, then the
-  tokenizer's end-of-sequence token. So a client sending the answer back unchanged gets prompt ids that
-  extend the previous prompt + completion exactly, as with a real model and its template.
-
-The folder is checked when loaded: a template that renders an assistant message (with and without a tool
-call) differently from how the model writes it is refused, naming both texts.
+`ScriptedModel(tokenizer=DIR)` loads a Hugging Face tokenizer folder from disk and answers as vLLM serving that
+tokenizer would. Prompts are rendered by its chat template; answers are written as a hermes/Qwen template renders them,
+then the end-of-sequence token. So an answer sent back unchanged chains exactly. Loading refuses a template that renders
+an assistant message otherwise.
 """
 
 from __future__ import annotations
@@ -138,8 +128,9 @@ class HFVocabulary:
     # -- the load-time check -------------------------------------------------------------------------
 
     def _check_template(self) -> None:
-        """Refuse a template that renders an assistant message otherwise than the model writes it: prompt ids
-        would then not extend the previous call's, and the export would see a broken prefix on every turn."""
+        """Refuse a template that renders an assistant message otherwise than the model writes it.
+
+        Prompt ids would then not extend the previous call's on any turn."""
         user = {"role": "user", "content": _PROBE_USER}
         name, arguments = _PROBE_CALL
         call = {"id": "call_0", "type": "function", "function": {"name": name, "arguments": arguments}}
@@ -160,9 +151,9 @@ class HFVocabulary:
 
 
 def answer_parts(text: str, tool_calls: Sequence[tuple[str, str]]) -> list[tuple[str, str, int]]:
-    """(text, kind, call) parts of an answer as a hermes/Qwen chat template renders an assistant message after
-    its generation prompt: the text, then per call (a newline before it unless it opens the answer)
-    `<tool_call>\\n{"name": "NAME", "arguments": ARGS}\\n</tool_call>`."""
+    """(text, kind, call) parts of an answer as a hermes/Qwen chat template renders an assistant message.
+
+    The text comes first, then `<tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>` per call."""
     parts: list[tuple[str, str, int]] = [(text, "content", -1)] if text else []
     for n, (name, arguments) in enumerate(tool_calls):
         opening = ("\n" if parts else "") + '<tool_call>\n{"name": "'
@@ -183,9 +174,9 @@ def _classify(
     held: list[tuple[int, int, str, int]],
     named: set[int],
 ) -> tk.Token:
-    """A token of the answer with the kind of what it holds: the end of a tool's name (the call's header delta,
-    once per call), argument text, answer text, or only JSON around them. `offsets` are the token's first
-    character, the first not shown by an earlier token, and its end."""
+    """A token of the answer with the kind of what it holds: end of a tool name, arguments, text, or JSON around them.
+
+    `offsets` are the token's first character, the first one no earlier token showed, and its end."""
     first, start, last = offsets
     text = answer[first:last]
     shown = "".join(answer[max(s, start) : min(e, last)] for s, e, kind, _ in held if kind in ("args", "content"))

@@ -1,21 +1,10 @@
 """The task policy: play a task's `solution/solve.sh` through the agent's own shell tool, with no GPU.
 
-For each request it finds the task (the task whose instruction text appears in the conversation's user
-messages; the longest such instruction wins), the agent's shell tool among the request's `tools` (Claude
-Code's `Bash`, OpenCode's and Pi's `bash`, Codex's `exec_command`, Gemini CLI's and Qwen Code's `run_shell_command`:
-a tool of one of those names, or shell, with a string `command` or `cmd` parameter),
-and how many of the solution's steps the conversation already holds (its calls to that tool). It answers
-with the next step as one tool call, or, once every step has run, ends the turn with a short message.
+For each request it finds the task whose instruction appears in the user messages and the agent's shell tool. It counts
+the steps the conversation holds, then answers with the next step as one tool call, or ends the turn.
 
-An agent that offers no tools but shows the model a fenced block to answer in (mini-swe-agent's
-```mswea_bash_command, or ```bash) gets each step as text holding one such block, its answers counted instead of
-tool calls and its observations (user messages) read instead of tool results; once every step has run, the
-block holds the submit command its prompt names (`echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`).
-
-Steps (`shell_steps`): solve.sh's blank-line blocks, played as one bash running the file would (the
-directory, variables, functions and options carry from step to step); the first also places the task's
-solution/ files at /solution, as the oracle has them. When a step ends the
-script (`exit`, a failure under `set -e`), its tool result says so and the turn ends there.
+An agent with no tools gets each step as text in the fenced block its prompt shows (mini-swe-agent). The last block
+holds the submit command the prompt names.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""What the scripted model answers: a `Reply` (a completion, in any of vLLM's wire variants) or a `Fault`.
+"""What the scripted model answers: a `Reply` (a completion in any of vLLM's wire variants) or a `Fault`.
 
-A test sets `ScriptedModel.script` (consumed one per call) or `ScriptedModel.responder` (a function of the
-request); the task policy (policy.py) is such a responder. Defaults reproduce vLLM 0.34 exactly; every other
-field selects a variant a real server can send, or a fault to test a client against.
+Defaults reproduce vLLM 0.34 exactly; every other field selects a variant a real server can send, or a fault.
 """
 
 from __future__ import annotations
@@ -37,9 +35,8 @@ class Reply(BaseModel):
     """vLLM's `stop_reason`: the stop string or stop token id that ended generation. "repetition" sets
     "repetition_detected" when this is None."""
     id_form: Literal["string", "key"] = "string"
-    """How logprob entries name their token: "string" as vLLM (`"token_id:<n>"` when the request asks for
-    `return_tokens_as_token_ids`, else the decoded text) or "key" (an extra `token_id` key, as some other
-    servers do)."""
+    """How logprob entries name their token: "string" as vLLM (`"token_id:<n>"` when asked, else the text) or "key" (an
+    extra `token_id` key, as some other servers do)."""
     reasoning_field: Literal["reasoning", "reasoning_content"] = "reasoning"
     """The delta/message key of reasoning: vLLM 0.34's `reasoning`, or releases before ~0.16's
     `reasoning_content`."""

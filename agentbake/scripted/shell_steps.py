@@ -1,14 +1,8 @@
-"""A solve.sh cut into steps that play, one shell-tool call each, as one bash running the whole file would.
+"""A solve.sh cut into steps, one shell-tool call each, that play as one bash running the file would.
 
-Steps are the script's blank-line-separated blocks (never cut inside a here-document, an open quote or an
-unfinished compound command; comment-only blocks and the shebang dropped). Each step's command writes its
-block, verbatim, to a file under a private folder of the agent's temp dir and runs it with `play_step.bash`
-(the first step writes that too). The player restores what the steps before it left (directory, variables,
-functions, options, traps), so the agent's shell tool only has to run commands: a fresh shell per call
-(OpenCode, Pi) or one that keeps its directory (Claude Code) give the same result. A step that ends the
-script (`exit`, a failure under `set -e`) prints `END_MARK` on stderr, and every later step only says so.
-The first step also places the solution/ folder's files at /solution, as the oracle has them
-(`solution_files`).
+Steps are the script's blank-line-separated blocks, never cut inside a compound command. Each step writes its block to a
+private folder and runs it with `play_step.bash`, which restores what earlier steps left. So a fresh shell per call and
+one that keeps its directory give the same result. A step that ends the script prints `END_MARK` on stderr.
 """
 
 from __future__ import annotations
@@ -61,9 +55,9 @@ def solution_steps(
 
 
 def _first_lines(folder: str, files: SolutionFiles, solution_dir: str) -> list[str]:
-    """What only the first step does: a fresh state folder with the player, and the solution files. No `rm -f`:
-    Codex refuses any command holding one (outside here-documents) in every mode; mkdir fails if rm could not
-    clear the folder."""
+    """What only the first step does: a fresh state folder with the player, and the solution files.
+
+    No `rm -f`, which Codex refuses outside here-documents; mkdir fails if rm could not clear the folder."""
     lines = ['rm -r -- "$S" 2>/dev/null; mkdir -m 700 -- "$S" && ' + _write('"$S/run"', PLAYER.read_text())]
     return lines + placing_lines(files, folder, solution_dir)
 
@@ -75,8 +69,9 @@ def _write(path: str, text: str) -> str:
 
 
 def without_substitution(command: str) -> str:
-    """`command`, or `eval` of it single-quoted when it holds `$(`, a backtick, `<(` or `>(` outside single quotes
-    (here-documents included): Gemini CLI refuses such a command, judging it by those characters alone."""
+    """`command`, or `eval` of it single-quoted when it holds `$(`, a backtick, `<(` or `>(` outside single quotes.
+
+    Gemini CLI refuses such a command, judging by those characters alone."""
     return f"eval {shlex.quote(command)}" if _substitutes(command) else command
 
 

@@ -1,8 +1,7 @@
 """The task's `solution/` folder, handed to the steps as the oracle gets it.
 
-The oracle finds solution/ at `/solution`; the scripted model can only reach the sandbox through the agent's
-shell tool, so the first step places the files itself, as a gzip'd tar in base64 (sorted, owner 0, no
-timestamps: the same folder gives the same command), and only when there are more than solve.sh.
+The scripted model reaches the sandbox only through the agent's shell tool, so the first step places the files at
+`/solution` itself. They go as a reproducible gzip'd tar in base64, only when there is more than solve.sh.
 """
 
 from __future__ import annotations
@@ -95,8 +94,9 @@ def _with_directories(files: Mapping[str, SolutionFile]) -> list[str]:
 
 
 def placing_lines(solution: SolutionFiles, label: str, target: str = SOLUTION_DIR) -> list[str]:
-    """Shell lines placing the files at `target` (made if missing), or saying why not on stderr; never failing
-    the command: a `target` that cannot be made (a non-root agent) prints a line starting with `label`."""
+    """Shell lines placing the files at `target`, or saying why not on stderr, never failing the command.
+
+    The message starts with `label`."""
     if solution.too_large is not None:
         said = (
             f"{label}: the solution/ files ({solution.too_large}) exceed the {_kib(ARCHIVE_MAX)} cap of the scripted "

@@ -1,9 +1,7 @@
 """A toy tokenizer and deterministic logprobs, so the scripted model's ids behave like a real model's.
 
-Text is cut into pieces (a word with its trailing spaces, or a run of spaces); a piece's id is a hash of
-its text, so the same text always gets the same ids, as with a real tokenizer, and prompts rendered with
-`render_prompt` are reproducible. Special tokens use Qwen's ids. Logprobs come from a hash of the request
-and the position: the same request gets the same numbers, different requests different ones.
+A piece of text (a word with its trailing spaces, or a run of spaces) gets a hash of its text as id. Special tokens use
+Qwen's ids. Logprobs come from a hash of the request and the position.
 """
 
 from __future__ import annotations
@@ -66,8 +64,7 @@ class Token:
     call: int = -1
     """Index of the tool call this token belongs to, or -1."""
     shown: str | None = None
-    """The part of `text` a stream delta shows, when a token straddles two parts of the answer (a real
-    tokenizer's token holding the end of a text and the start of a tool call); None shows all of `text`."""
+    """The part of `text` a stream delta shows, when a token straddles two parts of the answer; None shows all of it."""
 
     @property
     def delta(self) -> str:
@@ -87,8 +84,7 @@ def special(token_id: int) -> Token:
 
 
 def tool_call_tokens(call: int, name: str, arguments: str) -> list[Token]:
-    """One tool call as a hermes-style model writes it: `<tool_call>`, the JSON `{"name": ..., "arguments":
-    ...}` (the arguments in fragments of a few characters), `</tool_call>`."""
+    """One tool call as a hermes-style model writes it, the arguments in fragments of a few characters."""
     head = text_tokens(json.dumps({"name": name}, ensure_ascii=False)[:-1] + ", ", "wrapper", call)
     head[-1] = Token(head[-1].id, head[-1].text, "name", call)  # the token that completes the name
     fragments = [arguments[i : i + ARG_FRAGMENT] for i in range(0, len(arguments), ARG_FRAGMENT)]
@@ -122,8 +118,7 @@ def sampled_logprob(seed: bytes, position: int) -> float:
 def alternatives(
     seed: bytes, position: int, sampled: int, count: int, table: Sequence[tuple[int, str]] | None = None
 ) -> list[tuple[int, str, float]]:
-    """(id, text, logprob) of the `count` most likely other tokens, by rank (most likely first), drawn from
-    `table` ((id, text) pairs; by default the toy ids of `ALTERNATIVES`)."""
+    """(id, text, logprob) of the `count` most likely other tokens, most likely first, drawn from `table`."""
     table = TOY_ALTERNATIVES if table is None else table
     start = int(_unit(seed, "alt", position) * len(table))
     out: list[tuple[int, str, float]] = []
@@ -142,10 +137,8 @@ def alternatives(
 def render_prompt(request: dict[str, Any], *, add_generation_prompt: bool = True) -> list[int]:
     """Prompt ids: a ChatML rendering of the tools and messages, then the assistant's turn opening.
 
-    An assistant message is rendered with the very tokens the model generates for it (reasoning between
-    think markers, text, hermes tool calls), so a conversation that sends the model's answers back
-    unchanged has prompt ids that extend the previous prompt and completion exactly; one that drops the
-    reasoning or re-serializes tool arguments does not, as with a real chat template."""
+    An assistant message is rendered with the very tokens the model generated for it. So answers sent back unchanged
+    chain exactly, and dropped reasoning breaks the chain, as with a real template."""
     ids: list[int] = []
 
     def turn(role: str, text: str) -> None:
@@ -185,8 +178,7 @@ def _assistant_ids(message: dict[str, Any], text: str) -> list[int]:
 
 
 class Vocabulary(Protocol):
-    """How the scripted model turns an answer and a prompt into token ids: the toy ids below (`TOY`), or a real
-    tokenizer's (`hf_vocabulary.HFVocabulary`, so a trainer can use the ids with a model of that vocabulary)."""
+    """How the scripted model turns answers and prompts into token ids: the toy ids (`TOY`) or a real tokenizer's."""
 
     def answer_tokens(self, reasoning: str, text: str, tool_calls: Sequence[tuple[str, str]]) -> list[Token]:
         """The tokens of an answer (reasoning, text, then each (name, arguments JSON) tool call), without the
@@ -219,13 +211,11 @@ class Vocabulary(Protocol):
         ...
 
     def tokenizer_info(self) -> dict[str, Any] | None:
-        """What vLLM's `GET /tokenizer_info` answers (the tokenizer's configuration, its chat template); None when
-        there is no tokenizer to describe (the toy vocabulary: a 404)."""
+        """What vLLM's `GET /tokenizer_info` answers; None for the toy vocabulary (a 404)."""
         ...
 
     def decode(self, ids: Sequence[int], *, skip_special_tokens: bool) -> str | None:
-        """The text of ids, as `/v1/completions` reads a token prompt and writes its answer; None when the
-        vocabulary cannot (the toy one: its ids are hashes)."""
+        """The text of ids; None when the vocabulary cannot decode (the toy one's ids are hashes)."""
         ...
 
 

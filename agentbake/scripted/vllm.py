@@ -1,17 +1,7 @@
 """Answers shaped exactly as vLLM 0.34's chat-completions server sends them, for a scripted `Reply`.
 
-What vLLM does, and this module copies:
-- Tokens: `"token": "token_id:<n>"` under `return_tokens_as_token_ids`; the sampled token first in
-  `top_logprobs`; the sampled entry's `bytes` are its decoded text, an alternative's the bytes of its
-  `token` string; `-inf` clamped to -9999.0; NaN written as `null` in streams (unary: an HTTP 400).
-- `return_token_ids`: `choices[0].token_ids` (every generated id, the end-of-sequence token included) and
-  `prompt_token_ids` (unary: top level; stream: only on the first, role-only chunk).
-- Unary answers dump every field, nulls included; stream chunks carry only the keys vLLM sets
-  (`model_dump_json(exclude_unset=True)`), e.g. `kv_transfer_params: null` on every content chunk.
-- Tool calls are parsed hermes-style: `<tool_call>` and the JSON around name and arguments arrive in
-  chunks with an empty `delta` that still carry their tokens (only sent when logprobs or token ids are
-  asked for); the name comes once with the call id, then argument fragments.
-- Errors are `{"error": {"message", "type", "param", "code"}}`, in a stream one such event then [DONE].
+That covers token strings and `top_logprobs` order, clamped `-inf` and NaN, and `token_ids`. It also covers which keys
+answers and chunks carry, hermes tool-call chunks, and error envelopes.
 """
 
 from __future__ import annotations
@@ -153,8 +143,7 @@ class Completion:
         return [Group(chunk, {key: "".join(t.delta for t in chunk)}) for chunk in chunks]
 
     def _call_delta(self, token: tk.Token) -> dict[str, Any] | None:
-        """The delta of a tool-call token: the call's id and name once its name is complete, then argument
-        fragments; markers and the JSON around name and arguments show nothing yet (hermes parsing)."""
+        """The delta of a tool-call token: the call's id and name once the name is whole, then argument fragments."""
         n = token.call
         if token.kind == "name":
             name = self.reply.tool_calls[n][0]
@@ -173,8 +162,7 @@ class Completion:
         return self._stated(tk.sampled_logprob(self.logprob_seed, position))
 
     def _stated(self, raw: float) -> float:
-        """A raw logprob as the answer states it: unchanged, or in processed mode scaled by 1/temperature, as
-        log_softmax(logits / T) moves it (not renormalised)."""
+        """A raw logprob as the answer states it: unchanged, or in processed mode divided by the temperature."""
         temperature = self.request.get("temperature")
         if self.logprobs_mode == "raw" or not isinstance(temperature, (int, float)) or temperature <= 0:
             return raw
@@ -211,8 +199,8 @@ class Completion:
 
     @property
     def sent_logprobs(self) -> list[float | None]:
-        """The logprob of each completion token as the answer states it: -9999.0 for a fallback entry and
-        for a clamped `-inf`, None for NaN (sent as `null`). The same list whether or not logprobs were asked."""
+        """The logprob of each completion token as the answer states it: -9999.0 for `-inf` and fallback entries, None
+        for NaN."""
         values = [
             VLLM_MIN_LOGPROB if p in self.reply.fallback_entries else self._value(p) for p in range(len(self.tokens))
         ]

@@ -1,14 +1,11 @@
 """TRL's `GRPOTrainer(rollout_func=...)`: each prompt's task run by agentbake, returned in TRL's contract.
 
-TRL calls `rollout_func(prompts, trainer)` with the prompts of this process (each already repeated
-`num_generations` times by its sampler) and wants one completion per prompt, as parallel lists:
-`prompt_ids`, `completion_ids`, `logprobs`, and `env_mask` (1 on sampled tokens), any other key going to the
-reward functions. Each prompt is a task's instruction (`task_dataset`); its rollout runs through the
-`Runner`, and its row is the export's (`agentbake.export.to_trl`: a whole agent conversation as one
-completion, the multi-sequence rule). The verifier's reward goes out as the `agentbake_reward` column, read by
-`verifier_reward`; a rollout that failed for the infrastructure's sake (`INFRASTRUCTURE_FAILURES`) or whose
-tokens could not be captured for training gets no reward (None: TRL leaves it out of its group's baseline),
-never 0.0, and a row with no trained token.
+TRL calls `rollout_func(prompts, trainer)` and wants one completion per prompt: `prompt_ids`, `completion_ids`,
+`logprobs` and `env_mask`, other keys going to the reward functions. Each prompt is a task's instruction
+(`task_dataset`), run through the `Runner`; its row is the export's (`to_trl`).
+
+The reward goes out as the `agentbake_reward` column, read by `verifier_reward`. An infrastructure failure or an
+untrainable rollout gets None, never 0.0, so TRL leaves it out of its group's baseline.
 """
 
 from __future__ import annotations
@@ -36,29 +33,29 @@ REWARD_COLUMN = "agentbake_reward"
 
 
 def task_dataset(tasks: Iterable[Task | str | Path]) -> list[dict[str, str]]:
-    """One row per task for the trainer's dataset: `prompt` (its instruction, which the rollout function maps
-    back to the task) and `task` (its name). `datasets.Dataset.from_list(task_dataset(...))`."""
+    """One row per task for the trainer's dataset: `prompt` (its instruction) and `task` (its name).
+
+    Use it as `datasets.Dataset.from_list(task_dataset(...))`."""
     return [{"prompt": task.instruction, "task": task.name} for task in load_tasks(tasks)]
 
 
 def trainer_model_settings(args: Any, **template: bool) -> ModelSettings:
-    """The gateway settings that make the agent sample as the trainer computes: `args` (a `GRPOConfig`)'s
-    temperature, top_p, top_k, min_p and repetition_penalty, set on every call; `template` adds the chat
-    template's switches (e.g. `inner_system_as_user=True` for Qwen3 under Claude Code)."""
+    """The gateway settings that make the agent sample as the trainer computes.
+
+    They are the `GRPOConfig`'s temperature, top_p, top_k, min_p and repetition_penalty, plus `template`'s switches."""
     return ModelSettings(**template, **{name: getattr(args, name) for name in SAMPLING_FIELDS})
 
 
 def check_alignment(runner: Runner, args: Any) -> None:
-    """Refuse a runner whose rollouts would not be sampled and stamped as TRL trains on them (ConfigError):
-    `check_logprobs`, and the trainer's sampling (`args`, a `GRPOConfig`) set by the gateway."""
+    """Refuse a runner whose rollouts would not be sampled and stamped as TRL trains on them (ConfigError)."""
     check_logprobs(runner)
     check_sampling(runner, {name: getattr(args, name) for name in SAMPLING_FIELDS}, "trainer")
 
 
 def check_logprobs(runner: Runner) -> None:
-    """TRL computes its per-token logprobs from logits divided by its temperature: processed logprobs. So the
-    server must send processed ones (the preflight finds out: `runner.logprobs_mode`) and the export must
-    expect them (else every rollout is untrainable)."""
+    """Check that the server sends processed logprobs and the export expects them, as TRL computes.
+
+    TRL divides logits by its temperature. The preflight finds the server's mode (`runner.logprobs_mode`)."""
     if runner.config.expect_logprobs != "processed":
         raise ConfigError(
             "RunnerConfig.expect_logprobs is 'raw', but TRL computes logprobs after temperature (processed): "
@@ -73,9 +70,9 @@ def check_logprobs(runner: Runner) -> None:
 
 
 def check_sampling(runner: Runner, wanted: dict[str, Any], who: str) -> None:
-    """The gateway must set `wanted` sampling on every call (the agent's own temperature would sample another
-    policy than the one the trainer computes ratios for). Disabled spellings are equal: top_k 0 or -1, min_p
-    0.0 or None."""
+    """Check that the gateway sets `wanted` sampling on every call, else the agent samples another policy.
+
+    Disabled spellings are equal: top_k 0 or -1, min_p 0.0 or None."""
     settings = runner.config.model_settings
     wrong = [
         f"{name} {getattr(settings, name)!r} ({who}: {value!r})"
@@ -104,10 +101,8 @@ def _disabled_as_none(name: str, value: Any) -> Any:
 class RolloutFunction:
     """`GRPOTrainer(rollout_func=RolloutFunction(runner, tasks))`: see the module docstring.
 
-    `runner` is a started `Runner` (kept for the whole run; with `model="scripted"`, `start_scripted` called);
-    `tasks` the tasks the dataset's prompts name (Task objects, task dirs, folders of them); `concurrency` how
-    many rollouts run at once; `args`, the trainer's `GRPOConfig`, checks the runner at once instead of at the
-    first call."""
+    `runner` is a started `Runner`, `tasks` the tasks the prompts name, `concurrency` how many rollouts run at once.
+    `args`, the trainer's `GRPOConfig`, checks the runner at once rather than at the first call."""
 
     def __init__(
         self, runner: Runner, tasks: Iterable[Task | str | Path], *, concurrency: int = 4, args: Any = None
@@ -153,9 +148,9 @@ class RolloutFunction:
 
 
 def unscored_reason(result: RolloutResult) -> str | None:
-    """Why a rollout says nothing about the policy, so its reward is None and no token of it is trained: an
-    infrastructure failure (its status and error), or calls that could not be captured for training; None
-    when it is scored."""
+    """Why a rollout says nothing about the policy (an infrastructure failure, uncaptured calls); None when scored.
+
+    Such a rollout's reward is None and none of its tokens is trained."""
     if result.status in INFRASTRUCTURE_FAILURES:
         return f"{result.status.value}: {result.error or 'no detail'}"
     if result.trainable is None:
@@ -166,12 +161,11 @@ def unscored_reason(result: RolloutResult) -> str | None:
 
 
 def rollout_row(result: RolloutResult, placeholder: tuple[int, int]) -> dict[str, Any]:
-    """A finished rollout as TRL's row plus the columns the reward functions get: `agentbake_reward`
-    (None: unscorable), `agentbake_unscored` (why, else None), `agentbake_status`, `agentbake_rollout_id` (the
-    session), `agentbake_worker` (the model worker it ran on), `agentbake_policy_versions` (the policy version of
-    each of the row's calls), `agentbake_untrained_tokens` (sampled ids of other agent sequences, see the
-    multi-sequence rule). A rollout with nothing to train on gets a one-token placeholder row (`placeholder`:
-    pad and end-of-sequence ids) whose env_mask is 0."""
+    """A finished rollout as TRL's row plus the columns the reward functions get.
+
+    They are `agentbake_reward` (None: unscored), `agentbake_unscored`, `agentbake_status`, `agentbake_rollout_id`,
+    `agentbake_worker`, `agentbake_policy_versions` and `agentbake_untrained_tokens`. A rollout with nothing to train on
+    gets a one-token `placeholder` row whose env_mask is 0."""
     document_file = result.out_dir / SEQUENCES_FILE if result.out_dir is not None else None
     row = to_trl(json.loads(document_file.read_text())) if document_file and document_file.exists() else None
     reason = unscored_reason(result)

@@ -1,19 +1,12 @@
 """TRL's AsyncGRPOTrainer: an OpenEnv-style session factory for its harness rollout worker.
 
-TRL's `HarnessRolloutWorker` (trl.experimental.async_grpo) drives a loop-owning agent through a session
-factory: `harness_session_factory(sampling=...)` gives a factory whose `create(prompt, seed=, episode_id=)`
-starts one rollout; the worker then calls `wait_for_completion()`, `fetch_training_trace()` (the captured
-turns, each with a loss mask over prompt + completion), `verify(transcript)` (its `env_reward`) and `close()`.
-`RunnerSessions(config, tasks)` is that callable, backed by agentbake's Runner (the agent CLI in its sandbox,
-the gateway's captured ids, the verifier's reward); TRL pickles it into the worker's own process, where it
-starts the runner. `session_factory(runner, tasks)` is the same on a runner of this process.
+The worker's session factory `create(prompt, ...)` starts one rollout, then the worker calls `wait_for_completion()`,
+`fetch_training_trace()`, `verify(transcript)` and `close()`. `RunnerSessions` backs that with agentbake's Runner, in
+the worker's own process; `session_factory(runner, tasks)` does the same on a runner of this process.
 
-Unlike `GRPOTrainer`'s one row per rollout, the worker trains several rows per rollout: every agent sequence
-of the export (a subagent, the continuation after a compaction) goes out, each call once; a call shared by
-two sequences is trained in the first and is context in the second. Infrastructure failures and rollouts
-that are not trainable verify to `env_reward=None` (unscored, never 0.0) with no trained token. The returned
-objects mirror OpenEnv's `TrainingTrace`/`TrainingTurn`/`VerifyResult` (the fields TRL reads), so agentbake
-needs no OpenEnv install; TRL's worker itself does (`pip install openenv`).
+Every agent sequence of a rollout's export is a row, each call trained once. Untrainable rollouts and infrastructure
+failures verify to `env_reward=None`, never 0.0. The returned objects mirror OpenEnv's classes, so agentbake needs no
+OpenEnv install (TRL's worker does).
 """
 
 from __future__ import annotations
@@ -78,9 +71,9 @@ class VerifyResult:
 
 
 def training_trace(document: dict, *, trainable: bool, records: Sequence[TraceRecord] = ()) -> TrainingTrace:
-    """The turns of an export document's agent sequences (see the module docstring); every loss mask is 0 when
-    the rollout is not `trainable`. `records`, the rollout's gateway records, give each turn its request and
-    response (what TRL's worker counts tool calls from)."""
+    """The turns of an export document's agent sequences; every loss mask is 0 unless `trainable`.
+
+    `records`, the rollout's gateway records, give each turn its request and response."""
     by_turn: dict[int, TraceRecord] = {}
     for record in records:
         by_turn.setdefault(record.turn, record)
@@ -165,8 +158,7 @@ class Session:
         return self.fetch_training_trace().to_trace_entries()
 
     def verify(self, transcript: list[dict[str, Any]] | None = None, final_state: Any = None) -> VerifyResult:
-        """The verifier's reward (it ran in the sandbox after the agent; `transcript` is not needed); None, with
-        the reason in `metrics["unscored"]`, when the rollout says nothing about the policy."""
+        """The verifier's reward; None, with the reason in `metrics["unscored"]`, when the rollout is unscored."""
         result = self._finished()
         reason = unscored_reason(result)
         metrics = {"status": result.status.value, "turns": result.turns, "tokens": result.tokens}
@@ -197,12 +189,9 @@ class SessionFactory:
 class RunnerSessions:
     """`HarnessRolloutWorker(harness_session_factory=RunnerSessions(config, tasks), ...)`.
 
-    TRL spawns its rollout worker in a process of its own and pickles this factory into it: it holds only the
-    runner's settings (`config`, `backend`: a backend's config or None for Docker) and the tasks, and starts its
-    `Runner` in the process that first calls it (with `model="scripted"`, serving the scripted model there);
-    `close()` (and that process's exit) stops it. The worker calls it with its training `sampling`, checked
-    against `config.model_settings` (`check_worker_sampling`); the runner's preflight must find processed
-    logprobs. Each call returns a `SessionFactory`."""
+    TRL pickles this factory into its worker's process, so it holds only the runner's settings and the tasks. It starts
+    its `Runner` in the process that first calls it, and `close()` stops it. Each call checks the worker's `sampling`
+    against `config.model_settings` and returns a `SessionFactory`."""
 
     def __init__(self, config: RunnerConfig, tasks: Iterable[Task | str | Path], *, backend: Any = None) -> None:
         self.config = config
@@ -262,15 +251,16 @@ class RunnerSessions:
 
 
 def session_factory(runner: Runner, tasks: Any) -> RunnerSessions:
-    """Sessions on a started runner of this process, for a worker running in it; TRL's `HarnessRolloutWorker`
-    runs in a process of its own: give it `RunnerSessions(config, tasks)`."""
+    """Sessions on a started runner of this process, for a worker running in it.
+
+    A worker in a process of its own needs `RunnerSessions(config, tasks)`."""
     return RunnerSessions.of_runner(runner, tasks)
 
 
 def check_worker_sampling(runner: Runner, sampling: dict[str, Any]) -> None:
-    """The worker's training policy must be the one the gateway samples: the fields it sets on every call
-    (`check_sampling`), and the others neutral (frequency and presence penalties 0: agentbake does not set
-    them, so a non-zero one would be a policy the rollouts do not sample). ConfigError otherwise."""
+    """Check that the worker's training policy is the one the gateway samples; ConfigError otherwise.
+
+    The fields the gateway sets must match (`check_sampling`), and frequency and presence penalties must be 0."""
     check_sampling(runner, sampling, "worker")
     unset = {name: value for name, value in sampling.items() if name not in SAMPLING_FIELDS}
     wrong = [f"{name}={value!r}" for name, value in unset.items() if _NEUTRAL.get(name, object()) != value]

@@ -185,7 +185,7 @@ def claude_bin() -> Path:
 
 
 def claude_code_env(gw_url: str, home: Path) -> dict[str, str]:
-    """A fully offline headless run (see agentbake/gateway/README.md, "What Claude Code sends"), fresh HOME."""
+    """A fully offline headless run (agentbake/gateway/README.md lists the variables), fresh HOME."""
     home.mkdir()
     return {
         "PATH": os.environ["PATH"],

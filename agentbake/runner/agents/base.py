@@ -1,9 +1,8 @@
 """What every agent module describes, and the registry the harness looks agents up in.
 
-An agent module says, as data, how its CLI runs headless in its catalog image: the environment and
-config files that point it at the rollout's gateway, the bash script that feeds it the instruction on
-stdin and keeps its log, the name of its shell tool and where it records what it did. The harness
-applies an `AgentLaunch` through the sandbox protocol; nothing here talks to a sandbox.
+An agent module says, as data, how its CLI runs headless in its catalog image. That covers its environment, config
+files, launch script, shell tool and logs. The harness applies an `AgentLaunch` through the sandbox protocol; nothing
+here talks to a sandbox.
 """
 
 from __future__ import annotations
@@ -110,8 +109,8 @@ class Agent(abc.ABC):
     package: ClassVar[str]
     """npm package of the CLI, as in the image's `dev.agentbake.agent.package` label."""
     shell_tool: ClassVar[str]
-    """Name of the agent's shell tool in its model requests (the scripted model calls it); for an agent offering no
-    tools, the info string of the fenced block its model's answers carry the command in."""
+    """Name of the agent's shell tool in its model requests; for an agent with no tools, its fenced block's info string.
+    """
 
     @abc.abstractmethod
     def env(self, image: AgentImage, model: ModelAccess) -> dict[str, str]:
@@ -156,11 +155,11 @@ def headless_launch(
     files: Mapping[str, str] | None = None,
     log_paths: Sequence[str] = (),
 ) -> AgentLaunch:
-    """Run `command` in the workdir with `instruction` on stdin, its stdout teed to `<logs>/<name>.log` and its
-    stderr to `<logs>/<name>.stderr.log` (and on to the caller), then (run as the sandbox command's own process, by
-    a user other than root) kill every other process of the user, exiting with the command's status.
+    """Run `command` in the workdir with `instruction` on stdin, its output teed to `<logs>/<name>.log` and
+    `.stderr.log`.
 
-    Every agent's launch is built here; so is anything else run the same way (the harness's oracle)."""
+    Run by a user other than root, it then kills every other process of the user and exits with the command's status.
+    Every agent's launch is built here, and so is the harness's oracle."""
     log_file = posixpath.join(image.logs_dir, f"{name}.log")
     stderr_file = posixpath.join(image.logs_dir, f"{name}.stderr.log")
     instruction_file = posixpath.join(image.logs_dir, "instruction.md")

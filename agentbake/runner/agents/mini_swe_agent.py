@@ -14,9 +14,10 @@ STEP_TIMEOUT_S = 600
 
 
 class MiniSweAgent(Agent):
-    """mini-swe-agent's text-based mode (no tools: one fenced block per answer; the command
-    `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT` ends the task), every command run without confirmation, the
-    trajectory written to the agent-log dir."""
+    """mini-swe-agent's text-based mode: one fenced block per answer, no confirmation, the trajectory in the agent-log
+    dir.
+
+    `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT` ends the task."""
 
     name = "mini-swe-agent"
     package = "mini-swe-agent"

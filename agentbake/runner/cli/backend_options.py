@@ -1,9 +1,7 @@
-"""`--backend docker|e2b|hf` for `agentbake run` and `agentbake rollout`: the options and the backend config
-they make (the Runner builds the backend from it, through `backend_registry.make_backend`).
+"""`--backend docker|e2b|hf` for `agentbake run` and `agentbake rollout`: the options and the backend config.
 
-Docker is the default (with its warm pool, `--warm`). The remote backends start the image published for the
-local image's content hash (the published manifest, `--manifest`), and reach the rollout's gateway on this
-machine through one relay port (`--relay-listen`, `--relay-url`).
+Docker is the default, with its warm pool (`--warm`). The remote backends start the image published for the content hash
+(`--manifest`) and reach the gateway through one relay port (`--relay-listen`, `--relay-url`).
 """
 
 from __future__ import annotations
@@ -66,8 +64,7 @@ class BackendChoice:
         return JobBackend(name=self.name, config=self.config())
 
     def with_runtime(self, stored: JobBackend, given: Collection[str]) -> JobBackend:
-        """`stored` (a job's backend) with the runtime options the command line gave (`given`, by parameter
-        name): --warm, --relay-listen, --relay-url; the relay's are the remote backends' only."""
+        """`stored` (a job's backend) with the runtime options given: --warm, --relay-listen, --relay-url."""
         update: dict[str, Any] = {}
         if "warm" in given:
             self._check_warm(stored.name)

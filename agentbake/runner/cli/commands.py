@@ -236,8 +236,9 @@ def rollout_command(
 
 
 def _write_report(directory: Path) -> str | None:
-    """Write the job's report.html and return its path; a report that cannot be written is a warning (the job
-    itself finished), saying how to write it later."""
+    """Write the job's report.html and return its path.
+
+    A failure is a warning saying how to write it later, since the job itself finished."""
     from agentbake.report.render import REPORT_FILE, write_report
 
     try:

@@ -1,8 +1,7 @@
-"""What `agentbake run` and `agentbake rollout` print: warnings, a build's progress, a rollout's result, a
-batch's live progress and its summary tables (on stderr, the tables on stdout).
+"""What `agentbake run` and `agentbake rollout` print: warnings, build progress, results, live progress, summaries.
 
-rich is imported when something is printed: `agentbake run --json` with nothing to warn about and nothing to
-build never loads it."""
+Tables go to stdout, the rest to stderr. rich is imported only when something is printed.
+"""
 
 from __future__ import annotations
 
@@ -69,8 +68,7 @@ _RICH_DROPS = str.maketrans("", "", "\a\b\v\f\r")
 
 
 def _plain_stderr() -> bool:
-    """stderr is no terminal (a pipe, a log file) and no colour is forced: rich would print the same lines
-    uncoloured, so they are written as they are, without importing it (its import would lengthen a run's start-up)."""
+    """Whether stderr is no terminal and no colour is forced, so lines go out plain without importing rich."""
     return not sys.stderr.isatty() and not os.environ.get("FORCE_COLOR")
 
 

@@ -1,6 +1,8 @@
-"""`agentbake rollout`'s Ray options: `--ray ADDRESS` runs each rollout as a Ray task on a node with a Docker
-engine (`cluster/`), `--ray-resource` the custom resource such nodes advertise, `--ray-ship-image` the run's image
-shipped from here to a node that lacks it. Runtime settings: a `--resume` may give them, config.json keeps none."""
+"""`agentbake rollout`'s Ray options: `--ray ADDRESS`, `--ray-resource` and `--ray-ship-image`.
+
+Each rollout runs as a Ray task on a node with a Docker engine (`cluster/`). These are runtime settings: a `--resume`
+may give them, and config.json keeps none.
+"""
 
 from __future__ import annotations
 
@@ -28,8 +30,9 @@ class RayChoice:
     ship_image: bool
 
     def check(self, backend: str, warm: int) -> RayConfig | None:
-        """The Ray settings (None without `--ray`); refused with a backend other than Docker, with a warm pool
-        (each node's Ray workers would keep one of their own, outliving the batch), or malformed."""
+        """The Ray settings, or None without `--ray`.
+
+        Refused with a backend other than Docker, with a warm pool (each node would keep its own), or malformed."""
         if self.address is None:
             return None
         if backend != "docker":

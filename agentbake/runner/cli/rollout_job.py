@@ -1,6 +1,8 @@
-"""The job directory `agentbake rollout` runs into, from its options: a new job (`--jobs-dir`/`--job-name`,
-default `jobs/<start time>`); the one `--resume DIR` names, alone with its own settings (the runtime ones given on the
-command line: -n, --warm, the relay's); or that one checked against the settings given in full."""
+"""The job directory `agentbake rollout` runs into, from its options.
+
+That is a new job (`--jobs-dir`/`--job-name`, default `jobs/<start time>`), or the one `--resume DIR` names. A resumed
+job runs with its own settings, or checks them against the settings given in full.
+"""
 
 from __future__ import annotations
 
@@ -38,8 +40,9 @@ def open_rollout_job(
     resume_dir: Path | None,
     backend: BackendChoice,
 ) -> tuple[Job, list[Task]]:
-    """The job to run, with the settings to run it with, and its tasks: a new job (in JOBS_DIR/JOB_NAME); the one
-    --resume names, with its own settings (no IMAGE given); or that one, checked against those given."""
+    """The job to run, its settings and its tasks: a new job, or the one `--resume` names.
+
+    A resumed job takes its own settings when no IMAGE is given, else checks them against those given."""
     from agentbake.runner.cli.display import warn
     from agentbake.runner.job import Job, JobConfig, JobTask
     from agentbake.tasks import discover_tasks
@@ -73,8 +76,9 @@ def open_rollout_job(
 
 
 def _own_settings(stored: JobConfig, resume_dir: Path, backend: BackendChoice) -> JobConfig:
-    """A job resumed by `--resume DIR` alone: its own settings, with the runtime ones the command line gave
-    (-n, --warm, the relay's); any other option given is refused, naming it."""
+    """A job resumed by `--resume DIR` alone: its own settings, plus the runtime ones given (-n, --warm, the relay's).
+
+    Any other option given is refused, naming it."""
     from agentbake.runner.job import CONFIG_FILE
 
     ctx = click.get_current_context()

@@ -1,7 +1,8 @@
-"""The options `agentbake run` and `agentbake rollout` share: IMAGE or `--agent`, the model, its key, the preflight
-and logprobs modes, the verifier's network, the agent's user, the gateway's model settings and `--json`; and the
-`RunnerConfig` they make (the image resolved, built when missing; a setting RunnerConfig refuses is a usage error).
-The backend's options are `backend_options.py`."""
+"""The options `agentbake run` and `agentbake rollout` share, and the `RunnerConfig` they make.
+
+They cover the image or `--agent`, the model and its key, and the preflight and logprobs modes. They also cover the
+verifier's network, the agent's user, model settings and `--json`. The backend's are in `backend_options.py`.
+"""
 
 from __future__ import annotations
 
@@ -36,10 +37,10 @@ RENAMED = {"--model": _old_model, "--model-name": "--model"}
 
 
 def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The options `run` and `rollout` share: image resolution, model, key, preflight and logprobs modes,
-    the gateway's model settings, `--json`. The command receives `image`, `as_json` and `make_config`, which
-    builds the RunnerConfig from them and the command's own fields (out_dir, gateway), resolving the
-    image; a setting RunnerConfig refuses is a usage error."""
+    """The options `run` and `rollout` share: image, model, key, preflight and logprobs modes, model settings, `--json`.
+
+    The command receives `image`, `as_json` and `make_config`, which builds the RunnerConfig. A setting RunnerConfig
+    refuses is a usage error."""
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(command)
@@ -176,7 +177,7 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                     "--verifier-network",
                     type=click.Choice(VERIFIER_NETWORKS),
                     help="The verifier phase's network for every task, as --agent-network (default: the task's), "
-                    "switched once the agent is dead. bridge: the unfiltered legacy path (a Docker bridge for "
+                    "switched once the agent is dead. bridge: the unfiltered path (a Docker bridge for "
                     "tasks whose verifier is public: this host's ports and the internet).",
                 ),
                 click.option(

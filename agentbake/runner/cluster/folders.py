@@ -1,6 +1,7 @@
-"""A folder as bytes and back: a task's files shipped to a node, a rollout's folder shipped back to the driver.
-What comes back was written from a sandbox (hostile): it is unpacked with tarfile's `data` filter (no absolute
-paths, no links out of the folder, no devices, no set-id bits)."""
+"""A folder as bytes and back: a task's files shipped to a node, a rollout's folder shipped back.
+
+What comes back was written from a sandbox, so it is unpacked with tarfile's `data` filter.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""What runs on a cluster node, in a Ray worker: the run's image made present on the node's engine (once per node,
-by `prepare_image`), and one rollout (`run_on_node`) by a runner of the worker's own, in a scratch folder whose
-files go back to the driver as bytes. The node's gateway, egress proxy and sandbox are the local runner's."""
+"""What runs on a cluster node, in a Ray worker: the run's image made present, and one rollout.
+
+`prepare_image` runs once per node. `run_on_node` runs a rollout with a runner of the worker's own, in a scratch folder
+whose files go back to the driver as bytes.
+"""
 
 from __future__ import annotations
 
@@ -38,9 +40,10 @@ class NodeRollout:
 
 
 def prepare_image(image: str, archive: list[Any]) -> str:
-    """Make `image` present on this node's engine; how it got there. Loaded from `archive` (a `docker save` the
-    driver put in Ray's object store, nested in a list so only a node that lacks the image fetches it) when given,
-    else built from the node's catalog, which must give the same content tag."""
+    """Make `image` present on this node's engine, and say how it got there.
+
+    It is loaded from `archive`, a `docker save` in Ray's object store, when given. Otherwise the node's catalog builds
+    it, and must give the same content tag."""
     from agentbake.buildkit.engine import connect, find_image
 
     client = connect()

@@ -1,6 +1,7 @@
-"""The driver's view of the cluster's nodes that run rollouts: which are alive, how many rollouts each takes
-(its amount of the resource) and runs now, and whether the run's image is on it yet. The driver places each
-rollout on a node itself (hard node affinity), so a rollout lost with its node is known by name."""
+"""The driver's view of the nodes that run rollouts: alive or not, slots taken, image present.
+
+The driver places each rollout on a node itself, so a rollout lost with its node is known by name.
+"""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ class RayConfig(BaseModel):
     """The custom resource a node with a Docker engine advertises (`ray start --resources '{"agentbake_docker":
     4}'`); its amount is how many rollouts the node runs at once, each rollout takes 1."""
     ship_image: bool = False
-    """Put the run's image in Ray's object store (one `docker save` here) for a node whose engine lacks it to
-    load; otherwise such a node builds it from its own catalog (a catalog image only)."""
+    """Ship the run's image through Ray's object store to nodes that lack it; otherwise they build it from their
+    catalog."""
     refresh_s: float = Field(default=2.0, gt=0)
     """How often, at most, the list of live nodes is read again while a rollout waits for a free node."""

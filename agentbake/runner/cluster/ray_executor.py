@@ -1,6 +1,6 @@
-"""`RayExecutor`: each rollout a Ray task on a node with a Docker engine, its folder streamed back into the
-driver's job directory. The driver picks the node (`nodes.NodeSlots`, hard node affinity), so a rollout lost
-with its node ends as `node_lost` naming it, and the batch goes on.
+"""`RayExecutor`: each rollout a Ray task on a node with a Docker engine, its folder streamed back.
+
+The driver picks the node itself, so a rollout lost with its node ends as `node_lost` naming it.
 
     with RayExecutor(RayConfig(address="10.0.0.5:6379")) as executor, Runner(config, executor=executor) as runner:
         runner.run_batch(tasks, repeats=8, concurrency=32)
@@ -96,9 +96,9 @@ class RayExecutor:
             self._ray.cancel(ref)
 
     def run(self, task: Task, result: RolloutResult, settings: NodeSettings) -> RolloutResult:
-        """The rollout on a node with a free slot: its folder into `result.out_dir`, its result.json naming
-        the node. Its node lost while it ran: status `node_lost`, reward 0, the error naming the node; lost before
-        it started there (preparing the image, or unschedulable), it goes to another node, with a note."""
+        """The rollout on a node with a free slot, its folder in `result.out_dir`, its result.json naming the node.
+
+        A node lost mid-run gives status `node_lost`, reward 0. A node lost before the start sends it elsewhere."""
         assert result.out_dir is not None
         while True:
             try:

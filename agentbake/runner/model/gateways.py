@@ -1,7 +1,8 @@
-"""A runner's model side: the upstream workers the rollouts' gateways call (each checked once by its preflight;
-each rollout pinned to one, `workers.py`), the model name the agents ask for, the policy version stamped on
-the records, the scripted model when it is served here, and each rollout's own gateway, on the host
-(`host_gateway.py`) or inside its sandbox (`remote/sandbox_gateway.py`)."""
+"""A runner's model side: the upstream workers, the model name, the policy version, and each rollout's gateway.
+
+Each worker is checked once by its preflight, and each rollout is pinned to one (`workers.py`). A rollout's gateway runs
+on the host (`host_gateway.py`) or inside its sandbox (`remote/sandbox_gateway.py`).
+"""
 
 from __future__ import annotations
 
@@ -26,9 +27,10 @@ if TYPE_CHECKING:
 
 
 class RolloutGateways:
-    """What every rollout's gateway shares (model override, key variable, logprobs mode, policy version), the
-    workers they call, and the start of one gateway per rollout. Made before the backend: a server that fails the
-    preflight leaves nothing started. `on_worker_failure(worker, rollout_ids)`: a worker stopped answering."""
+    """What every rollout's gateway shares, the workers they call, and the start of one gateway per rollout.
+
+    It is made before the backend, so a server that fails the preflight leaves nothing started.
+    `on_worker_failure(worker, rollout_ids)` says a worker stopped answering."""
 
     def __init__(self, config: RunnerConfig, on_worker_failure: Callable[[Worker, list[str]], None]) -> None:
         self.config = config
@@ -63,9 +65,9 @@ class RolloutGateways:
         self.workers.close()
 
     def _use_upstreams(self, upstreams: Iterable[str]) -> None:
-        """Point the rollouts' gateways at these workers, after each one's preflight (RunnerConfig.preflight):
-        PreflightError when one's answers cannot be captured or the workers' logprobs modes differ; else the
-        gateways stamp the logprobs mode found."""
+        """Point the rollouts' gateways at these workers, after each one's preflight.
+
+        PreflightError when answers cannot be captured or the workers' logprobs modes differ."""
         from agentbake.gateway.config import GatewayConfig
         from agentbake.gateway.preflight import require_capturable
 

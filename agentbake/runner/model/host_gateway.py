@@ -1,8 +1,7 @@
 """The rollout's gateway on the host: a unix socket in a folder of its own, bound to one rollout.
 
-Each rollout gets a gateway that tags every record with its id and refuses other ids, accepts only the
-rollout's random client token, and writes the rollout's own trace. The upstream key is read here, on the
-host, from the variable the runner names; the sandbox reaches the socket only (see the backend).
+The gateway tags every record with the rollout's id, accepts only its random client token, and writes its own trace. The
+upstream key is read here, on the host; the sandbox reaches only the socket.
 """
 
 from __future__ import annotations
@@ -31,9 +30,9 @@ host's disk with recorded requests, and the runner reads the trace back into mem
 
 
 def start_host_gateway(shared: GatewayConfig, *, rollout_id: str, token: str, trace: Path) -> tuple[Path, Any, Any]:
-    """Serve a gateway with the runner's `shared` settings for one rollout on
-    `<temp>/agentbake-gw-<rollout>-*/gateway.sock` (on the temp dir's filesystem, where the Docker backend
-    hard-links it); returns the folder, the server and the gateway app."""
+    """Serve a gateway for one rollout on a socket in `<temp>/agentbake-gw-<rollout>-*/`.
+
+    The temp dir's filesystem lets the Docker backend hard-link it. Returns the folder, server and app."""
     from agentbake.gateway import create_app
     from agentbake.gateway.config import GatewayConfig
     from agentbake.serve import serve_in_thread
@@ -57,9 +56,9 @@ def start_host_gateway(shared: GatewayConfig, *, rollout_id: str, token: str, tr
 
 
 def remove_stale_gateways(prefix: str = GATEWAY_DIR_PREFIX, socket_name: str = GATEWAY_SOCKET) -> list[Path]:
-    """Remove gateway folders a killed runner left (kill -9 skips every cleanup): those whose socket no
-    server answers on any more; the egress proxies' folders likewise, by their `prefix` and `socket_name`.
-    Returns what was removed."""
+    """Remove gateway folders a killed runner left, those whose socket no server answers on, and return them.
+
+    The egress proxies' folders go likewise, by their `prefix` and `socket_name`."""
     removed = []
     for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
         try:

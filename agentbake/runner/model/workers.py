@@ -1,6 +1,8 @@
-"""The model's workers: several servers of one model, each rollout pinned to one for its whole run (the server's
-prefix cache keeps its conversation), and a watch that declares a worker failed once it stops answering, so its
-rollouts end as `model_error` instead of moving to another worker in the middle of a conversation."""
+"""The model's workers: several servers of one model, each rollout pinned to one for its whole run.
+
+Pinning keeps the server's prefix cache. A watch declares a worker failed once it stops answering, so its rollouts end
+as `model_error` rather than move to another worker mid-conversation.
+"""
 
 from __future__ import annotations
 

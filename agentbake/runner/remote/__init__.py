@@ -1,6 +1,8 @@
-"""The remote backends: E2B (`e2b.py`) and Hugging Face (`hf.py`), what they share (`base.py`), the relay
-through which their sandboxes reach each rollout's gateway (`relay.py`) and the gateway run inside a sandbox
-(`sandbox_gateway.py`). See docs/remote.md."""
+"""The remote backends: E2B (`e2b.py`), Hugging Face (`hf.py`) and what they share (`base.py`).
+
+Their sandboxes reach each rollout's gateway through `relay.py`, or run it inside (`sandbox_gateway.py`). See
+docs/remote.md.
+"""
 
 from agentbake.lazy import lazy_exports
 

@@ -1,13 +1,8 @@
-"""What the E2B and Hugging Face backends share: image facts, published references, bounded create and kill
-retries, the SDK imported on first use, and what their sandboxes share (errors naming the sandbox, background
-jobs waited on in a thread, a kill run once). In-sandbox deadlines are `agentbake.runner.sandbox.deadline`.
+"""What the E2B and Hugging Face backends share: image facts, published references, retries, lazy SDK imports.
 
-A remote sandbox knows nothing of the image's `dev.agentbake.*` labels, so they are read where the image
-was built (the local engine) and the sandbox itself is asked for the user's home. The reference a remote
-backend starts is looked up in the published manifest (`agentbake publish` writes it) by the image's
-content hash: never a moving tag such as `latest`. A task with an image of its own runs in its published
-layered image (the agent's bundle copied in: the clouds mount no volume), looked up by its environment hash
-(`agentbake.tasks.layered`), which the task's runnable image and the agent's bundle give here.
+A remote sandbox cannot read the image's `dev.agentbake.*` labels, so they are read on the local engine. The reference
+it starts comes from the published manifest by content hash, never a moving tag. A task with an image of its own runs in
+its published layered image, looked up by its environment hash.
 """
 
 from __future__ import annotations
@@ -101,8 +96,10 @@ def local_image_facts(ref: str) -> ImageFacts:
 
 
 def environment_facts(ref: str, bundle: str) -> ImageFacts:
-    """A task's runnable image `ref` (on the local engine) with the agent bundle `bundle`: its user and paths
-    from its labels (root allowed: a task image's user is Harbor's), its environment hash."""
+    """A task's runnable image `ref` with the agent bundle `bundle`: its user and paths from its labels, its environment
+    hash.
+
+    Root is allowed: a task image's user is Harbor's."""
     from agentbake.buildkit.engine import connect, find_image
     from agentbake.tasks.layered import REPOSITORY, environment_hash
 
@@ -221,8 +218,7 @@ def home_of(handle: SandboxHandle, user: str, *, first: str | None = None) -> st
 
 
 class ThreadedJob(BgJob):
-    """A background command whose end is waited for in a thread, so `wait(timeout)` really times out
-    (the SDKs' own waits block with no deadline)."""
+    """A background command waited for in a thread, so `wait(timeout)` really times out."""
 
     def __init__(self, pid: int, waiter: Callable[[], ExecResult], killer: Callable[[], None], name: str) -> None:
         self.pid = pid
@@ -352,8 +348,7 @@ class RemoteBackend(SandboxBackend):
         self._lock = threading.Lock()
 
     def request_facts(self, request: SandboxRequest) -> ImageFacts:
-        """The facts of the request's image; for a task's own image (an agent bundle to mount), of its
-        environment, whose layered image the sandbox starts."""
+        """The facts of the request's image; for a task's own image, those of the layered environment it starts."""
         if request.agent_bundle is not None:
             key = f"{request.image}\0{request.agent_bundle}"
             if key not in self._facts:
@@ -380,8 +375,9 @@ class RemoteBackend(SandboxBackend):
             self._live[sandbox.sandbox_id] = sandbox
 
     def adopt(self, sandbox: RemoteSandboxT, *, first: str | None = None) -> RemoteSandboxT:
-        """Track a just-created sandbox and ask it for its user's home (`first` as `home_of` takes it);
-        a sandbox that cannot answer is killed here, since the caller never receives it to kill."""
+        """Track a just-created sandbox and ask it for its user's home.
+
+        A sandbox that cannot answer is killed here, since the caller never receives it to kill."""
         self.track(sandbox)
         try:
             sandbox.home = home_of(sandbox, sandbox.user, first=first)

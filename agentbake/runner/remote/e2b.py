@@ -1,17 +1,14 @@
-"""The E2B backend: the same sandbox protocol over E2B's SDK (`pip install 'agentbake[e2b]'`).
+"""The E2B backend: the sandbox protocol over E2B's SDK (`pip install 'agentbake[e2b]'`).
 
-What E2B does that the harness must not inherit (each is handled here):
-- commands get a 60 s deadline by default: every command runs with `timeout=0` and its own deadline is
-  enforced inside the sandbox (`timeout -s KILL`), so a long agent is not cut off and a stuck one still dies;
-- `CommandHandle.wait()` has no timeout: background jobs are waited on in a thread (`ThreadedJob`);
-- a non-zero exit raises `CommandExitException`: it becomes an `ExecResult`, as on Docker;
-- commands run under a login shell, whose profile sets PATH: a PATH the caller gives is set again in the command;
-- a phase's network policy stricter than public becomes the sandbox's egress rules (all outbound traffic denied
-  but the policy's hosts, and the relay to the gateway in the agent phase), replaced by the verifier's once the
-  agent is dead;
-- the sandbox lives on when the process that created it fails: every failure after create kills it, and
-  E2B's own sandbox timeout is the backstop; its metadata names the rollout.
-The template is the published one for the image's content hash, never `latest`.
+What E2B does that the harness must not inherit, each handled here:
+- a 60 s default command deadline: commands run with `timeout=0` and their own deadline inside the sandbox.
+- `CommandHandle.wait()` has no timeout: background jobs are waited on in a thread (`ThreadedJob`).
+- a non-zero exit raises `CommandExitException`: it becomes an `ExecResult`, as on Docker.
+- a login shell resets PATH: a PATH the caller gives is set again in the command.
+- open egress: a phase's network policy stricter than public becomes the sandbox's egress rules.
+- a sandbox outlives a failed creator: every failure after create kills it, E2B's timeout is the backstop.
+
+The template is the one published for the image's content hash, never `latest`.
 """
 
 from __future__ import annotations
@@ -106,8 +103,7 @@ class E2BBackend(base.RemoteBackend):
 
 
 def egress_rules(policy: NetworkPolicy, also: list[str]) -> dict[str, list[str]] | None:
-    """E2B's egress rules for a phase's policy: None for public (the cloud's internet), else every outbound
-    address denied but the policy's hosts and `also` (the relay to the gateway)."""
+    """E2B's egress rules for a phase's policy: None for public, else all denied but the policy's hosts and `also`."""
     if policy.mode == "public":
         return None
     allowed = [*policy.allowed_hosts, *(host for host in also if host)]

@@ -1,14 +1,12 @@
-"""The Hugging Face backend: the same sandbox protocol over `huggingface_hub.Sandbox` (`pip install 'agentbake[hf]'`).
+"""The Hugging Face backend: the sandbox protocol over `huggingface_hub.Sandbox` (`pip install 'agentbake[hf]'`).
 
-What a Hugging Face sandbox does that the harness must not inherit (each is handled here):
-- every command runs as root: a command for the image's user runs under `setpriv` (its uid, gid and groups,
-  no new privileges) with the sandbox server's credential removed from its environment;
-- a timed-out command comes back with `exit_code=None`: it becomes exit 124, `timed_out`;
-- background processes return no output and no wait: their output and status go to files in a root-only
-  directory, and the job is waited for by polling `processes()`; a process that vanished from the listing
-  is an error, never exit 0;
-- `close()` only drops the client and leaves the sandbox running (billed): `kill()` ends it, and the job's
-  state is checked afterwards.
+What a Hugging Face sandbox does that the harness must not inherit, each handled here:
+- every command runs as root: the image user's commands run under `setpriv`, without the server's credential.
+- a timed-out command has `exit_code=None`: it becomes exit 124, `timed_out`.
+- background processes return no output and no wait: output and status go to root-only files, and the job
+  is polled through `processes()`; a process that vanished is an error, never exit 0.
+- `close()` leaves the sandbox running (billed): `kill()` ends it.
+
 The image is the published reference for the image's content hash, never `latest`.
 """
 

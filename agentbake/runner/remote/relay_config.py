@@ -1,5 +1,7 @@
-"""`RelayConfig`: where the gateway relay (`relay.py`) listens, apart from the relay itself so that reading the
-backends' configs (`--backend`'s options, a job's config.json) does not import its asyncio server."""
+"""`RelayConfig`: where the gateway relay listens.
+
+It lives apart from `relay.py`, so reading a backend's config does not import the asyncio server.
+"""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """`--gateway sandbox`: the rollout's gateway runs inside its remote sandbox, from the image's baked venv.
 
-For trainers whose model server is reachable from the sandboxes but whose machine is not. The gateway's
-source goes into a root-only directory of the sandbox and runs as root with the image's interpreter
-(label `dev.agentbake.python`); it listens on the sandbox's loopback. The upstream key is passed in the
-environment of that one command (the backend's per-command environment, sent in the request body, never
-on argv), so no other command, least of all the agent's, inherits it; the agent's user cannot read a root
-process's environment. The trace it writes is fetched while the rollout runs, into the trainer's
-`out/<rollout_id>/trace.jsonl`, so a sandbox that dies mid-rollout still leaves what was recorded so far.
+It suits trainers whose model server the sandboxes reach but whose own machine they do not. The gateway runs as root on
+the sandbox's loopback. The upstream key goes in that one command's environment, never argv, so the agent cannot read
+it. Its trace is fetched while the rollout runs, into `out/<rollout_id>/trace.jsonl`.
 """
 
 from __future__ import annotations
@@ -75,9 +71,9 @@ def settings_argv(settings: ModelSettings) -> list[str]:
 
 
 def start_sandbox_gateway(handle: SandboxHandle, python: str, spec: SandboxGateway) -> TraceFetcher:
-    """Start the gateway in `handle` with the image's baked `python` (`ImageLabels.python`), point
-    `handle.model_url` at it, and start fetching its trace; the handle's backend must have
-    `Capabilities.gateway_in_sandbox`."""
+    """Start the gateway in `handle` with the image's baked `python`, point `handle.model_url` at it, fetch its trace.
+
+    The handle's backend must have `Capabilities.gateway_in_sandbox`."""
     made = handle.exec("umask 077 && mktemp -d", user="root", timeout=30)
     if made.exit_code != 0:
         raise SandboxError(f"sandbox {handle.sandbox_id}: cannot make the gateway's directory: {made.stderr.strip()}")

@@ -1,10 +1,8 @@
 """Copying a sandbox's files onto the host: a tar stream parsed as it arrives, written with caps.
 
-What the agent leaves in its sandbox is hostile input. So the archive is never held whole (a 2 GiB sparse
-file arrives as 2 GiB of zeros), only regular files and directories are created (never a link, a device or
-a FIFO), every name stays inside the destination, and one rollout's copies share a `CopyBudget`: bytes and
-files written, bytes per file, and bytes read from the sandbox (skipped data counts too, so a 300 GB file
-is never read to its end). What is cut or left out is said in `CopyBudget.notes`.
+What the agent leaves in its sandbox is hostile input. So the archive is never held whole, only regular files and
+directories are made, and every name stays inside the destination. One rollout's copies share a `CopyBudget` of bytes
+and files; what is cut or left out is said in `CopyBudget.notes`.
 """
 
 from __future__ import annotations
@@ -26,8 +24,9 @@ _NAMED_SKIPS = 20
 
 @dataclass
 class CopyBudget:
-    """What one rollout's copies may still write on the host (and read from the sandbox); shared by its
-    collections, so the rollout's `out/` folder stays bounded whatever the sandbox holds."""
+    """What one rollout's copies may still write on the host and read from the sandbox.
+
+    Its collections share it, so the rollout's `out/` folder stays bounded whatever the sandbox holds."""
 
     bytes: int = 256 * MiB
     """Bytes of file contents still to be written."""
@@ -91,9 +90,8 @@ class ChunkReader(io.RawIOBase):
 def extract(chunks: Iterable[bytes], dest: Path, budget: CopyBudget, *, source: str) -> None:
     """Write the tar stream `chunks` of sandbox path `source` under `dest`, within `budget`.
 
-    The archive's first entry is `source` itself (as Docker's archive API and `tar -C parent -c name` make
-    it): a directory's contents land in `dest`, a file lands inside `dest`, a link is left out (never
-    followed). A hard link to a file copied before is a copy of it (a link must not hide a log)."""
+    The archive's first entry is `source` itself: a directory's contents land in `dest`, a file inside it, a link is
+    left out. A hard link to a file copied before is a copy of it."""
     dest.mkdir(parents=True, exist_ok=True)
     stream = io.BufferedReader(ChunkReader(chunks, budget), buffer_size=_BLOCK)
     root: str | None = None
@@ -154,9 +152,9 @@ def _kind(member: tarfile.TarInfo) -> str:
 
 
 def _make(dest: Path, name: str, label: str, budget: CopyBudget, *, folder: bool) -> int | None:
-    """Make directory `dest/name` (`folder`), or the parents of file `dest/name` and the file itself, open for
-    writing (its descriptor is returned); every directory made counts as a file. None when the budget ends the
-    copy; -1 when the host refuses the name (noted, the copy goes on)."""
+    """Make directory `dest/name`, or file `dest/name` and its parents, and return the file's descriptor.
+
+    Every directory made counts as a file. None when the budget ends the copy; -1 when the host refuses the name."""
     target = dest / name
     missing = []  # folders the archive never listed are made too, and count: a deep name must not cost nothing
     parent = target.parent

@@ -1,7 +1,7 @@
-"""A command's deadline, kept inside the sandbox by coreutils `timeout -s KILL`: the command dies at its
-deadline even when the connection to the sandbox, or this process, is gone by then. Every backend that runs
-commands through a shell it does not control (Docker's exec API, E2B) uses these, so a deadline reads the
-same everywhere: exit 124, `timed_out`."""
+"""A command's deadline, kept inside the sandbox by `timeout -s KILL`, so it holds if the connection is lost.
+
+Every backend that runs commands through a shell it does not control uses these: exit 124, `timed_out`.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A command's output as the harness keeps it: the first and last megabytes, the middle cut.
 
-An agent can print a gigabyte; the runner must not hold it. The start says what ran, the end says how it
-ended (the error), so both halves are kept and a marker says how much was cut between them.
+An agent can print a gigabyte, which the runner must not hold. The start says what ran and the end how it ended, so both
+are kept, with a marker saying how much was cut.
 """
 
 from __future__ import annotations

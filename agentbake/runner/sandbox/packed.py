@@ -1,17 +1,12 @@
 """Log paths packed by a root command that runs anyway, so collecting them costs no archive round trip.
 
-Each copy through a backend's file API is a round trip of its own (Docker: ~50-100 ms, the engine re-executes
-itself for every archive). The harness's root commands that run once a path is final also pack it: the stop
-step's, which finds nothing of the agent left, packs the agent's log paths; the verifier's last, once test.sh
-and everything it left are dead, packs the verifier's log dir. `PackedLogs.pack` is the shell they end with:
-`tar` as root (never following a link inside the path, members in name order as Docker's archive lists them),
-and each archive printed (base64) when it holds at most MAX_PACKED_BYTES.
-`SandboxHandle.copy_out_all` extracts a printed archive as it would the backend's (`copyout.extract`: the same
-caps and notes, spent in the same order); any other path (larger, not packed because its command failed or
-never ran, the image's link on its way, a tar that cannot sort) is copied by the backend's file API. A path with
-a link the agent made on its way (owned by another user than root, or changed after the agent started: a root
-agent's) is not collected at all, with a note: the backend's copy would follow it (Docker resolves links in an
-archive path's parent folders).
+Each copy through a backend's file API is a round trip (Docker: ~50-100 ms). So the stop step packs the agent's log
+paths, and the verifier's last command packs its log dir. `PackedLogs.pack` is the shell they end with: a root `tar`
+printed in base64 when at most MAX_PACKED_BYTES.
+
+`SandboxHandle.copy_out_all` extracts a printed archive with the same caps and notes as a backend's copy. Other paths go
+through the backend's file API. A path with a link the agent made on its way is not collected, with a note, since the
+backend's copy would follow it.
 """
 
 from __future__ import annotations
@@ -80,9 +75,8 @@ class PackedLogs:
     scratch: str
     """The harness's root-only scratch dir, where an archive is made before it is printed."""
     since: str = ""
-    """When the agent started, `@<seconds>` (a ctime the harness holds): a link on a log path's way changed (ctime,
-    which no process can set back) after it is the agent's whoever owns it, so a root agent's links are refused
-    too. Empty: only the owner tells."""
+    """When the agent started, as `@<seconds>` ctime. A link on a log path changed after it is the agent's, whoever owns
+    it, so a root agent's links are refused too. Empty: only the owner tells."""
     archives: dict[str, Packed] = field(default_factory=dict)
 
     def pack(self, paths: Sequence[str]) -> str:
@@ -98,8 +92,9 @@ class PackedLogs:
         return f"{_PACK_ONE}f={shlex.quote(self.scratch)}/pack-failed\n{marker}" + "\n".join(calls)
 
     def take(self, printed: str | None, paths: Sequence[str]) -> None:
-        """Keep the archives in what `pack(paths)` printed (None: it did not run); a line that is not whole (an
-        output cut in its middle) leaves its path to the backend's copy."""
+        """Keep the archives in what `pack(paths)` printed (None: it did not run).
+
+        A line cut in its middle leaves its path to the backend's copy."""
         answers = (printed or "").splitlines()
         if len(answers) == len(paths):
             for path, answer in zip(paths, answers, strict=True):
@@ -112,9 +107,7 @@ class PackedLogs:
 
 
 def _archive(line: str) -> bytes | None:
-    """The archive a `+<base64>` line holds, or None when the line is anything else (tar failed, a cut line) or its
-    archive is not whole: larger than MAX_PACKED_BYTES (cut by `head`), or not ending as a tar does (512-byte
-    blocks, the last two zero)."""
+    """The archive a `+<base64>` line holds, or None when the line is anything else or its archive is not whole."""
     if not line.startswith("+"):
         return None
     try:
@@ -126,8 +119,9 @@ def _archive(line: str) -> bytes | None:
 
 
 def extract_packed(archive: Packed, dest: Path, budget: CopyBudget, *, source: str) -> None:
-    """`extract` of an archive a command printed as of one the backend streams; None: nothing was at `source`,
-    nothing is made (as a backend's copy of a missing path); `Refused`: its reason is a note."""
+    """`extract` of an archive a command printed, as of one the backend streams.
+
+    None: nothing was at `source`. `Refused`: its reason is a note."""
     if isinstance(archive, Refused):
         budget.note(f"{source}: not collected: {archive.reason}")
     elif archive is not None:

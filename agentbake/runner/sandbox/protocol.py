@@ -42,25 +42,23 @@ class Capabilities:
     """Tasks with their own image run here: `SandboxRequest.agent_bundle` is mounted (Docker), or the published
     layered image of the task's environment, the bundle's files in it, is started (E2B, Hugging Face)."""
     network_phases: bool = False
-    """The sandbox has no network of its own: each phase reaches what its policy allows through the rollout's
-    egress proxy (`SandboxRequest.egress_socket`, `SandboxHandle.egress_port`), and the legacy verifier
-    network joins once the agent is dead when asked (`SandboxRequest.verifier_network`,
-    `SandboxHandle.connect_network`). Without it the backend's own network holds for both phases (the remote
-    clouds: their sandboxes reach the internet throughout)."""
+    """The sandbox has no network of its own: each phase reaches what its policy allows through the rollout's egress
+    proxy, and the unfiltered verifier network joins when asked. Without it the backend's own network holds for both
+    phases."""
     large_exec_env: bool = False
-    """A command's environment may hold large values (up to 128 KiB each, about 1 MiB in all), passed to it as
-    given: the harness hands a small archive to the command that unpacks it there (`harness/upload.py`), which
-    spares a file write. Without it (the clouds' command APIs, whose limits on it are not known) archives are
-    written as files first."""
+    """A command's environment may hold large values (up to 128 KiB each, about 1 MiB in all).
+
+    The harness then hands small archives over in the environment (`harness/upload.py`), sparing a file write. Without
+    it archives are written as files first."""
     egress_rules: bool = False
     """The cloud keeps each phase to its policy with its own egress rules (`SandboxRequest.networks`): the agent's
     from create, the verifier's from `SandboxHandle.enter_verifier_network()`, called once the agent is dead.
     Host names, addresses and CIDRs only; nothing of the egress proxy's (no refusal log, no package cache)."""
     verifier_sandbox: bool = False
-    """The verifier can run in a sandbox of its own made from the agent's once the agent is stopped
-    (`SandboxBackend.snapshot`, `fresh_verifier`, `hand_over`): Harbor's separate verifier mode, and the shared
-    mode's verifier when services of the agent are kept alive for the tests. Without it separate mode is
-    refused, and no service of the agent outlives the stop step."""
+    """The verifier can run in a sandbox of its own, made from the agent's once the agent is stopped (`snapshot`).
+
+    Harbor's separate verifier mode needs it, and so do agent services kept alive for the tests. Without it separate
+    mode is refused, and no agent service outlives the stop step."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +98,7 @@ class SandboxRequest:
     `Capabilities.network_phases` the backend makes it reachable inside the sandbox on
     `127.0.0.1:<SandboxHandle.egress_port>`, the sandbox's only way out."""
     verifier_network: bool = False
-    """The legacy unfiltered verifier network (`--verifier-network bridge` and a public verifier policy): with
+    """The unfiltered verifier network (`--verifier-network bridge` and a public verifier policy): with
     `Capabilities.network_phases` the sandbox is made so that `connect_network()` can give it one once the
     agent is dead. The agent phase never has an interface either way."""
     networks: PhaseNetworks | None = None
@@ -189,11 +187,11 @@ class SandboxHandle(abc.ABC):
         return self.read_bytes(path).decode(errors="replace")
 
     def copy_out(self, path: str, dest: Path, budget: CopyBudget) -> None:
-        """Copy sandbox `path` under host `dest` within `budget` (shared by a rollout's copies): a directory's
-        contents land in `dest`, a file inside it; only regular files and directories are made, never
-        through or as a link (`copyout.py`), and what is cut or left out goes to `budget.notes`. Nothing at
-        `path` copies nothing. This default packs `path` with `tar` in the sandbox as root, cut at the
-        budget, and reads that archive whole; the Docker backend streams it instead."""
+        """Copy sandbox `path` under host `dest` within `budget`, which a rollout's copies share.
+
+        A directory's contents land in `dest`, a file inside it. Only regular files and directories are made
+        (`copyout.py`); what is cut goes to `budget.notes`. This default packs `path` with a root `tar` in the sandbox
+        and reads the archive whole; the Docker backend streams it."""
         parent, name = posixpath.split(posixpath.normpath(path))
         cap = min(budget.archive_bytes, budget.bytes + budget.bytes // 8 + 65536)  # headers and padding
         packed = self.exec(["sh", "-c", _PACK, "sh", parent, name, str(cap)], user="root", timeout=_PACK_TIMEOUT_S)
@@ -211,12 +209,11 @@ class SandboxHandle(abc.ABC):
     def copy_out_all(
         self, sources: Sequence[tuple[str, Path]], budget: CopyBudget, packed: Mapping[str, Packed] = NONE_PACKED
     ) -> None:
-        """`copy_out` of each (sandbox path, host dest) in order under one `budget`; a path that cannot be copied
-        (a lost sandbox, a full host disk) is a note in it and the next is still tried. A path in `packed` (its
-        archive, printed by a root command that ran anyway, `packed.py`; None: nothing there) is extracted from it,
-        in its turn and the same way, with no round trip. One copy after another: Docker's engine (20.10) holds
-        the container's lock from an archive's request until its stream is closed, so archives asked for at once
-        gain nothing there, and one asked for later that takes the lock first waits, unread, for the one before."""
+        """`copy_out` of each (sandbox path, host dest) in order under one `budget`.
+
+        A path that cannot be copied becomes a note, and the next is still tried. A path in `packed` is extracted from
+        its printed archive (`packed.py`), with no round trip. Copies run one after another: Docker's engine holds the
+        container's lock for each archive stream, so parallel requests gain nothing."""
         for path, dest in sources:
             try:
                 if path in packed:
@@ -236,18 +233,19 @@ class SandboxHandle(abc.ABC):
         return None
 
     def changed_files(self) -> list[tuple[str, str]] | None:
-        """The sandbox's files that differ from its image, as its engine sees them: (`added`, `changed` or
-        `deleted`, path), a list no process inside the sandbox can forge; None when the backend cannot tell."""
+        """The sandbox's files that differ from its image, as its engine sees them; None when the backend cannot tell.
+
+        Each is (`added`, `changed` or `deleted`, path), a list no process inside the sandbox can forge."""
         return None
 
     def link_target(self, path: str) -> str | None:
-        """Where `path` leads when it is a symbolic link, as the engine sees it; None when it is not one (or
-        missing), or when the backend cannot tell."""
+        """Where `path` leads when it is a symbolic link, as the engine sees it; else None, or None when unknown."""
         return None
 
     def restart(self) -> None:
-        """Kill every process in the sandbox and start it again with its files as they are: the way out when a
-        fork loop holds every process slot, so no command can start. SandboxError when the backend cannot."""
+        """Kill every process in the sandbox and start it again with its files as they are.
+
+        The way out when a fork loop holds every process slot. SandboxError when the backend cannot."""
         raise SandboxError(f"sandbox {self.sandbox_id} cannot be restarted")
 
     def connect_network(self) -> None:
@@ -294,8 +292,9 @@ class SandboxBackend(abc.ABC):
 
     @abc.abstractmethod
     def create(self, request: SandboxRequest) -> SandboxHandle:
-        """Start a sandbox and return once it accepts commands; retries transient errors a bounded
-        number of times and raises `SandboxError` otherwise, leaving nothing behind."""
+        """Start a sandbox and return once it accepts commands.
+
+        Transient errors are retried a bounded number of times, then `SandboxError`, leaving nothing behind."""
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -307,9 +306,10 @@ class SandboxBackend(abc.ABC):
         raise SandboxError(f"the {self.name} backend keeps no warm pool")
 
     def snapshot(self, agent: SandboxHandle) -> SandboxHandle:
-        """A sandbox started from the files of `agent` as they are now, sharing only its network (services left
-        in `agent` answer on loopback), with processes and files of its own; removed by its `kill` (with what it
-        was made from) and by `close`. Only with `Capabilities.verifier_sandbox`."""
+        """A sandbox started from the files of `agent` as they are now, sharing only its network.
+
+        Services left in `agent` answer on loopback. Its `kill` and `close` remove it. Needs
+        `Capabilities.verifier_sandbox`."""
         raise SandboxError(f"the {self.name} backend cannot snapshot a sandbox")
 
     def fresh_verifier(self, agent: SandboxHandle, request: SandboxRequest) -> SandboxHandle:
