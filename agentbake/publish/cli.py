@@ -23,6 +23,7 @@ from agentbake.buildkit.cli import (
     no_ca_cert_option,
 )
 from agentbake.buildkit.engine import connect, find_image
+from agentbake.clikit import tasks_option
 from agentbake.errors import PublishError
 from agentbake.publish.environments import check_task_options
 from agentbake.publish.manifest import Published, load_manifest, manifest_path, save_manifest
@@ -50,13 +51,10 @@ manifest_option = click.option(
 @click.option("--e2b-from-dockerfile", is_flag=True, help="Build the E2B template from the rendered Dockerfile.")
 @click.option("--hf", "to_hf", is_flag=True, help="Check the image boots in a Hugging Face sandbox; print its ref.")
 @click.option("--hf-space", metavar="NS/NAME", help="Create or update a Docker Space with the Dockerfile and context.")
-@click.option(
-    "--tasks",
-    "task_dirs",
-    multiple=True,
-    type=click.Path(path_type=Path, exists=True, file_okay=False),
-    help="Also publish the environments of these tasks (a task dir or a folder of them; repeatable): each task "
-    "image with the agent layered in, once per environment hash.",
+@tasks_option(
+    "Also publish the environments of these tasks (a task dir or a folder of them; repeatable): each task image "
+    "with the agent layered in, once per environment hash.",
+    required=False,
 )
 @click.option("--dry-run", is_flag=True, help="Print each action without doing it.")
 @click.option("--retries", type=click.IntRange(0, 10), default=3, show_default=True, help="On transient failures.")
@@ -85,7 +83,7 @@ def publish_command(
 ) -> None:
     """Publish images to a registry, E2B and Hugging Face; built first when missing, skipped when published.
 
-    With --tasks, the NAMES are the agents layered into each task image (tasks with the same environment share
+    With --path, the NAMES are the agents layered into each task image (tasks with the same environment share
     one published image and one E2B template). Registry credentials come from the Docker config
     (`docker login`) or AGENTBAKE_REGISTRY_USERNAME / AGENTBAKE_REGISTRY_PASSWORD, never from arguments.
     """
@@ -103,7 +101,7 @@ def publish_command(
     if task_dirs:
         check_task_options(options)
         if not names:
-            raise PublishError("--tasks: name the agent image(s) to layer into the tasks, e.g. claude-code")
+            raise PublishError("--path: name the agent image(s) to layer into the tasks, e.g. claude-code")
     catalog = Catalog.discover(catalog_dir)
     specs = _select(catalog, names, all_images)
     ca = _ca_bundle(ca_cert, no_ca_cert)
@@ -113,7 +111,7 @@ def publish_command(
     results: list[PublishResult] = []
     log = (lambda line: None) if as_json else (lambda line: err.print(f"  {line}", markup=False))
     tasks = discover_tasks(task_dirs) if task_dirs else []
-    # With --tasks the agent image itself is published only when a task runs in it (one without its own image).
+    # With --path the agent image itself is published only when a task runs in it (one without its own image).
     agent_needed = not task_dirs or any(not task.has_own_image for task in tasks)
     for spec in specs:
         build_plan = plan(client, spec, catalog.templates_dir, ca_cert=ca)

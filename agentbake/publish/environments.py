@@ -1,4 +1,4 @@
-"""Task environments through every requested target: `agentbake publish AGENT --tasks DIR...`.
+"""Task environments through every requested target: `agentbake publish AGENT --path DIR...`.
 
 Each task is resolved as a rollout resolves it. Tasks with the same environment hash share one layered image, published
 once. It goes to the registry as `PREFIX/agentbake-env:<hash12>`, to E2B as `agentbake-env-<hash12>:<hash12>`, and to
@@ -38,11 +38,11 @@ def check_task_options(options: PublishOptions) -> None:
     """Refuse sources other than a registry: a layered image reaches E2B and Hugging Face only through one."""
     if options.e2b_from_dockerfile:
         raise PublishError(
-            "--tasks: an environment's E2B template is built from its registry image; use --e2b with --registry "
+            "--path: an environment's E2B template is built from its registry image; use --e2b with --registry "
             "REPO instead of --e2b-from-dockerfile"
         )
     if options.hf_space:
-        raise PublishError("--tasks: --hf-space holds one catalog image; use --hf with --registry REPO")
+        raise PublishError("--path: --hf-space holds one catalog image; use --hf with --registry REPO")
 
 
 def environments(

@@ -75,7 +75,7 @@ class Published(_Model):
     current: dict[str, str] = {}
     """Image name -> the content hash published last: what `resolve(name)` returns."""
     environments: dict[str, EnvironmentRecord] = {}
-    """Full environment hash -> the task environment published under it (`agentbake publish --tasks`)."""
+    """Full environment hash -> the task environment published under it (`agentbake publish --path`)."""
 
     def environment(self, environment: str, tag: str, agent: str) -> EnvironmentRecord:
         """The record of this environment (created empty)."""
@@ -85,7 +85,7 @@ class Published(_Model):
         """The record of a task environment; an error naming the command that publishes it."""
         found = self.environments.get(environment)
         if found is None:
-            tasks = f"--tasks {task}" if task else "--tasks DIR"
+            tasks = f"--path {task}" if task else "--path DIR"
             raise PublishError(
                 f"task environment {environment[:12]} is not in the published manifest "
                 f"({len(self.environments)} environments are); run `agentbake publish AGENT {tasks} ...` first"

@@ -1,4 +1,4 @@
-"""`agentbake publish AGENT --tasks DIR` and the rollouts that start what it published, end to end.
+"""`agentbake publish AGENT --path DIR` and the rollouts that start what it published, end to end.
 
 Two Terminal-Bench-layout tasks with the same environment/ (their own Dockerfile, FROM a stand-in of
 ubuntu:24.04) are published once: one layered image (the task image with claude-code's bundle copied in)
@@ -104,7 +104,7 @@ def published(
     """Publish the tasks' environment with claude-code to the registry, E2B (fake) and HF; then once more."""
     prefix = registry.repository(f"env-{uuid.uuid4().hex[:8]}")
     manifest = tmp_path_factory.mktemp("manifest") / "published.json"
-    args = ["publish", "claude-code", "--tasks", str(tasks_dir), "--registry", prefix, "--e2b", "--hf"]
+    args = ["publish", "claude-code", "--path", str(tasks_dir), "--registry", prefix, "--e2b", "--hf"]
     args += ["--manifest", str(manifest), "--json"]
     with pytest.MonkeyPatch.context() as patch, FakeE2BServer() as e2b_fake:
         patch.setenv("E2B_API_URL", e2b_fake.url)
@@ -176,7 +176,7 @@ def test_the_oracle_and_claude_code_get_reward_1_on_the_published_environment(
         assert (oracle.status, oracle.reward) == (Status.OK, 1.0), oracle.error
         assert oracle.task_image is not None and oracle.task_image.startswith("agentbake-task/count-lines:")
         remote.close()
-        rollout = ("rollout", "claude-code", "--tasks", tasks_dir, "--model", "scripted", "-n", "2")
+        rollout = ("rollout", "claude-code", "--path", tasks_dir, "--upstream", "scripted", "-n", "2")
         lines = remote_cli(*rollout, backend=backend, manifest=path, out=tmp_path / "scripted")
     results = [line for line in lines if "rollout_id" in line]
     assert sorted(r["task"] for r in results) == ["count-lines", "count-lines-again"]
@@ -203,7 +203,7 @@ def test_the_oracle_and_claude_code_get_reward_1_on_the_published_environment(
 )
 def test_bad_task_options_are_refused_naming_the_fix(tmp_path: Path, extra: list[str], message: str) -> None:
     tb_task(tmp_path, "count-lines")
-    done = CliRunner().invoke(main, ["publish", "--tasks", str(tmp_path), *extra])
+    done = CliRunner().invoke(main, ["publish", "--path", str(tmp_path), *extra])
     assert done.exit_code != 0 and message in done.output, done.output
 
 
@@ -213,7 +213,7 @@ def test_a_dry_run_publishes_the_agent_image_only_for_tasks_that_run_in_it(built
     for path in sorted((task / "environment").iterdir()):
         path.unlink()
     (task / "environment").rmdir()
-    args = ["publish", "claude-code", "--tasks", str(tmp_path), "--registry", "127.0.0.1:9/x", "--dry-run", "--json"]
+    args = ["publish", "claude-code", "--path", str(tmp_path), "--registry", "127.0.0.1:9/x", "--dry-run", "--json"]
     done = CliRunner().invoke(main, args)
     assert done.exit_code == 0, done.output
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -223,7 +223,7 @@ def test_a_dry_run_publishes_the_agent_image_only_for_tasks_that_run_in_it(built
 def test_a_task_whose_image_cannot_be_built_fails_naming_it(built_images, tmp_path: Path) -> None:
     task = tb_task(tmp_path, "broken-image")
     (task / "environment" / "Dockerfile").write_text("FROM ubuntu:24.04\nRUN exit 7\n")
-    args = ["publish", "claude-code", "--tasks", str(task), "--registry", "127.0.0.1:9/x", "--json"]
+    args = ["publish", "claude-code", "--path", str(task), "--registry", "127.0.0.1:9/x", "--json"]
     done = CliRunner().invoke(main, args)
     assert done.exit_code == 1
     [failed] = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
