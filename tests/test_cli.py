@@ -69,6 +69,7 @@ RUNTIME_ONLY = (
     "agentbake.gateway.app",
     "agentbake.export",
     "agentbake.runner.runner",
+    "agentbake.runner.rollout",
     "agentbake.runner.docker.backend",
     "agentbake.runner.remote.e2b",
     "agentbake.runner.remote.hf",

@@ -36,7 +36,7 @@ _EXPORTS = {
     "Executor": "agentbake.runner.executor",
     "NodeSettings": "agentbake.runner.executor",
     "Runner": "agentbake.runner.runner",
-    "new_rollout_id": "agentbake.runner.runner",
+    "new_rollout_id": "agentbake.runner.rollout",
     "run_rollout": "agentbake.runner.runner",
     "RunnerConfig": "agentbake.runner.runner_config",
     "SCRIPTED": "agentbake.runner.runner_config",

@@ -1,69 +1,50 @@
-"""Rollouts: task + image + model -> sandbox, a gateway of its own, the harness's steps -> RolloutResult.
+"""The runner: rollouts of one image against one model, one at a time or as batches, here or on an executor.
 
     from agentbake.runner import Runner, RunnerConfig, discover_tasks
 
     with Runner(RunnerConfig(image="agentbake/claude-code:...", model="scripted")) as runner:
         results = runner.run_batch(discover_tasks(["examples/tasks"]), repeats=4, concurrency=4)
 
-A task with an image of its own (environment/Dockerfile, docker_image) runs in that image with the agent
-layered on at run time (agentbake.tasks.resolver: built once, cached, no network, nothing installed).
-
-Each rollout gets a gateway on a unix socket in a private folder, a fresh random client token (the only
-credential the agent holds, worthless anywhere else), and its own trace file `out/<id>/trace.jsonl`. The
-upstream API key is read by the gateway in this process from the variable named by `api_key_env`; it is
-never given to the sandbox.
+It holds what spans rollouts (the image, the model's gateways, the backend, which rollouts are live, the
+abort); one rollout's steps are `rollout.RolloutSteps`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import re
-import secrets
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentbake.buildkit.engine import connect
-from agentbake.errors import AgentbakeError, ConfigError, SandboxError, TaskError
+from agentbake.errors import AgentbakeError, ConfigError
 from agentbake.gateway.settings import LogprobsMode
-from agentbake.gateway.trace import load_trace
-from agentbake.runner.agents import AgentImage, AgentLaunch, ModelAccess, agent_for_labels
-from agentbake.runner.backend_registry import BACKENDS, backend_type, make_backend
+from agentbake.runner.agents import agent_for_labels
+from agentbake.runner.backend_registry import backend_type, make_backend
 from agentbake.runner.batch import BatchProgress, Rollout, repeated, run_rollouts
-from agentbake.runner.choices import VerifierMode
 from agentbake.runner.docker.config import DockerConfig
+from agentbake.runner.executor import node_settings
 from agentbake.runner.harness.outcome import HarnessOutcome, describe_error
-from agentbake.runner.harness.steps import Harness, oracle_launch
 from agentbake.runner.images import image_labels
 from agentbake.runner.live import LiveRollout, release
 from agentbake.runner.model.gateways import RolloutGateways
 from agentbake.runner.model.host_gateway import remove_stale_gateways
 from agentbake.runner.model.workers import ModelWorkerError, Worker
-from agentbake.runner.network import EGRESS_DIR_PREFIX, EGRESS_LOG, PhaseNetworks, RolloutEgress
+from agentbake.runner.network import EGRESS_DIR_PREFIX
 from agentbake.runner.result import RolloutResult, Status, Timings
-from agentbake.runner.runner_config import SCRIPTED, SCRIPTED_MODEL_NAME, RunnerConfig
-from agentbake.runner.sandbox import SandboxBackend, SandboxHandle, SandboxRequest
+from agentbake.runner.rollout import RolloutSteps, conclude, new_rollout_id
+from agentbake.runner.runner_config import SCRIPTED, RunnerConfig
+from agentbake.runner.sandbox import SandboxBackend
 from agentbake.tasks import Task
-from agentbake.tasks.resolver import ImageResolver, ProgressFactory, ResolvedImage
+from agentbake.tasks.resolver import ImageResolver, ProgressFactory
 
 if TYPE_CHECKING:
     from agentbake.egress import EgressConfig, EgressService
     from agentbake.runner.backend_registry import BackendConfig
-    from agentbake.runner.executor import Executor, NodeSettings
+    from agentbake.runner.executor import Executor
 
 logger = logging.getLogger("agentbake.runner")
-
-TRACE_FILE = "trace.jsonl"
-SEQUENCES_FILE = "sequences.json"
-"""The rollout's calls as train-ready token sequences with loss masks (`agentbake.export`)."""
-_UNSAFE_ID = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def new_rollout_id(task: Task) -> str:
-    """`<task>-<8 hex>`: readable in `out/`, unique, and valid as a gateway rollout id and a Docker label."""
-    return f"{_UNSAFE_ID.sub('-', task.name)[:80].strip('-') or 'task'}-{secrets.token_hex(4)}"
 
 
 class Runner:
@@ -93,10 +74,10 @@ class Runner:
                 "RunnerConfig.warm"
             )
         self.config = config
-        self._labels = image_labels(config.image)
-        self._agent = None if config.oracle else agent_for_labels(self._labels)
+        labels = image_labels(config.image)
+        agent = None if config.oracle else agent_for_labels(labels)
         self.images = ImageResolver(
-            config.image, self._labels, client=connect, progress=build_progress, agent_user=config.agent_user
+            config.image, labels, client=connect, progress=build_progress, agent_user=config.agent_user
         )
         """Which image each task's rollouts start from (resolve a batch's tasks ahead to build up front)."""
         # Before the backend: a server that fails the preflight leaves nothing started.
@@ -115,13 +96,24 @@ class Runner:
             self._backend_config = backend or DockerConfig(warm=config.warm)
             if executor is None:  # else each node builds it
                 self.backend = make_backend(self._backend_config)
-        self._backend_type = type(self.backend) if executor is None else backend_type(self._backend_config)
         self._live: dict[str, LiveRollout] = {}
         self._ended: dict[str, tuple[Status, str]] = {}  # rollouts ended from outside: how, why
         self._lock = threading.Lock()
         self._aborted = threading.Event()
         self._egress_given = egress
         self._egress: EgressService | None = None  # started on the first rollout with a network (the runner's)
+        self._steps = RolloutSteps(
+            config=config,
+            labels=labels,
+            agent=agent,
+            images=self.images,
+            gateways=self._gateways,
+            backend=None if executor is not None else self.backend,
+            backend_type=type(self.backend) if executor is None else backend_type(self._backend_config),
+            aborted=self._aborted,
+            ended=self._ended,
+            egress_service=self._egress_service,
+        )
 
     # -- lifetime ---------------------------------------------------------------------------------
 
@@ -205,7 +197,7 @@ class Runner:
         sandbox's, an unexpected exception) comes back as status `sandbox_error` with its message, never as an
         exception, so a batch always goes on. A rollout cut short by `abort()` writes no result.json: it did
         not finish (a job's resume runs it again)."""
-        self._check(task)
+        self._steps.check(task)
         rollout_id = rollout_id or new_rollout_id(task)
         out_dir = (out_dir or self.config.out_dir / rollout_id).resolve()
         result = RolloutResult(
@@ -214,8 +206,8 @@ class Runner:
             status=Status.OK,
             reward=0.0,
             image=self.config.image,
-            agent="oracle" if self._agent is None else self._agent.name,
-            agent_version=self._labels.agent_version,
+            agent="oracle" if self._steps.agent is None else self._steps.agent.name,
+            agent_version=self._steps.labels.agent_version,
             out_dir=out_dir,
         )
         if self.executor is not None:
@@ -226,7 +218,7 @@ class Runner:
             self._live[rollout_id] = live
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
-            outcome = self._run(task, rollout_id, out_dir, timings, live, result)
+            outcome = self._steps.run(task, rollout_id, out_dir, timings, live, result)
         except Exception as exc:
             if not isinstance(exc, AgentbakeError):
                 logger.exception("rollout %s failed unexpectedly", rollout_id)
@@ -245,15 +237,7 @@ class Runner:
                 ended = Status.MODEL_ERROR, _worker_failure(worker)
         if ended is not None:
             outcome.fail(*ended, decisive=True)
-        result.status, result.reward, result.error = outcome.status, outcome.reward, outcome.error
-        result.notes = outcome.notes
-        result.exit_code, result.verifier_exit_code = outcome.exit_code, outcome.verifier_exit_code
-        result.timings = timings.finish()
-        try:
-            add_trace(result, out_dir, self.config.expect_logprobs)
-        except Exception as exc:
-            logger.exception("rollout %s: its trace could not be read", rollout_id)
-            result.notes.append(f"the trace could not be read: {describe_error(exc)}")
+        conclude(result, outcome, timings, self.config.expect_logprobs)
         if not self._aborted.is_set():
             try:
                 result.write()
@@ -266,8 +250,9 @@ class Runner:
         if self._aborted.is_set():
             result.status, result.error = Status.SANDBOX_ERROR, "the batch was aborted before this rollout started"
             return result
+        assert self._backend_config is not None  # an executor is only taken with a backend's config
         try:
-            settings = self._node_settings()
+            settings = node_settings(self.config, self._gateways, self._backend_config)
         except AgentbakeError as exc:  # as a local rollout's: its result says why, the batch goes on
             result.status, result.error = Status.SANDBOX_ERROR, describe_error(exc)
             assert result.out_dir is not None
@@ -281,179 +266,6 @@ class Runner:
         finally:
             with self._lock:
                 self._live.pop(result.rollout_id, None)
-
-    def _node_settings(self) -> NodeSettings:
-        """The settings an executor's node runs a rollout with: the model as resolved here (no second preflight)."""
-        from agentbake.runner.executor import NodeSettings
-
-        scripted = self.config.model == SCRIPTED and not self.config.oracle
-        update = {
-            "model": _one_or_all(self._gateways.upstreams) or self.config.model,
-            "model_name": self._gateways.model_name or (SCRIPTED_MODEL_NAME if scripted else None),
-            "logprobs_mode": self.logprobs_mode,
-            "preflight": False,
-        }
-        if scripted and not self._gateways.upstreams:
-            raise SandboxError("model 'scripted' needs Runner.start_scripted(tasks) before a rollout")
-        assert self._backend_config is not None  # an executor is only taken with a backend's config
-        return NodeSettings(self.config.model_copy(update=update), self._backend_config)
-
-    def _check(self, task: Task) -> None:
-        backend = self._backend_type
-        if self.config.oracle and task.solution_script is None:
-            raise TaskError(f"{task.path}: no solution/solve.sh; --oracle runs the task's reference solution")
-        capabilities = backend.capabilities
-        if not capabilities.network_phases:
-            in_sandbox = self.config.gateway == "sandbox" and not self.config.oracle
-            PhaseNetworks.of(task, self.config).check_remote(
-                task, backend.name, rules=capabilities.egress_rules, gateway_in_sandbox=in_sandbox
-            )
-        if self._verifier_mode(task) == "separate" and not capabilities.verifier_sandbox:
-            able = ", ".join(name for name, kind in BACKENDS.items() if kind.backend.capabilities.verifier_sandbox)
-            why = (
-                "--verifier-mode separate" if self.config.verifier_mode else '[verifier] environment_mode = "separate"'
-            )
-            raise TaskError(
-                f"{task.path}: {why} runs the verifier in a sandbox of its own, which the {backend.name} backend "
-                f"cannot make; run it with --backend {able}, or with --verifier-mode shared"
-            )
-        if not task.has_own_image:
-            self.images.check_catalog_user(task)
-        elif not backend.capabilities.task_images:
-            able = ", ".join(name for name, kind in BACKENDS.items() if kind.backend.capabilities.task_images)
-            raise TaskError(
-                f"{task.path}: the task brings its own image (environment/Dockerfile or docker_image), which the "
-                f"{backend.name} backend cannot run yet; run it with --backend {able}"
-            )
-
-    def _verifier_mode(self, task: Task) -> VerifierMode:
-        """The run's `--verifier-mode`, else the task's `[verifier] environment_mode`."""
-        return self.config.verifier_mode or task.verifier_mode
-
-    def _verifier_request(self, task: Task, image: ResolvedImage, rollout_id: str) -> SandboxRequest:
-        """Separate mode's fresh sandbox: `[verifier.environment]`'s image (resolved as a task's own image is) and
-        resources when given, else the agent's sandbox's image; its `env` in every process there."""
-        own = task.verifier_environment
-        if own is not None and own.docker_image is not None:
-            image = self.images.resolve(
-                dataclasses.replace(
-                    task, docker_image=own.docker_image, dockerfile=None, path=task.path / "[verifier.environment]"
-                )
-            )
-        return SandboxRequest(
-            image=image.ref,
-            rollout_id=rollout_id,
-            cpus=(own.cpus if own else None) or self.config.cpus or task.cpus,
-            memory_mb=(own.memory_mb if own else None) or self.config.memory_mb or task.memory_mb,
-            envs=dict(own.env) if own else {},
-            agent_bundle=image.bundle,
-        )
-
-    def _run(
-        self, task: Task, rollout_id: str, out_dir: Path, timings: Timings, live: LiveRollout, result: RolloutResult
-    ) -> HarnessOutcome:
-        if self._aborted.is_set():
-            raise SandboxError("the batch was aborted before this rollout started")
-        token = secrets.token_urlsafe(32)
-        with timings.phase("image"):
-            image = self.images.resolve(task)
-        result.image, result.task_image = image.ref, image.task_image
-        # Each phase's network: the task's, or the run's override; through the rollout's egress proxy (the
-        # legacy bridge for the verifier when asked). The remote clouds' sandboxes have their own in every phase.
-        networks = PhaseNetworks.of(task, self.config)
-        capabilities = self.backend.capabilities
-        network = "rules" if capabilities.egress_rules else "backend"
-        if capabilities.network_phases:
-            network = "bridge" if networks.bridge else "none"
-        try:
-            if network in ("none", "bridge") and networks.needs_proxy:
-                live.egress = RolloutEgress(self._egress_service(), networks, out_dir / EGRESS_LOG)
-            in_sandbox = self.config.gateway == "sandbox" and not self.config.oracle
-            with timings.phase("create"):  # the gateway is part of what a rollout needs before it starts
-                if not self.config.oracle and not in_sandbox:
-                    live.runtime_dir, live.gateway = self._gateways.start_on_host(
-                        rollout_id, token, out_dir / TRACE_FILE
-                    )
-                live.handle = self.backend.create(
-                    SandboxRequest(
-                        image=image.ref,
-                        rollout_id=rollout_id,
-                        cpus=self.config.cpus or task.cpus,
-                        memory_mb=self.config.memory_mb or task.memory_mb,
-                        storage_mb=self.config.storage_mb or task.storage_mb,
-                        gateway_socket=None if live.gateway is None else str(live.gateway.uds),
-                        agent_bundle=image.bundle,
-                        egress_socket=None if live.egress is None else live.egress.socket_path,
-                        verifier_network=network == "bridge",
-                        networks=networks if network == "rules" else None,
-                    )
-                )
-                if live.egress is not None:
-                    live.egress.port = live.handle.egress_port
-            if self._aborted.is_set():
-                raise SandboxError("the batch was aborted")
-            if rollout_id in self._ended:  # ended while its sandbox was being made
-                raise SandboxError(self._ended[rollout_id][1])
-            if in_sandbox:
-                self._start_sandbox_gateway(live.handle, rollout_id, out_dir / TRACE_FILE)
-            mode = self._verifier_mode(task)
-            able = self.backend.capabilities.verifier_sandbox
-            harness = Harness(
-                live.handle,
-                task,
-                self._launch(task, image, live.handle, token, live.egress),
-                out_dir,
-                timings,
-                oracle=self.config.oracle,
-                verifier_network=network,
-                archives_in_env=self.backend.capabilities.large_exec_env,
-                egress=live.egress,
-                verifier_mode=mode,
-                backend=self.backend if able else None,
-                verifier_request=self._verifier_request(task, image, rollout_id) if mode == "separate" else None,
-            )
-            outcome = harness.run()
-            if live.egress is not None:
-                outcome.notes += live.egress.notes()  # each refused host, by phase
-        except BaseException:
-            with timings.phase("teardown"):
-                release(live)  # never raises: the original error is what the caller sees
-            raise
-        with timings.phase("teardown"):
-            release(live, strict=True)
-        return outcome
-
-    def _launch(
-        self, task: Task, resolved: ResolvedImage, handle: SandboxHandle, token: str, egress: RolloutEgress | None
-    ) -> AgentLaunch:
-        launch = self._agent_launch(task, resolved, handle, token)
-        if egress is None:
-            return launch
-        # The agent phase's proxy variables on the agent's own command (never the container's config).
-        return dataclasses.replace(launch, env={**egress.env(), **launch.env})
-
-    def _agent_launch(self, task: Task, resolved: ResolvedImage, handle: SandboxHandle, token: str) -> AgentLaunch:
-        image = AgentImage.from_labels(resolved.labels, home=handle.home)
-        if self._agent is None:
-            return oracle_launch(task, image)
-        if handle.model_url is None:
-            raise SandboxError(f"sandbox {handle.sandbox_id} has no model_url: the backend did not expose the gateway")
-        access = ModelAccess(
-            model_url=handle.model_url, token=token, model_name=self._gateways.model_name or SCRIPTED_MODEL_NAME
-        )
-        launch = self._agent.launch(image, access, task.instruction)
-        if resolved.agent_path is None:
-            return launch
-        # In a task image the agent's command comes from the bundle: on its PATH only, after the image's own.
-        return dataclasses.replace(launch, env={**launch.env, "PATH": resolved.agent_path})
-
-    def _start_sandbox_gateway(self, handle: SandboxHandle, rollout_id: str, trace: Path) -> None:
-        if not self.backend.capabilities.gateway_in_sandbox:
-            raise SandboxError(
-                f"the {self.backend.name} backend cannot run the gateway in the sandbox; use gateway='host' or a "
-                "remote backend"
-            )
-        self._gateways.start_in_sandbox(handle, self._labels.python, rollout_id, trace)
 
     # -- batches ----------------------------------------------------------------------------------
 
@@ -503,7 +315,7 @@ class Runner:
         self, rollouts: list[Rollout], concurrency: int, on_progress: Callable[[BatchProgress], None] | None
     ) -> Iterator[tuple[int, RolloutResult]]:
         for task, _ in rollouts:
-            self._check(task)  # refuse the batch up front, not rollout by rollout
+            self._steps.check(task)  # refuse the batch up front, not rollout by rollout
         yield from run_rollouts(
             rollouts,
             lambda task, out_dir: self.run(task, out_dir=out_dir),
@@ -523,11 +335,6 @@ def run_rollout(
         return runner.run(task)
 
 
-def _one_or_all(urls: tuple[str, ...]) -> str | tuple[str, ...] | None:
-    """`RunnerConfig.model` for these worker URLs: one as a string, several as a tuple, none as None."""
-    return urls[0] if len(urls) == 1 else (urls or None)
-
-
 def _warm_pool(backend: SandboxBackend | BackendConfig) -> int:
     """The warm pool a given backend, or backend config, keeps: its `DockerConfig.warm`; 0 for the others."""
     from agentbake.runner.docker.backend import DockerBackend
@@ -542,21 +349,3 @@ def _worker_failure(worker: Worker) -> str:
         f"model worker {worker.label} failed ({worker.failure}); the rollout was pinned to it and is not moved to "
         "another worker mid-conversation"
     )
-
-
-def add_trace(result: RolloutResult, out_dir: Path, logprobs: LogprobsMode) -> None:
-    """Read the rollout's trace (`out_dir/trace.jsonl`) once: its records and totals on the result, each line it
-    skips a note of the result, and its training export (for a trainer expecting `logprobs`) in sequences.json.
-    No trace (an oracle run: no model calls), nothing: the export is not even imported."""
-    if not (out_dir / TRACE_FILE).exists():
-        return
-    trace = load_trace(out_dir / TRACE_FILE)
-    result.trace = trace.records
-    result.turns = len(trace.records)
-    result.tokens = sum(len(r.completion_token_ids) for r in trace.records)
-    result.calls_without_token_ids = sum(r.ok and not r.completion_token_ids for r in trace.records)
-    result.notes += [f"trace: {skipped.message}" for skipped in trace.skipped]
-    from agentbake.export import export_trace, write_document
-
-    document = export_trace(trace, result.rollout_id, logprobs=logprobs)
-    result.trainable = bool(write_document(document, out_dir / SEQUENCES_FILE)["trainable"])

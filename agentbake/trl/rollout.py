@@ -20,7 +20,8 @@ from agentbake.export import to_trl
 from agentbake.gateway.model_settings import ModelSettings
 from agentbake.gateway.settings import SAMPLING_FIELDS
 from agentbake.runner.result import RolloutResult, Status
-from agentbake.runner.runner import SEQUENCES_FILE, Runner
+from agentbake.runner.rollout import SEQUENCES_FILE
+from agentbake.runner.runner import Runner
 from agentbake.tasks import Task, load_tasks
 
 INFRASTRUCTURE_FAILURES = frozenset(

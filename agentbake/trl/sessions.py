@@ -23,7 +23,8 @@ from agentbake.errors import ConfigError
 from agentbake.gateway.settings import SAMPLING_FIELDS
 from agentbake.gateway.trace import TraceRecord
 from agentbake.runner.result import RolloutResult
-from agentbake.runner.runner import SEQUENCES_FILE, Runner, new_rollout_id
+from agentbake.runner.rollout import SEQUENCES_FILE, new_rollout_id
+from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import SCRIPTED, RunnerConfig
 from agentbake.tasks import Task
 from agentbake.trl.rollout import RolloutFunction, check_logprobs, check_sampling, unscored_reason

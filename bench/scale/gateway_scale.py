@@ -170,12 +170,17 @@ def serve_rollouts(upstream: str, count: int, port: int, work: str) -> None:
     until stdin closes."""
     from agentbake.runner.model.gateways import RolloutGateways
     from agentbake.runner.model.host_gateway import GATEWAY_SOCKET
+    from agentbake.runner.model.workers import Worker
     from agentbake.runner.remote.relay import GatewayRelay
     from agentbake.runner.remote.relay_config import RelayConfig
     from agentbake.runner.runner_config import RunnerConfig
 
     started = time.perf_counter()
-    gateways = RolloutGateways(RunnerConfig(image="bench", model=upstream, model_name="fake-model"))
+
+    def worker_failed(worker: Worker, rollout_ids: list[str]) -> None:  # the runner ends them; here, said
+        print(f"the upstream failed ({worker.failure}) under {len(rollout_ids)} sessions", file=sys.stderr)
+
+    gateways = RolloutGateways(RunnerConfig(image="bench", model=upstream, model_name="fake-model"), worker_failed)
     relay = GatewayRelay(RelayConfig(listen_port=port))
     served, tokens, folders = [], [], []
     for i in range(count):

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from agentbake.cli import main
 from agentbake.runner.result import RolloutResult, Status
-from agentbake.runner.runner import SEQUENCES_FILE, TRACE_FILE, add_trace
+from agentbake.runner.rollout import SEQUENCES_FILE, TRACE_FILE, add_trace
 from tests.export.traces import record
 
 

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from agentbake.errors import ConfigError
 from agentbake.runner.model.host_gateway import GATEWAY_DIR_PREFIX, GATEWAY_SOCKET, remove_stale_gateways, served_model
-from agentbake.runner.runner import new_rollout_id
+from agentbake.runner.rollout import new_rollout_id
 from agentbake.runner.runner_config import RunnerConfig
 from agentbake.scripted import ScriptedModel
 from agentbake.serve import serve_in_thread

@@ -200,7 +200,7 @@ class RayExecutor:
         """The node's folder unpacked into `result.out_dir`, its result.json rewritten naming the node and this
         folder; the trace read back for the caller."""
         from agentbake.gateway.trace import load_trace
-        from agentbake.runner.runner import TRACE_FILE
+        from agentbake.runner.rollout import TRACE_FILE
 
         out_dir, node = result.out_dir, result.node
         assert out_dir is not None

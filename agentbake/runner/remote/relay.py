@@ -7,7 +7,8 @@ keep-alive are the gateway's own. A connection is bound to the rollout its first
 gateway itself refuses a later request for another rollout (403) and any request without the rollout's
 token (401). The upstream key stays in this process: the sandbox holds only its rollout's token.
 What a sandbox can hold here is bounded: MAX_PER_ROLLOUT connections relayed to its gateway (then 503),
-MAX_UNROUTED connections still silent before their request line (then closed), 60 s of silence each.
+and 60 s of silence before its request line; connections still silent are at most a quarter of the process's
+descriptors (`unrouted_bound`), the oldest closed when one more arrives.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import resource
 import threading
 from pathlib import Path
 
@@ -25,8 +27,9 @@ _REQUEST_LINE = re.compile(rb"^[A-Z]+ /r/([A-Za-z0-9._:-]{1,128})/\S* HTTP/1\.[0
 _MAX_REQUEST_LINE = 8192
 _REQUEST_LINE_TIMEOUT_S = 60.0
 """Seconds a connection may take to send its request line; a silent one is closed (it holds descriptors)."""
-MAX_UNROUTED = 256
-"""Connections still waiting for their request line; one more is closed as it arrives."""
+_MIN_UNROUTED = 64
+_NR_OPEN_DEFAULT = 1 << 20
+"""Linux's default ceiling on a process's descriptors: what an unlimited RLIMIT_NOFILE comes to."""
 MAX_PER_ROLLOUT = 64
 """Connections relayed at once to one rollout's gateway (its own limit); one more gets a 503."""
 
@@ -34,11 +37,13 @@ MAX_PER_ROLLOUT = 64
 class GatewayRelay:
     """A TCP listener in a thread of its own; `register(rollout_id, socket)` makes a rollout reachable."""
 
-    def __init__(self, config: RelayConfig) -> None:
+    def __init__(self, config: RelayConfig, *, max_unrouted: int | None = None) -> None:
+        """`max_unrouted`: connections held before their request line (default `unrouted_bound()`)."""
         self.config = config
+        self.max_unrouted = unrouted_bound() if max_unrouted is None else max_unrouted
         self._routes: dict[str, str] = {}
-        # Touched by the relay's event loop only.
-        self._unrouted = 0
+        # Touched by the relay's event loop only: the silent connections, oldest first.
+        self._unrouted: dict[asyncio.StreamWriter, None] = {}
         self._relayed: dict[str, int] = {}
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
@@ -83,15 +88,17 @@ class GatewayRelay:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            if self._unrouted >= MAX_UNROUTED:
-                return
-            self._unrouted += 1
+            self._unrouted[writer] = None
+            if len(self._unrouted) > self.max_unrouted:
+                oldest = next(iter(self._unrouted))
+                del self._unrouted[oldest]
+                oldest.close()  # its read below ends at once
             try:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n"), _REQUEST_LINE_TIMEOUT_S)
-            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
+            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
                 return
             finally:
-                self._unrouted -= 1
+                self._unrouted.pop(writer, None)
             match = _REQUEST_LINE.match(head) if len(head) <= _MAX_REQUEST_LINE else None
             rollout = match.group(1).decode() if match else ""
             with self._lock:
@@ -133,6 +140,19 @@ class GatewayRelay:
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(stop)
             self._thread.join(10)
+
+
+def unrouted_bound() -> int:
+    """A quarter of the process's descriptors (RLIMIT_NOFILE's soft limit), at least 64: a burst of sandboxes
+    connecting at once is read whole while silent connections never leave the relayed ones (two descriptors
+    each), the gateways and the backends' clients short. Past it the oldest silent connection is closed
+    rather than the new one refused: a refusal would let whoever holds the bound (a hostile sandbox's idle
+    sockets) lock every other sandbox out for the 60 s timeout, whereas a client that sends its request line
+    on connecting is rarely the oldest."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = _NR_OPEN_DEFAULT
+    return max(_MIN_UNROUTED, soft // 4)
 
 
 async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
