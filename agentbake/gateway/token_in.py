@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import logging
-from collections import OrderedDict, deque
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -22,6 +21,7 @@ import orjson
 from agentbake.errors import ConfigError
 from agentbake.gateway.errors import UpstreamError
 from agentbake.gateway.template import ChatTemplate, FolderTemplate, fetch_server_template, message_text
+from agentbake.gateway.turns import PerRollout, digest
 
 if TYPE_CHECKING:
     from agentbake.gateway.config import GatewayConfig
@@ -95,12 +95,8 @@ class Plan:
         return self.suffix.rstrip().endswith("<think>")
 
 
-def _digest(value: Any) -> bytes:
-    return hashlib.blake2b(orjson.dumps(value, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
-
-
 def _settings(body: dict) -> bytes:
-    return _digest([body.get("tools"), body.get("chat_template_kwargs"), body.get("model")])
+    return digest([body.get("tools"), body.get("chat_template_kwargs"), body.get("model")])
 
 
 def answer_key(message: Any) -> tuple[str, tuple[tuple[str, Any], ...]]:
@@ -131,7 +127,7 @@ class TokenIn:
 
     def __init__(self, template: ChatTemplate) -> None:
         self.template = template
-        self._rollouts: OrderedDict[str | None, _Rollout] = OrderedDict()
+        self._rollouts = PerRollout(_Rollout, _ROLLOUTS)
         self._unavailable: str | None = None
 
     def unavailable(self, status: int) -> Plan:
@@ -139,16 +135,6 @@ class TokenIn:
         route (this one's plan is returned)."""
         self._unavailable = f"the upstream answered /v1/completions with {status}: it serves the chat route only"
         return chat_route(self._unavailable)
-
-    def _of(self, rollout_id: str | None) -> _Rollout:
-        rollout = self._rollouts.get(rollout_id)
-        if rollout is None:
-            rollout = self._rollouts[rollout_id] = _Rollout()
-            if len(self._rollouts) > _ROLLOUTS:
-                self._rollouts.popitem(last=False)
-        else:
-            self._rollouts.move_to_end(rollout_id)
-        return rollout
 
     def plan(self, rollout_id: str | None, body: dict) -> Plan:
         """The route of a chat request about to go upstream (see the module docstring)."""
@@ -163,9 +149,9 @@ class TokenIn:
         if unsupported:
             return chat_route(f"the completions route does not serve {', '.join(unsupported)}")
         messages = body["messages"]
-        digests = tuple(_digest(m) for m in messages)
+        digests = tuple(digest(m) for m in messages)
         settings = _settings(body)
-        sessions = self._of(rollout_id).sessions
+        sessions = self._rollouts.of(rollout_id).sessions
         # The longest earlier conversation this one starts with (a retry continues what its original did).
         candidates = [s for s in sessions if len(s.digests) < len(digests) and digests[: len(s.digests)] == s.digests]
         if not candidates:
@@ -247,13 +233,13 @@ class TokenIn:
             return
         session = Session(
             turn=turn,
-            digests=tuple(_digest(m) for m in messages),
+            digests=tuple(digest(m) for m in messages),
             settings=_settings(body),
             prompt=prompt,
             completion=completion,
             answer=answer_key(message),
         )
-        sessions = self._of(rollout_id).sessions
+        sessions = self._rollouts.of(rollout_id).sessions
         # The call this one continued is done with: each live conversation keeps one session, so a main agent's
         # outlives its sub-agents' calls (a client's retry of an errored call, never answered, still finds it).
         kept = [s for s in sessions if s.turn != continued]

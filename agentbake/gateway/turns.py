@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import orjson
 
@@ -24,10 +25,38 @@ _ROLLOUTS = 4096
 _NOT_CONTENT = frozenset({"stream", "stream_options", "return_token_ids", "return_tokens_as_token_ids"})
 
 
+State = TypeVar("State")
+
+
+def digest(value: Any) -> bytes:
+    """A 16-byte digest of a JSON value; key order does not count."""
+    return hashlib.blake2b(orjson.dumps(value, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
+
+
 def content_key(body: dict) -> bytes:
     """Digest of a request's content, ignoring how the answer is delivered."""
-    content = {k: v for k, v in body.items() if k not in _NOT_CONTENT}
-    return hashlib.blake2b(orjson.dumps(content, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
+    return digest({k: v for k, v in body.items() if k not in _NOT_CONTENT})
+
+
+class PerRollout(Generic[State]):
+    """State of the `limit` most recently active rollouts, made on a rollout's first call; the least recent goes
+    first, so a long-lived gateway keeps constant memory."""
+
+    def __init__(self, make: Callable[[], State], limit: int) -> None:
+        self._make = make
+        self._limit = limit
+        self._rollouts: OrderedDict[str | None, State] = OrderedDict()
+
+    def of(self, rollout_id: str | None) -> State:
+        """The state of `rollout_id`, now its most recently active."""
+        state = self._rollouts.get(rollout_id)
+        if state is None:
+            state = self._rollouts[rollout_id] = self._make()
+            if len(self._rollouts) > self._limit:
+                self._rollouts.popitem(last=False)
+        else:
+            self._rollouts.move_to_end(rollout_id)
+        return state
 
 
 @dataclass(slots=True)
@@ -38,17 +67,11 @@ class _Rollout:
 
 class TurnBook:
     def __init__(self) -> None:
-        self._rollouts: OrderedDict[str | None, _Rollout] = OrderedDict()
+        self._rollouts = PerRollout(_Rollout, _ROLLOUTS)
 
     def begin(self, rollout_id: str | None, body: dict) -> tuple[int, int | None]:
         """(turn, retry_of) for a call about to go upstream."""
-        rollout = self._rollouts.get(rollout_id)
-        if rollout is None:
-            rollout = self._rollouts[rollout_id] = _Rollout()
-            if len(self._rollouts) > _ROLLOUTS:
-                self._rollouts.popitem(last=False)
-        else:
-            self._rollouts.move_to_end(rollout_id)
+        rollout = self._rollouts.of(rollout_id)
         key = content_key(body)
         retry_of = next((turn for k, turn in reversed(rollout.recent) if k == key), None)
         turn = rollout.next_turn
@@ -82,21 +105,11 @@ class PrefixBook:
     """Per rollout, the answered calls a next call is checked against (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._rollouts: OrderedDict[str | None, _Answers] = OrderedDict()
-
-    def _of(self, rollout_id: str | None) -> _Answers:
-        answers = self._rollouts.get(rollout_id)
-        if answers is None:
-            answers = self._rollouts[rollout_id] = _Answers()
-            if len(self._rollouts) > _ID_ROLLOUTS:
-                self._rollouts.popitem(last=False)
-        else:
-            self._rollouts.move_to_end(rollout_id)
-        return answers
+        self._rollouts = PerRollout(_Answers, _ID_ROLLOUTS)
 
     def previous(self, rollout_id: str | None, retry_of: int | None) -> Answered | None:
         """The call a call arriving now continues; a retry first drops the call it repeats."""
-        answers = self._of(rollout_id)
+        answers = self._rollouts.of(rollout_id)
         if retry_of is not None:
             answers.superseded.append(retry_of)
             kept = [a for a in answers.answered if a.turn != retry_of]
@@ -105,7 +118,7 @@ class PrefixBook:
         return answers.answered[-1] if answers.answered else None
 
     def answered(self, rollout_id: str | None, turn: int, prompt_ids: list[int], completion_ids: list[int]) -> None:
-        answers = self._of(rollout_id)
+        answers = self._rollouts.of(rollout_id)
         if turn not in answers.superseded:
             answers.answered.append(Answered(turn, prompt_ids, completion_ids))
 
