@@ -18,8 +18,8 @@ from agentbake.buildkit.engine import find_image
 from agentbake.errors import AgentbakeError, PublishError
 from agentbake.publish import e2b, hf
 from agentbake.publish.manifest import EnvironmentRecord, Published, RegistryRef
-from agentbake.publish.pipeline import PublishOptions, PublishResult
-from agentbake.publish.registry import Distribution, push_image, registry_credentials, with_retries
+from agentbake.publish.pipeline import PublishOptions, PublishResult, seconds_since
+from agentbake.publish.registry import push_to_registry
 from agentbake.tasks.layered import REPOSITORY, layered_image, layered_tag
 from agentbake.tasks.resolver import ImageResolver, ProgressFactory, ResolvedImage
 from agentbake.tasks.task import Task, discover_tasks
@@ -70,7 +70,7 @@ def environments(
         try:
             resolved = resolver.resolve(task)
         except AgentbakeError as exc:
-            failed.append(PublishResult(task.name, "task", "", None, None, "failed", _since(started), str(exc)))
+            failed.append(PublishResult(task.name, "task", "", None, None, "failed", seconds_since(started), str(exc)))
             continue
         assert resolved.environment is not None
         found.setdefault(resolved.environment, Environment(resolved.environment, resolved)).tasks.append(task)
@@ -103,7 +103,7 @@ def publish_environment(
     def report(
         target: str, started: float, reference: str | None, digest: str | None, action: str, error: str | None = None
     ) -> None:
-        results.append(PublishResult(image_name, target, tag, reference, digest, action, _since(started), error))
+        results.append(PublishResult(image_name, target, tag, reference, digest, action, seconds_since(started), error))
 
     def local_image() -> docker.models.images.Image:
         image = find_image(client, local_tag)
@@ -125,21 +125,12 @@ def publish_environment(
         repository = options.registry.child(REPOSITORY)
         started = time.monotonic()
         try:
-            credentials = registry_credentials(repository.host)
-            distribution = Distribution(repository, credentials)
-            remote = with_retries(
-                lambda: distribution.manifest(tag),
-                what=f"checking {tag}",
-                retries=options.retries,
-                delay=options.retry_delay,
-            )
-            image = find_image(client, local_tag) if remote is not None else local_image()
-            pushed = push_image(
+            pushed, credentials = push_to_registry(
                 client,
-                image,
-                distribution,
+                repository,
                 tag,
-                remote,
+                local_tag,
+                local_image,
                 latest=False,
                 retries=options.retries,
                 retry_delay=options.retry_delay,
@@ -185,7 +176,3 @@ def publish_environment(
         record().e2b_template = made.template
         report("e2b", started, made.template, None, made.action)
     return results
-
-
-def _since(started: float) -> float:
-    return round(time.monotonic() - started, 3)

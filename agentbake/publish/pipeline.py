@@ -17,7 +17,7 @@ from agentbake.buildkit.engine import find_image
 from agentbake.errors import AgentbakeError, PublishError
 from agentbake.publish import e2b, hf
 from agentbake.publish.manifest import ImageRecord, Published, RegistryRef
-from agentbake.publish.registry import Distribution, Repository, push_image, registry_credentials, with_retries
+from agentbake.publish.registry import Repository, push_to_registry
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,11 @@ class PublishResult:
     error: str | None = None
 
 
+def seconds_since(started: float) -> float:
+    """Seconds from the `time.monotonic()` reading `started` until now, to the millisecond."""
+    return round(time.monotonic() - started, 3)
+
+
 def check_options(options: PublishOptions) -> None:
     """Usage errors before any work: every target must have what it publishes from."""
     if not (options.registry or options.e2b or options.hf or options.hf_space):
@@ -77,8 +82,7 @@ def publish_image(
     def report(
         target: str, started: float, reference: str | None, digest: str | None, action: str, error: str | None = None
     ) -> None:
-        seconds = round(time.monotonic() - started, 3)
-        results.append(PublishResult(spec.name, target, tag, reference, digest, action, seconds, error))
+        results.append(PublishResult(spec.name, target, tag, reference, digest, action, seconds_since(started), error))
 
     def local_image() -> docker.models.images.Image:
         image = find_image(client, build_plan.tag)
@@ -97,22 +101,13 @@ def publish_image(
             registry_ref = f"{repository.reference}:{tag}"
         else:
             try:
-                credentials = registry_credentials(repository.host)
-                distribution = Distribution(repository, credentials)
-                remote = with_retries(
-                    lambda: distribution.manifest(tag),
-                    what=f"checking {tag}",
-                    retries=options.retries,
-                    delay=options.retry_delay,
-                )
                 # Nothing to build when the registry holds these inputs' tag and no local build exists.
-                image = find_image(client, build_plan.tag) if remote is not None else local_image()
-                pushed = push_image(
+                pushed, credentials = push_to_registry(
                     client,
-                    image,
-                    distribution,
+                    repository,
                     tag,
-                    remote,
+                    build_plan.tag,
+                    local_image,
                     latest=options.latest,
                     retries=options.retries,
                     retry_delay=options.retry_delay,

@@ -21,6 +21,7 @@ from docker.auth import load_config, resolve_repository_name
 from docker.errors import DockerException
 from docker.models.images import Image
 
+from agentbake.buildkit.engine import find_image
 from agentbake.errors import PublishError
 
 USERNAME_ENV = "AGENTBAKE_REGISTRY_USERNAME"
@@ -299,6 +300,34 @@ def push_image(
             if latest_digest != digest:
                 raise PublishError(f"{repository.reference}:latest pushed as {latest_digest}, expected {digest}")
     return RegistryPush(reference=reference, digest=digest, action=action, latest=latest)
+
+
+def push_to_registry(
+    client: docker.DockerClient,
+    repository: Repository,
+    tag: str,
+    local_tag: str,
+    local_image: Callable[[], Image],
+    *,
+    latest: bool,
+    retries: int,
+    retry_delay: float,
+    log: Callable[[str], None] = lambda line: None,
+) -> tuple[RegistryPush, Credentials | None]:
+    """`tag` into `repository` with the credentials found for its host, which are returned for the next targets.
+
+    `local_image` (which may build) is called only when the registry lacks `tag`; else a local `local_tag` is
+    compared when the engine has one."""
+    credentials = registry_credentials(repository.host)
+    distribution = Distribution(repository, credentials)
+    remote = with_retries(
+        lambda: distribution.manifest(tag), what=f"checking {tag}", retries=retries, delay=retry_delay
+    )
+    image = find_image(client, local_tag) if remote is not None else local_image()
+    pushed = push_image(
+        client, image, distribution, tag, remote, latest=latest, retries=retries, retry_delay=retry_delay, log=log
+    )
+    return pushed, credentials
 
 
 def _push_tag(
