@@ -149,6 +149,12 @@ class ScriptedModel:
         }
         return {"object": "list", "data": [card]}
 
+    def _log_emitted(self, completion: Completion) -> None:
+        """The answer's sampled ids and logprobs, when the model keeps a log."""
+        if self.keep_log:
+            self.emitted.append(completion.token_ids)
+            self.emitted_logprobs.append(completion.sent_logprobs)
+
     async def _tokenize(self, send: Callable, body: bytes) -> None:
         if not self.tokenize_supported:
             await _json(send, 404, {"detail": "Not Found"})
@@ -190,8 +196,7 @@ class ScriptedModel:
             return
         step = self._next(request)
         if isinstance(step, Fault):
-            await asyncio.sleep(step.delay_s)
-            await _json(send, step.status, _fault_body(step), step.headers)
+            await _send_fault(send, step)
             return
         completion = Completion(
             request,
@@ -201,9 +206,7 @@ class ScriptedModel:
             logprobs_mode=self.logprobs_mode,
             vocab=self.vocab,
         )
-        if self.keep_log:
-            self.emitted.append(completion.token_ids)
-            self.emitted_logprobs.append(completion.sent_logprobs)
+        self._log_emitted(completion)
         if request.get("stream") and not step.ignore_stream:
             await _stream(send, completion)
         elif (
@@ -233,15 +236,12 @@ class ScriptedModel:
         chat = chat_request(request, str(self.vocab.decode(prompt_ids, skip_special_tokens=False)))
         step = self._next(chat)
         if isinstance(step, Fault):
-            await asyncio.sleep(step.delay_s)
-            await _json(send, step.status, _fault_body(step), step.headers)
+            await _send_fault(send, step)
             return
         completion = Completion(
             chat, step, request_id=headers.get("x-request-id"), prompt_ids=prompt_ids, vocab=self.vocab
         )
-        if self.keep_log:
-            self.emitted.append(completion.token_ids)
-            self.emitted_logprobs.append(completion.sent_logprobs)
+        self._log_emitted(completion)
         answer = CompletionsAnswer(completion, request, prompt_ids)
         if not request.get("stream"):
             await _json(send, 200, answer.unary())
@@ -278,6 +278,12 @@ def start_scripted_model(
         # template does that already: the model writes its answers as that template renders them.
         model.render_prompt = render_consistent
     return serve_in_thread(model, host=host, port=port)
+
+
+async def _send_fault(send: Callable, fault: Fault) -> None:
+    """A scripted fault: its delay, then its status, body and headers."""
+    await asyncio.sleep(fault.delay_s)
+    await _json(send, fault.status, _fault_body(fault), fault.headers)
 
 
 def _fault_body(fault: Fault) -> Any:

@@ -1,4 +1,5 @@
-"""Fixtures: the scripted model served on loopback, and Harbor-layout tasks written on the fly."""
+"""Fixtures: the scripted model served on loopback (plain, or in a tiny real tokenizer's vocabulary), and
+Harbor-layout tasks written on the fly."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from agentbake.scripted import ScriptedModel
 from agentbake.serve import ServedApp, serve_in_thread
+from tests.tiny_tokenizer import build_tokenizer
 
 
 @dataclass
@@ -35,6 +37,20 @@ def scripted(_scripted_server: tuple[ScriptedModel, ServedApp]) -> Served:
     model, served = _scripted_server
     model.__dict__.update(ScriptedModel().__dict__)
     return Served(model, served.url)
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny real tokenizer folder (`tests/tiny_tokenizer.py`), one per test module."""
+    return build_tokenizer(tmp_path_factory.mktemp("tokenizer"))
+
+
+@pytest.fixture
+def served(tokenizer_dir: Path) -> Iterator[tuple[ScriptedModel, openai.OpenAI]]:
+    """A scripted model in `tokenizer_dir`'s vocabulary, served for this test, and an OpenAI client of it."""
+    model = ScriptedModel(tokenizer=tokenizer_dir)
+    with serve_in_thread(model, log_level="critical") as app:
+        yield model, openai.OpenAI(base_url=app.url + "/v1", api_key="unused", max_retries=0)
 
 
 @pytest.fixture

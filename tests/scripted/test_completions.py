@@ -3,7 +3,6 @@ conversation, the answer as text with legacy logprobs, `token_ids` and `prompt_t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import openai
@@ -12,7 +11,6 @@ import pytest
 from agentbake.scripted import Reply, ScriptedModel
 from agentbake.scripted.completions import chat_of
 from agentbake.serve import serve_in_thread
-from tests.tiny_tokenizer import build_tokenizer
 
 CAPTURE = {"return_tokens_as_token_ids": True, "return_token_ids": True, "skip_special_tokens": False}
 BASH = {
@@ -31,18 +29,6 @@ CONVERSATION = [
     },
     {"role": "tool", "tool_call_id": "c1", "content": "a.txt\nb.txt"},
 ]
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tokenizer(tmp_path_factory.mktemp("tokenizer"))
-
-
-@pytest.fixture
-def served(tokenizer_dir: Path) -> Iterator[tuple[ScriptedModel, openai.OpenAI]]:
-    model = ScriptedModel(tokenizer=tokenizer_dir)
-    with serve_in_thread(model, log_level="critical") as app:
-        yield model, openai.OpenAI(base_url=app.url + "/v1", api_key="unused", max_retries=0)
 
 
 def test_a_token_prompt_is_read_back_into_the_conversation_the_template_rendered(served) -> None:

@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
-import openai
 import pytest
 from transformers import AutoTokenizer
 
 from agentbake.errors import ConfigError
 from agentbake.scripted import Reply, ScriptedModel
-from agentbake.serve import serve_in_thread
-from tests.tiny_tokenizer import build_tokenizer
 
 CAPTURE = {"logprobs": True, "top_logprobs": 3, "return_tokens_as_token_ids": True, "return_token_ids": True}
 BASH = {
@@ -25,18 +21,6 @@ BASH = {
         "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
     },
 }
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tokenizer(tmp_path_factory.mktemp("tokenizer"))
-
-
-@pytest.fixture
-def served(tokenizer_dir: Path) -> Iterator[tuple[ScriptedModel, openai.OpenAI]]:
-    model = ScriptedModel(tokenizer=tokenizer_dir)
-    with serve_in_thread(model, log_level="critical") as app:
-        yield model, openai.OpenAI(base_url=app.url + "/v1", api_key="unused", max_retries=0)
 
 
 def test_a_conversation_chains_in_the_tokenizers_ids_streamed_and_unary(served, tokenizer_dir: Path) -> None:
