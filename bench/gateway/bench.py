@@ -22,10 +22,12 @@ import json
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,6 +100,18 @@ class Result:
     unavailable: str | None = None
     baseline: str = ""
     streaming: bool = False
+
+
+def timed(work: Callable[[], object], runs: int) -> tuple[float, float]:
+    """p50 and p95 milliseconds of `runs` calls of `work`, after one unmeasured call (connections, imports)."""
+    work()
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        work()
+        samples.append((time.perf_counter() - start) * 1000)
+    samples.sort()
+    return statistics.median(samples), samples[min(len(samples) - 1, int(len(samples) * 0.95))]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -246,6 +260,13 @@ class Server:
                 self.process.wait()
 
 
+def gateway_server(upstream_url: str, port: int, trace: Path, *options: str) -> Server:
+    """`agentbake gateway` (this venv's) as a process on `port` in front of `upstream_url`, tracing to `trace`."""
+    agentbake = str(Path(sys.executable).with_name("agentbake"))
+    args = [agentbake, "gateway", "--upstream", upstream_url, "--port", str(port), "--trace", str(trace), *options]
+    return Server("gateway", args)
+
+
 def serve_upstream(port: int) -> None:
     """Entry point of the upstream process (`bench.py --serve-upstream PORT`)."""
     from agentbake.scripted import ScriptedModel
@@ -362,19 +383,7 @@ def main() -> None:
         )
 
         gw_port = free_port()
-        gateway = Server(
-            "gateway",
-            [
-                str(Path(sys.executable).with_name("agentbake")),
-                "gateway",
-                "--upstream",
-                f"http://127.0.0.1:{up_port}/v1",
-                "--port",
-                str(gw_port),
-                "--trace",
-                str(work / "trace.jsonl"),
-            ],
-        )
+        gateway = gateway_server(f"http://127.0.0.1:{up_port}/v1", gw_port, work / "trace.jsonl")
         servers.append(gateway)
         gateway.wait_ready(gw_port, http_post(gw_port, "/v1/chat/completions", chat, oai_headers), 60)
         baselines = ("direct + capture fields", "direct + capture (stream)")

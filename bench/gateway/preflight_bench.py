@@ -8,9 +8,8 @@ directly, on the scripted model over loopback. Prints a table of p50 / p95 milli
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from collections.abc import Callable
+import sys
+from pathlib import Path
 
 import httpx
 
@@ -20,16 +19,10 @@ from agentbake.gateway.preflight_probes import PING_TOOL, PROMPT, SAMPLING_TEMPE
 from agentbake.scripted import Reply, ScriptedModel
 from agentbake.serve import serve_in_thread
 
+REPO = Path(__file__).resolve().parents[2]
+sys.path[0] = str(REPO)  # the repo in place of this folder, whose bench.py would shadow the bench package
 
-def timed(work: Callable[[], object], runs: int) -> tuple[float, float]:
-    work()  # warm: connections, imports
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        work()
-        samples.append((time.perf_counter() - start) * 1000)
-    samples.sort()
-    return statistics.median(samples), samples[min(len(samples) - 1, int(len(samples) * 0.95))]
+from bench.gateway.bench import timed  # noqa: E402
 
 
 def main() -> None:

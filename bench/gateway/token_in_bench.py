@@ -9,15 +9,18 @@ p95 milliseconds per call; the tokenizer is the tests' (tests/tiny_tokenizer.py)
 from __future__ import annotations
 
 import argparse
-import statistics
+import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from agentbake.gateway.template import FolderTemplate
 from agentbake.gateway.token_in import TokenIn
-from tests.tiny_tokenizer import build_tokenizer
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path[0] = str(REPO)  # the repo in place of this folder, whose bench.py would shadow the bench package
+
+from bench.gateway.bench import timed  # noqa: E402
+from tests.tiny_tokenizer import build_tokenizer  # noqa: E402
 
 SYSTEM = "You are an agent that edits code with the tools below. " * 700  # ~40 KB, as Claude Code's
 TOOL = {
@@ -38,17 +41,6 @@ def conversation(rounds: int) -> list[dict]:
         messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
         messages.append({"role": "tool", "tool_call_id": f"call_{n}", "content": f"line {n} of output\n" * 100})
     return messages
-
-
-def timed(work: Callable[[], object], runs: int) -> tuple[float, float]:
-    work()
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        work()
-        samples.append((time.perf_counter() - start) * 1000)
-    samples.sort()
-    return statistics.median(samples), samples[min(len(samples) - 1, int(len(samples) * 0.95))]
 
 
 def main() -> None:

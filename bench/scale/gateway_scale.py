@@ -43,7 +43,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # the gateway bench's client and process helpers
 
-from bench.gateway.bench import Connection, Server, free_port, http_post, pct, tree_rss_mb  # noqa: E402
+from bench.gateway.bench import (  # noqa: E402
+    Connection,
+    Server,
+    free_port,
+    gateway_server,
+    http_post,
+    pct,
+    tree_rss_mb,
+)
 
 MODEL = "claude-bench"
 ANTHROPIC = {"anthropic-version": "2023-06-01"}
@@ -242,22 +250,14 @@ def main() -> None:
         upstream.wait_ready(up_port, http_post(up_port, "/v1/chat/completions", probe, {}), 60)
         upstream_url = f"http://127.0.0.1:{up_port}/v1"
         gw_port = free_port()
-        gateway = Server(
-            "gateway",
-            [
-                str(Path(sys.executable).with_name("agentbake")),
-                "gateway",
-                "--upstream",
-                upstream_url,
-                "--port",
-                str(gw_port),
-                "--trace",
-                str(work / "shared.jsonl"),
-                "--model-override",
-                "fake-model",
-                "--max-client-connections",
-                str(max(levels) + 64),  # one per session; the default (64) is a per-rollout gateway's
-            ],
+        gateway = gateway_server(
+            upstream_url,
+            gw_port,
+            work / "shared.jsonl",
+            "--model-override",
+            "fake-model",
+            "--max-client-connections",
+            str(max(levels) + 64),  # one per session; the default (64) is a per-rollout gateway's
         )
         servers.append(gateway)
         gateway.wait_ready(gw_port, http_post(gw_port, "/v1/chat/completions", probe, {}), 60)
