@@ -1,4 +1,5 @@
-"""Fixtures the runner's Docker tests share: the claude-code catalog image and a Docker backend with small limits."""
+"""Fixtures the runner's Docker tests share: the claude-code catalog image, a Docker backend with small limits and
+one with room for a real agent CLI."""
 
 from __future__ import annotations
 
@@ -23,6 +24,14 @@ def image(built_images: dict[str, BuildResult]) -> str:
 def backend() -> Iterator[DockerBackend]:
     """A Docker backend per test module (512 MiB, 1 CPU, 256 pids), closed after the module's tests."""
     backend = DockerBackend(DockerConfig(memory_mb=512, cpus=1, pids_limit=256))
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="module")
+def agent_backend(engine: docker.DockerClient) -> Iterator[DockerBackend]:
+    """A Docker backend per test module with room for a real agent CLI or a task's own image (1 GiB, 1 CPU)."""
+    backend = DockerBackend(DockerConfig(memory_mb=1024, cpus=1))
     yield backend
     backend.close()
 

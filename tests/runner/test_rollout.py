@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -31,13 +30,6 @@ from tests.runner.faulty_engine import FaultyEngine
 from tests.runner.rollouts import EXAMPLES, leftovers, reward_if, with_deltas_joined, write_task
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(scope="module")
-def backend(engine: docker.DockerClient) -> Iterator[DockerBackend]:
-    backend = DockerBackend(DockerConfig(memory_mb=1024, cpus=1))
-    yield backend
-    backend.close()
 
 
 TRANSCRIPTS = {
@@ -66,7 +58,7 @@ TRANSCRIPTS = {
 )
 def test_each_agent_solves_a_task_with_the_scripted_model_and_every_call_has_token_ids(
     built_images: dict[str, BuildResult],
-    backend: DockerBackend,
+    agent_backend: DockerBackend,
     engine: docker.DockerClient,
     tmp_path: Path,
     agent: str,
@@ -74,7 +66,7 @@ def test_each_agent_solves_a_task_with_the_scripted_model_and_every_call_has_tok
 ) -> None:
     task = load_task(EXAMPLES / task_name)
     config = RunnerConfig(image=built_images[agent].tag, model="scripted", out_dir=tmp_path)
-    with Runner(config, backend) as runner:
+    with Runner(config, agent_backend) as runner:
         runner.start_scripted([task])
         result = runner.run(task)
     assert (result.status, result.reward, result.exit_code, result.agent) == (Status.OK, 1.0, 0, agent), result.error
@@ -134,7 +126,7 @@ STATEFUL_TEST = reward_if(
 # their runs take 40-130 s on a loaded 2-core machine.
 @pytest.mark.parametrize("agent", ["oracle", "claude-code", "codex", "gemini-cli", "mini-swe-agent", "qwen-code"])
 def test_a_solve_sh_with_state_across_blocks_solves_its_task_as_the_oracle_does(
-    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path, agent: str
+    built_images: dict[str, BuildResult], agent_backend: DockerBackend, tmp_path: Path, agent: str
 ) -> None:
     """Variables, the directory, a function, set -e and an exported variable carry from one tool call to the
     next, a here-document keeps its blank line, and `exit 0` ends the script: the reward the oracle gets."""
@@ -142,7 +134,7 @@ def test_a_solve_sh_with_state_across_blocks_solves_its_task_as_the_oracle_does(
     image = built_images["claude-code" if agent == "oracle" else agent].tag
     oracle = agent == "oracle"
     config = RunnerConfig(image=image, model=None if oracle else "scripted", oracle=oracle, out_dir=tmp_path / "out")
-    with Runner(config, backend) as runner:
+    with Runner(config, agent_backend) as runner:
         if not oracle:
             runner.start_scripted([task])
         result = runner.run(task)
@@ -168,7 +160,7 @@ echo probed >> probe.txt
 @pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini-cli", "mini-swe-agent", "qwen-code"])
 def test_the_upstream_key_reaches_the_upstream_and_never_the_sandbox(
     built_images: dict[str, BuildResult],
-    backend: DockerBackend,
+    agent_backend: DockerBackend,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     agent: str,
@@ -185,7 +177,7 @@ def test_the_upstream_key_reaches_the_upstream_and_never_the_sandbox(
             api_key_env="AGENTBAKE_TEST_PROBE_KEY",
             out_dir=tmp_path / "out",
         )
-        with Runner(config, backend) as runner:
+        with Runner(config, agent_backend) as runner:
             result = runner.run(task)
     assert (result.status, result.reward) == (Status.OK, 1.0), result.error
     assert model.headers and all(h.get("authorization") == f"Bearer {key}" for h in model.headers)
@@ -199,7 +191,7 @@ def test_the_upstream_key_reaches_the_upstream_and_never_the_sandbox(
 
 @pytest.mark.parametrize("agent", ["codex", "gemini-cli", "mini-swe-agent", "qwen-code"])
 def test_the_agent_reaches_nothing_but_its_gateway(
-    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path, agent: str
+    built_images: dict[str, BuildResult], agent_backend: DockerBackend, tmp_path: Path, agent: str
 ) -> None:
     """Every host is refused in the agent phase but one nobody calls, and each refusal is a note: the solution's
     own request is the only one, so the agent itself called nothing (update check, plugin sync, telemetry, Google's
@@ -214,7 +206,7 @@ def test_the_agent_reaches_nothing_but_its_gateway(
         allowed_hosts=("127.0.0.2",),
         out_dir=tmp_path / "out",
     )
-    with Runner(config, backend) as runner:
+    with Runner(config, agent_backend) as runner:
         runner.start_scripted([task])
         result = runner.run(task)
     assert (result.status, result.reward) == (Status.OK, 1.0), result.error
@@ -222,12 +214,12 @@ def test_the_agent_reaches_nothing_but_its_gateway(
 
 
 def test_a_batch_shares_one_runner_and_keeps_traces_apart(
-    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+    built_images: dict[str, BuildResult], agent_backend: DockerBackend, tmp_path: Path
 ) -> None:
     task = load_task(EXAMPLES / "write-file")
     progress_seen: list[tuple[int, int]] = []
     config = RunnerConfig(image=built_images["claude-code"].tag, model="scripted", out_dir=tmp_path)
-    with Runner(config, backend) as runner:
+    with Runner(config, agent_backend) as runner:
         runner.start_scripted([task])
         results = runner.run_batch(
             [task], repeats=3, concurrency=3, on_progress=lambda p: progress_seen.append((p.done, p.running))
@@ -240,7 +232,7 @@ def test_a_batch_shares_one_runner_and_keeps_traces_apart(
 
 
 def test_a_real_agent_whose_model_refuses_every_call_is_an_agent_error_and_still_judged(
-    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+    built_images: dict[str, BuildResult], agent_backend: DockerBackend, tmp_path: Path
 ) -> None:
     model = ScriptedModel()
     model.responder = lambda request: Fault(status=400, message="refused by the test")
@@ -253,7 +245,7 @@ def test_a_real_agent_whose_model_refuses_every_call_is_an_agent_error_and_still
             preflight=False,  # the preflight would refuse this server: the agent must meet it
             out_dir=tmp_path,
         )
-        with Runner(config, backend) as runner:
+        with Runner(config, agent_backend) as runner:
             result = runner.run(task)
     assert (result.status, result.reward) == (Status.AGENT_ERROR, 0.0), result.error
     assert result.exit_code not in (0, None) and result.turns >= 1

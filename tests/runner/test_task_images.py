@@ -18,7 +18,6 @@ import pytest
 
 from agentbake.buildkit.build import BuildResult
 from agentbake.runner.docker.backend import DockerBackend
-from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.remote.hf import HFBackend
 from agentbake.runner.remote.hf_config import HFConfig
 from agentbake.runner.result import RolloutResult, Status
@@ -48,13 +47,6 @@ THROWAWAY_TASKS = {
 """Tasks this module makes up: their images are removed when it ends."""
 PREBUILT = "agentbake-test/prebuilt-notes:latest"
 """The docker_image task's image: built here and tagged with the task's name (nothing can be pulled)."""
-
-
-@pytest.fixture(scope="module")
-def backend(engine: docker.DockerClient) -> Iterator[DockerBackend]:
-    backend = DockerBackend(DockerConfig(memory_mb=1024, cpus=1))
-    yield backend
-    backend.close()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -100,10 +92,10 @@ def tasks(prebuilt: str, tmp_path_factory: pytest.TempPathFactory) -> list[Task]
 
 
 def test_oracle_gets_reward_1_on_each_task_image(
-    built_images: dict[str, BuildResult], backend: DockerBackend, tasks: list[Task], tmp_path: Path
+    built_images: dict[str, BuildResult], agent_backend: DockerBackend, tasks: list[Task], tmp_path: Path
 ) -> None:
     config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path)
-    with Runner(config, backend) as runner:
+    with Runner(config, agent_backend) as runner:
         results = {r.task: r for r in runner.run_batch(tasks, concurrency=3)}
     for task in tasks:
         result = results[task.name]
@@ -123,10 +115,10 @@ def test_oracle_gets_reward_1_on_each_task_image(
 
 
 def test_claude_code_with_the_scripted_model_gets_reward_1_on_each_task_image(
-    built_images: dict[str, BuildResult], backend: DockerBackend, tasks: list[Task], tmp_path: Path
+    built_images: dict[str, BuildResult], agent_backend: DockerBackend, tasks: list[Task], tmp_path: Path
 ) -> None:
     config = RunnerConfig(image=built_images["claude-code"].tag, model="scripted", out_dir=tmp_path)
-    with Runner(config, backend) as runner:
+    with Runner(config, agent_backend) as runner:
         runner.start_scripted(tasks)
         results = {r.task: r for r in runner.run_batch(tasks, concurrency=3)}
     for task in tasks:
@@ -137,12 +129,14 @@ def test_claude_code_with_the_scripted_model_gets_reward_1_on_each_task_image(
 
 
 def test_task_image_sandbox_has_no_network_and_a_read_only_bundle(
-    built_images: dict[str, BuildResult], backend: DockerBackend, engine: docker.DockerClient, tasks: list[Task]
+    built_images: dict[str, BuildResult], agent_backend: DockerBackend, engine: docker.DockerClient, tasks: list[Task]
 ) -> None:
     config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True)
-    with Runner(config, backend) as runner:
+    with Runner(config, agent_backend) as runner:
         resolved = runner.images.resolve(tasks[0])
-    sandbox = backend.create(SandboxRequest(image=resolved.ref, rollout_id="isolation", agent_bundle=resolved.bundle))
+    sandbox = agent_backend.create(
+        SandboxRequest(image=resolved.ref, rollout_id="isolation", agent_bundle=resolved.bundle)
+    )
     try:
         host = engine.api.inspect_container(sandbox.sandbox_id)["HostConfig"]
         assert host["NetworkMode"] == "none" and host["Privileged"] is False
@@ -165,24 +159,24 @@ def test_task_image_sandbox_has_no_network_and_a_read_only_bundle(
 
 
 def oracle_in_a_debian_image(
-    task_dir: Path, built_images: dict[str, BuildResult], backend: DockerBackend
+    task_dir: Path, built_images: dict[str, BuildResult], agent_backend: DockerBackend
 ) -> RolloutResult:
     """The task's oracle rollout in an image of its own (debian, WORKDIR /app) with claude-code layered on."""
     (task_dir / "environment").mkdir()
     (task_dir / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
     config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=task_dir.parent / "out")
-    with Runner(config, backend) as runner:
+    with Runner(config, agent_backend) as runner:
         result = runner.run(load_task(task_dir))
     assert result.task_image is not None
     return result
 
 
 def test_agent_processes_are_dead_before_the_verifier_in_a_task_image(
-    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+    built_images: dict[str, BuildResult], agent_backend: DockerBackend, tmp_path: Path
 ) -> None:
     """The tamper payload (planted reward files, a detached rewriting process) gets no reward here either."""
     task_dir = write_task(tmp_path, "tamper-image", solve=TAMPER, test=UNSOLVED_VERIFIER)
-    result = oracle_in_a_debian_image(task_dir, built_images, backend)
+    result = oracle_in_a_debian_image(task_dir, built_images, agent_backend)
     assert (result.status, result.reward, result.verifier_exit_code) == (Status.OK, 0.0, 0), result.error
     _, before, after = (result.out_dir / "verifier" / "stdout.txt").read_text().split()
     assert int(before) > 1 and before == after, "the agent's background process outlived the agent"
@@ -243,7 +237,7 @@ mcp_servers = []
 
 
 def test_a_terminal_bench_shaped_task_runs_with_the_oracle(
-    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+    built_images: dict[str, BuildResult], agent_backend: DockerBackend, tmp_path: Path
 ) -> None:
     """Its task.toml as Terminal-Bench 2.0 writes them (a docker_image no registry here serves, and an
     environment/Dockerfile that runs setup.sh at build time, WORKDIR /app): the pull fails, the Dockerfile
@@ -265,14 +259,14 @@ def test_a_terminal_bench_shaped_task_runs_with_the_oracle(
     task = load_task(root)
     assert task.docker_image == "alexgshaw/tb-shaped:20251031" and task.dockerfile is not None
     config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path / "out")
-    with Runner(config, backend) as runner:
+    with Runner(config, agent_backend) as runner:
         result = runner.run(task)
     assert (result.status, result.reward) == (Status.OK, 1.0), result.error
     assert result.task_image.startswith("agentbake-task/tb-shaped:")  # built: the pull failed
 
 
 def test_a_task_image_without_base64_is_a_sandbox_error_naming_it(
-    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+    built_images: dict[str, BuildResult], agent_backend: DockerBackend, tmp_path: Path
 ) -> None:
     """The agent's files ride to the sandbox in base64 (`harness/upload.py`): an image with no `base64` is told
     so, before any task code runs."""
@@ -282,7 +276,7 @@ def test_a_task_image_without_base64_is_a_sandbox_error_naming_it(
         "FROM debian:bookworm-slim\nRUN rm /usr/bin/base64\nWORKDIR /app\n"
     )
     config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path / "out")
-    with Runner(config, backend) as runner:
+    with Runner(config, agent_backend) as runner:
         result = runner.run(load_task(root))
     assert (result.status, result.reward) == (Status.SANDBOX_ERROR, 0.0)
     assert "the sandbox has no base64 command (coreutils)" in result.error and "install coreutils" in result.error
@@ -307,14 +301,14 @@ def test_cli_builds_a_new_task_image_with_progress_on_stderr_and_clean_json(
 
 @pytest.mark.parametrize("agent", ["codex", "gemini-cli", "mini-swe-agent", "opencode", "pi", "qwen-code"])
 def test_the_other_agents_run_in_a_task_image_without_python(
-    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path, agent: str
+    built_images: dict[str, BuildResult], agent_backend: DockerBackend, tmp_path: Path, agent: str
 ) -> None:
     """Codex, OpenCode (native binaries), Gemini CLI, Pi and Qwen Code (Node programs, on the bundle's own node;
     Gemini CLI and Qwen Code re-spawn it by `process.execPath`) and mini-swe-agent (a Python program, on the bundle's
     python with its venv's packages) in summarize-logs' image."""
     task = load_task(EXAMPLES / "summarize-logs")
     config = RunnerConfig(image=built_images[agent].tag, model="scripted", out_dir=tmp_path)
-    with Runner(config, backend) as runner:
+    with Runner(config, agent_backend) as runner:
         runner.start_scripted([task])
         result = runner.run(task)
     assert (result.status, result.reward, result.agent) == (Status.OK, 1.0, agent), result.error
@@ -337,7 +331,7 @@ FIX_INVENTORY_ATTACKS = {
 
 
 def test_the_agents_code_gets_no_reward_it_did_not_earn_in_fix_inventory(
-    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+    built_images: dict[str, BuildResult], agent_backend: DockerBackend, tmp_path: Path
 ) -> None:
     """The task image's verifier runs the agent's code as the agent's user and judges only what it printed."""
     tasks = []
@@ -347,17 +341,17 @@ def test_the_agents_code_gets_no_reward_it_did_not_earn_in_fix_inventory(
         (task / "solution" / "solve.sh").write_text("#!/bin/bash\n" + solve)
         tasks.append(load_task(task))
     config = RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=tmp_path / "out")
-    with Runner(config, backend) as runner:
+    with Runner(config, agent_backend) as runner:
         results = {r.task: r for r in runner.run_batch(tasks, concurrency=3)}
     for name in FIX_INVENTORY_ATTACKS:
         assert (results[name].status, results[name].reward) == (Status.OK, 0.0), (name, results[name].error)
 
 
 def test_the_agents_links_into_tests_are_removed_in_a_task_image_too(
-    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+    built_images: dict[str, BuildResult], agent_backend: DockerBackend, tmp_path: Path
 ) -> None:
     """The verifier's symlink attacks (tests/runner/harness/test_verifier.py), planted in a task image's /app."""
-    result = oracle_in_a_debian_image(symlink_task(tmp_path), built_images, backend)
+    result = oracle_in_a_debian_image(symlink_task(tmp_path), built_images, agent_backend)
     assert (result.status, result.reward) == (Status.OK, 0.0), result.error
     assert "LEAK" not in (result.out_dir / "verifier" / "stdout.txt").read_text()
     listed = (result.out_dir / "verifier" / "removed-links.txt").read_text().splitlines()

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
-import docker
 import pytest
 
 from agentbake.buildkit.build import BuildResult
 from agentbake.gateway import check, read_trace
 from agentbake.gateway.model_settings import ModelSettings
 from agentbake.runner.docker.backend import DockerBackend
-from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.result import Status
 from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
@@ -29,15 +26,8 @@ from tests.tiny_tokenizer import build_tokenizer
 pytestmark = pytest.mark.docker
 
 
-@pytest.fixture(scope="module")
-def backend(engine: docker.DockerClient) -> Iterator[DockerBackend]:
-    backend = DockerBackend(DockerConfig(memory_mb=1024, cpus=1))
-    yield backend
-    backend.close()
-
-
 def test_a_claude_code_rollout_through_token_in_exports_exactly_the_sampled_ids(
-    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+    built_images: dict[str, BuildResult], agent_backend: DockerBackend, tmp_path: Path
 ) -> None:
     tokenizer = build_tokenizer(tmp_path / "tokenizer")
     task = load_task(EXAMPLES / "multi-step-report")
@@ -50,7 +40,7 @@ def test_a_claude_code_rollout_through_token_in_exports_exactly_the_sampled_ids(
             out_dir=tmp_path / "out",
             model_settings=ModelSettings(tokenizer=tokenizer, token_in=True),
         )
-        with Runner(config, backend) as runner:
+        with Runner(config, agent_backend) as runner:
             result = runner.run(task)
     assert (result.status, result.reward) == (Status.OK, 1.0), result.error
 

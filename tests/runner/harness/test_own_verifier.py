@@ -53,13 +53,6 @@ echo "$got" | head -1
 """
 
 
-@pytest.fixture(scope="module")
-def backend(engine: docker.DockerClient) -> Iterator[DockerBackend]:
-    backend = DockerBackend(DockerConfig(memory_mb=1024, cpus=1))
-    yield backend
-    backend.close()
-
-
 @pytest.fixture(scope="module", autouse=True)
 def remove_task_images(engine: docker.DockerClient) -> Iterator[None]:
     yield
@@ -82,9 +75,11 @@ def debian_task(root: Path, name: str, *, solve: str, test: str, toml: str = "")
 
 
 def oracle(
-    built_images: dict[str, BuildResult], backend: DockerBackend, task: Task, out: Path, **config
+    built_images: dict[str, BuildResult], agent_backend: DockerBackend, task: Task, out: Path, **config
 ) -> RolloutResult:
-    with Runner(RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=out, **config), backend) as r:
+    with Runner(
+        RunnerConfig(image=built_images["claude-code"].tag, oracle=True, out_dir=out, **config), agent_backend
+    ) as r:
         return r.run(task)
 
 
@@ -95,11 +90,11 @@ def no_verifier_sandboxes_left(engine: docker.DockerClient, result: RolloutResul
 
 
 def test_a_server_the_agent_left_answers_the_tests_from_a_snapshot(
-    built_images: dict[str, BuildResult], backend: DockerBackend, engine: docker.DockerClient, tmp_path: Path
+    built_images: dict[str, BuildResult], agent_backend: DockerBackend, engine: docker.DockerClient, tmp_path: Path
 ) -> None:
     test = ASK_SERVER + reward_if("case $got in *hello*) true ;; *) false ;; esac")
     test += "grep -l 'http[.]server' /proc/[0-9]*/cmdline 2>/dev/null | wc -l\n"  # the server's process, from here
-    result = oracle(built_images, backend, debian_task(tmp_path, "serves-http", solve=SERVE, test=test), tmp_path)
+    result = oracle(built_images, agent_backend, debian_task(tmp_path, "serves-http", solve=SERVE, test=test), tmp_path)
     assert (result.status, result.reward) == (Status.OK, 1.0), (result.error, result.notes)
     kept = [n for n in result.notes if n.startswith("kept the agent's services")]
     assert len(kept) == 1 and kept[0].count(" port ") == 1 and "port 8000" in kept[0], result.notes
@@ -119,11 +114,11 @@ FORGER = """setsid sh -c 'while :; do mkdir -p /logs/verifier; echo 1 > /logs/ve
 
 
 def test_a_root_service_in_the_agents_sandbox_cannot_write_the_snapshots_reward(
-    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+    built_images: dict[str, BuildResult], agent_backend: DockerBackend, tmp_path: Path
 ) -> None:
     test = ASK_SERVER + "sleep 1\n" + reward_if("[ -f /app/solved.txt ]") + "sleep 0.5\n"
     task_dir = write_task(tmp_path, "serves-and-forges", solve=SERVE.replace("/app", "$HOME"), test=test, setup=FORGER)
-    result = oracle(built_images, backend, load_task(task_dir), tmp_path)
+    result = oracle(built_images, agent_backend, load_task(task_dir), tmp_path)
     assert (result.status, result.reward) == (Status.OK, 0.0), (result.error, result.notes)
     assert any(n.startswith("kept the agent's services") for n in result.notes), result.notes
     assert (result.out_dir / "verifier" / "logs" / "reward.txt").read_text() == "0\n"
@@ -155,11 +150,11 @@ command = "exit 7"
 
 
 def test_a_separate_verifier_sees_the_workdir_and_nothing_else_of_the_agent(
-    built_images: dict[str, BuildResult], backend: DockerBackend, engine: docker.DockerClient, tmp_path: Path
+    built_images: dict[str, BuildResult], agent_backend: DockerBackend, engine: docker.DockerClient, tmp_path: Path
 ) -> None:
     task = debian_task(tmp_path, "separate-verifier", solve=SEPARATE_SOLVE, test=SEPARATE_TEST, toml=COLLECT)
     (task.tests_dir / "expected.txt").write_text("answer\n")
-    result = oracle(built_images, backend, task, tmp_path)
+    result = oracle(built_images, agent_backend, task, tmp_path)
     said = (result.out_dir / "verifier" / "stdout.txt").read_text()
     assert (result.status, result.reward) == (Status.OK, 1.0), (result.error, result.notes, said)
     assert "agent processes: 0" in said

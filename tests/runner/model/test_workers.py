@@ -7,16 +7,13 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
-import docker
 import pytest
 
 from agentbake.buildkit.build import BuildResult
 from agentbake.gateway import read_trace
 from agentbake.runner.docker.backend import DockerBackend
-from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.result import Status
 from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
@@ -28,15 +25,8 @@ from tests.runner.rollouts import EXAMPLES
 pytestmark = pytest.mark.docker
 
 
-@pytest.fixture(scope="module")
-def backend(engine: docker.DockerClient) -> Iterator[DockerBackend]:
-    backend = DockerBackend(DockerConfig(memory_mb=1024, cpus=1))
-    yield backend
-    backend.close()
-
-
 def test_each_rollout_stays_on_its_worker_and_a_dead_workers_rollout_fails_visibly(
-    built_images: dict[str, BuildResult], backend: DockerBackend, tmp_path: Path
+    built_images: dict[str, BuildResult], agent_backend: DockerBackend, tmp_path: Path
 ) -> None:
     task = load_task(EXAMPLES / "write-file")
     models = [ScriptedModel(tasks=[task.path]) for _ in range(3)]
@@ -69,7 +59,7 @@ def test_each_rollout_stays_on_its_worker_and_a_dead_workers_rollout_fails_visib
         config = RunnerConfig(
             image=built_images["claude-code"].tag, model=urls, model_name="scripted", out_dir=tmp_path
         )
-        with Runner(config, backend) as runner:
+        with Runner(config, agent_backend) as runner:
             runner.set_policy_version(7)
             results = runner.run_batch([task], repeats=3, concurrency=3)
     finally:
