@@ -129,38 +129,62 @@ def _fill(client: docker.DockerClient, name: str, image_id: str, command: str, p
         time.sleep(1)
         return False
     client.api.create_volume(name, labels=labels)
-    host_config = client.api.create_host_config(
-        network_mode="none",
-        binds={name: {"bind": "/bundle", "mode": "rw"}},
-        cap_drop=["ALL"],
-        cap_add=["CHOWN", "DAC_OVERRIDE", "FOWNER"],
-    )
     try:
-        container = client.api.create_container(
+        container = create_named(
+            client,
             image_id,
-            command=["bash", "-c", _SCRIPT.read_text(), "bundle_script.sh", command],
-            entrypoint=[],
-            user="root",
-            name=name,
+            ["bash", "-c", _SCRIPT.read_text(), "bundle_script.sh", command],
+            name,
+            binds={name: {"bind": "/bundle", "mode": "rw"}},
+            cap_add=["CHOWN", "DAC_OVERRIDE", "FOWNER"],
             labels=labels,
-            host_config=host_config,
         )
     except docker.errors.APIError as exc:
-        if exc.status_code == 409:
-            return False
         raise AgentError(f"cannot create the agent bundle {name}: {exc}") from None
+    if container is None:
+        return False
     progress.step(1, 1, f"agent bundle {name}: copying the agent, python and git (once per agent image)")
     try:
-        client.api.start(container["Id"])
-        code = client.api.wait(container["Id"], timeout=FILL_TIMEOUT_S)["StatusCode"]
+        code, tail = run_to_exit(client, container, FILL_TIMEOUT_S)
     except Exception:
         _remove(client, name)
         raise
     if code != 0:
-        tail = client.api.logs(container["Id"], tail=10).decode(errors="replace").strip()
         _remove(client, name)
         raise AgentError(f"making the agent bundle {name} from {image_id[:19]} failed (exit {code}): {tail}")
     return True
+
+
+def create_named(
+    client: docker.DockerClient,
+    image: str,
+    command: list[str],
+    name: str,
+    *,
+    binds: dict[str, dict[str, str]],
+    cap_add: list[str],
+    labels: dict[str, str] | None = None,
+) -> str | None:
+    """A one-shot root container with no network and only `cap_add`, its id; None when another process's container
+    holds `name` (the name is the lock two processes making the same thing meet at)."""
+    host_config = client.api.create_host_config(network_mode="none", binds=binds, cap_drop=["ALL"], cap_add=cap_add)
+    try:
+        created = client.api.create_container(
+            image, command=command, entrypoint=[], user="root", name=name, labels=labels, host_config=host_config
+        )
+    except docker.errors.APIError as exc:
+        if exc.status_code == 409:
+            return None
+        raise
+    return created["Id"]
+
+
+def run_to_exit(client: docker.DockerClient, container: str, timeout_s: float) -> tuple[int, str]:
+    """Start a created container and wait for it: its exit code, and when that is not 0 its last log lines."""
+    client.api.start(container)
+    code = client.api.wait(container, timeout=timeout_s)["StatusCode"]
+    tail = client.api.logs(container, tail=10).decode(errors="replace").strip() if code != 0 else ""
+    return code, tail
 
 
 def _remove(client: docker.DockerClient, name: str) -> None:

@@ -28,7 +28,7 @@ from agentbake.buildkit.digest import length_prefixed
 from agentbake.buildkit.engine import image_id
 from agentbake.buildkit.labels import LABEL_PREFIX, ImageLabels
 from agentbake.errors import TaskImageError
-from agentbake.tasks.bundle import BUNDLE_MOUNT
+from agentbake.tasks.bundle import BUNDLE_MOUNT, create_named, run_to_exit
 
 HASH_SCHEME = b"agentbake-environment-v1"
 REPOSITORY = "agentbake-env"
@@ -114,33 +114,25 @@ def _layer(
     progress: Progress,
 ) -> bool:
     """Copy the bundle in and commit; False when another process's container holds the name."""
-    host_config = client.api.create_host_config(
-        network_mode="none",
-        binds={bundle: {"bind": _STAGING, "mode": "ro"}},
-        cap_drop=["ALL"],
-        cap_add=["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID"],
-    )
     try:
-        container = client.api.create_container(
+        container = create_named(
+            client,
             runnable_id,
-            command=["/bin/sh", "-c", _COPY],
-            entrypoint=[],
-            user="root",
-            name=name,
-            host_config=host_config,
+            ["/bin/sh", "-c", _COPY],
+            name,
+            binds={bundle: {"bind": _STAGING, "mode": "ro"}},
+            cap_add=["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID"],
         )
     except docker.errors.APIError as exc:
-        if exc.status_code == 409:
-            return False
         raise TaskImageError(f"{tag}: cannot create the container that layers the agent in: {exc}") from None
+    if container is None:
+        return False
     progress.step(1, 1, f"{tag}: copying the agent bundle {bundle} into the task's image (once per environment)")
     try:
-        client.api.start(container["Id"])
-        code = client.api.wait(container["Id"], timeout=LAYER_TIMEOUT_S)["StatusCode"]
+        code, tail = run_to_exit(client, container, LAYER_TIMEOUT_S)
         if code != 0:
-            tail = client.api.logs(container["Id"], tail=10).decode(errors="replace").strip()
             raise TaskImageError(f"{tag}: copying the agent bundle in failed (exit {code}): {tail}")
-        committed = client.api.commit(container["Id"], changes=_restore(config, environment, bundle))["Id"]
+        committed = client.api.commit(container, changes=_restore(config, environment, bundle))["Id"]
         # A commit keeps the copy's command: a build step empties it again, as the runnable image has it. The
         # container stays until the tag exists: another process waits for it rather than layering again.
         from agentbake.buildkit.build import context_tar  # here: rollouts never load the build kit's renderer
@@ -150,7 +142,7 @@ def _layer(
         run_build(client, context, tag, progress=progress, timeout_s=LAYER_TIMEOUT_S)
     finally:
         with contextlib.suppress(docker.errors.NotFound):
-            client.api.remove_container(container["Id"], force=True)
+            client.api.remove_container(container, force=True)
     return True
 
 
