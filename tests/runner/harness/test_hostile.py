@@ -162,9 +162,10 @@ BREAKS_ITS_SANDBOX = {
     "sparse-300g": ("", "truncate -s 300G huge.sparse && sleep 5\n", NOT_SOLVED),
     "workdir-removed": ("", 'cd / && rm -rf "$HOME/workdir"\n', NOT_SOLVED),
     "workdir-linked": ("", 'cd / && rm -rf "$HOME/workdir" && ln -s / "$HOME/workdir"\n', NOT_SOLVED),
-    # A fork loop retaking every pid slot: once no command could start, sandbox_error, no verifier, no logs.
+    # A fork loop retaking every pid slot: once no command could start, sandbox_error, no verifier, no logs. A
+    # fork racing the launch's kill keeps it to the agent timeout, the batch's longest rollout: a short one.
     "fork-loop": (
-        "[agent]\ntimeout_sec = 30\n",
+        "[agent]\ntimeout_sec = 10\n",
         "setsid bash -c 'f() { f | f & }; f' </dev/null >/dev/null 2>&1 &\nsleep 2\nexit 0\n",
         NOT_SOLVED,
     ),
