@@ -27,3 +27,10 @@ def small_image(engine: docker.DockerClient) -> str:
     """A small image with a layer of its own (so pushes upload something besides the base)."""
     files = {"Dockerfile": b"FROM debian:bookworm-slim\nRUN echo agentbake-publish-test > /etc/agentbake-test\n"}
     return cached_build(engine, "small", files)
+
+
+@pytest.fixture(scope="session")
+def tiny_image(engine: docker.DockerClient) -> str:
+    """An image of one small file on no base: pushed in well under a second."""
+    files = {"Dockerfile": b"FROM scratch\nCOPY marker /marker\n", "marker": b"agentbake-publish-test\n"}
+    return cached_build(engine, "tiny", files)

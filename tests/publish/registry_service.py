@@ -25,6 +25,11 @@ from agentbake.buildkit.render import APT_CA_CONF
 REGISTRY_DIR = Path(__file__).parent / "registry_image"
 BASE = "debian:bookworm-slim"
 TEST_USER = "publisher"
+STORAGE = "/var/lib/docker-registry"
+"""Where the registry keeps its blobs and manifests (config.yml's rootdirectory)."""
+REGISTRY_UID = 100
+"""The registry user's uid in the image (Debian's package creates it as the first system user): a sized storage
+tmpfs is mounted owned by it, since the engine ignores a tmpfs mode and would leave it root's."""
 
 
 def cached_build(client: docker.DockerClient, name: str, files: dict[str, bytes]) -> str:
@@ -63,7 +68,8 @@ class RunningRegistry:
 def run_registry(
     image: str, *, password: str | None = None, storage_size: str | None = None
 ) -> Iterator[RunningRegistry]:
-    """A registry container published on 127.0.0.1 only; basic auth with `password`, storage on a tmpfs."""
+    """A registry container published on 127.0.0.1 only; basic auth with `password`; with `storage_size`, its
+    storage is a tmpfs of that size."""
     container = DockerContainer(image)
     # A loopback-only host port (testcontainers' with_bind_ports would bind every address).
     container.ports["5000/tcp"] = ("127.0.0.1", None)
@@ -73,7 +79,7 @@ def run_registry(
         wait = HttpWaitStrategy(5000, "/v2/").for_status_code(401)
     if storage_size is not None:
         # The value is handed to the engine as tmpfs mount options; the registry runs as a non-root user.
-        container.with_tmpfs_mount("/var/lib/docker-registry", f"size={storage_size},mode=1777")
+        container.with_tmpfs_mount(STORAGE, f"size={storage_size},uid={REGISTRY_UID}")
     container.waiting_for(wait.with_startup_timeout(30))
     with container:
         yield RunningRegistry(container, f"127.0.0.1:{container.get_exposed_port(5000)}")

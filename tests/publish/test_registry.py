@@ -27,7 +27,7 @@ from agentbake.publish.registry import (
     registry_credentials,
     with_retries,
 )
-from tests.publish.registry_service import TEST_USER, RunningRegistry, run_registry
+from tests.publish.registry_service import STORAGE, TEST_USER, RunningRegistry, run_registry
 
 pytestmark = pytest.mark.docker
 
@@ -90,9 +90,9 @@ def test_a_registry_that_is_down_is_a_clear_error_after_bounded_retries() -> Non
 
 
 def test_401_names_the_user_and_the_fix_and_leaves_no_latest(
-    engine: docker.DockerClient, registry_image: str, small_image: str
+    engine: docker.DockerClient, registry_image: str, tiny_image: str
 ) -> None:
-    image = engine.images.get(small_image)
+    image = engine.images.get(tiny_image)
     with run_registry(registry_image, password="right-password") as secured:
         wrong = _distribution(secured, "auth/image", Credentials(TEST_USER, "wrong-password"))
         with pytest.raises(PublishError, match=rf"refused auth/image as '{TEST_USER}' \(HTTP 401.*docker login"):
@@ -110,16 +110,21 @@ def test_401_names_the_user_and_the_fix_and_leaves_no_latest(
 
 
 def test_a_registry_that_fills_up_mid_push_fails_the_push_and_leaves_no_latest(
-    engine: docker.DockerClient, registry_image: str, small_image: str
+    engine: docker.DockerClient, registry_image: str, tiny_image: str
 ) -> None:
-    # Slow on purpose (~50 s): the engine retries each failed layer upload five times before it reports.
-    image = engine.images.get(small_image)
-    with run_registry(registry_image, storage_size="8m") as tiny:
+    # The layers are in before the storage fills: the engine retries a failed layer upload for ~50 s, while the
+    # manifest, the push's last write, fails at once.
+    image = engine.images.get(tiny_image)
+    with run_registry(registry_image, storage_size="1m") as tiny:
         dist = _distribution(tiny, "full/image")
+        push_image(engine, image, dist, "t0", None, latest=False)
+        exit_code, output = tiny.container.exec(["dd", "if=/dev/zero", f"of={STORAGE}/filler", "bs=4k"])
+        assert exit_code != 0 and b"No space left on device" in output, output
         with pytest.raises(PublishError, match=r"push .*full/image:t1 failed: .*500"):
             push_image(engine, image, dist, "t1", None, retries=0)
         assert dist.manifest("t1") is None
         assert dist.manifest("latest") is None
+        assert dist.manifest("t0") is not None
 
 
 def test_credentials_come_from_the_environment_both_or_neither(monkeypatch: pytest.MonkeyPatch) -> None:

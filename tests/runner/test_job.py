@@ -3,6 +3,7 @@ interrupted by SIGTERM with real oracle rollouts on the engine (finished rollout
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ from agentbake.buildkit.catalog import builtin_root
 from agentbake.cli import main
 from agentbake.errors import JobError
 from agentbake.report.render import REPORT_FILE
+from agentbake.runner.docker import labels
 from agentbake.runner.docker.config import DockerConfig
 from agentbake.runner.job import CONFIG_FILE, SUMMARY_FILE, Job, JobBackend, JobConfig, JobTask
 from agentbake.runner.remote.e2b_config import E2BConfig
@@ -301,18 +303,31 @@ def test_a_catalog_changed_since_the_job_started_is_refused_before_building(
     assert "building" not in done.stderr and not engine.images.list(name=other)
 
 
+GATE = "/tmp/agentbake-test-release"
+"""The file the slow task's solve.sh waits for: only the test creates it, in the sandboxes of the resume."""
+
+
+def _release(engine: docker.DockerClient, rollout_prefix: str) -> None:
+    """Create GATE in each running sandbox whose rollout id starts with `rollout_prefix`."""
+    for container in engine.containers.list(filters={"label": labels.ROLLOUT}, ignore_removed=True):
+        if container.labels.get(labels.ROLLOUT, "").startswith(rollout_prefix):
+            with contextlib.suppress(docker.errors.APIError):  # stopped meanwhile: its rollout is over
+                container.exec_run(["touch", GATE], user="root")
+
+
 @pytest.mark.docker
 def test_an_interrupted_batch_resumes_without_redoing_finished_rollouts(
     built_images: dict, engine: docker.DockerClient, tmp_path: Path
 ) -> None:
     """Oracle rollouts, two at once: SIGTERM once both attempts of the quick task are done and the slow task's
-    are running; the resume runs only the slow task's two, and a second resume runs nothing."""
+    are running (it waits for a file only the test creates); the resume runs only the slow task's two, released
+    by the test, and a second resume runs nothing."""
     prefix = f"resume{os.getpid()}"
     write_task(tmp_path / "tasks", f"{prefix}-a", solve="echo done > out.txt\n", test=reward_if("grep -q done out.txt"))
     write_task(
         tmp_path / "tasks",
         f"{prefix}-b",
-        solve="sleep 30; echo done > out.txt\n",
+        solve=f"until [ -e {GATE} ]; do sleep 0.2; done; echo done > out.txt\n",
         test=reward_if("grep -q done out.txt"),
     )
     job = tmp_path / "job"
@@ -339,7 +354,20 @@ def test_an_interrupted_batch_resumes_without_redoing_finished_rollouts(
     assert (summary["complete"], summary["finished"]) == (False, 2)
     kept = {folder: (folder / RESULT_FILE).read_bytes() for folder in quick}
 
-    resumed = agentbake("rollout", "--resume", str(job), "--json")
+    with (tmp_path / "stdout").open("w+") as out, (tmp_path / "stderr").open("w+") as err:
+        resuming = subprocess.Popen([*AGENTBAKE, "rollout", "--resume", str(job), "--json"], stdout=out, stderr=err)
+        try:
+            deadline = time.monotonic() + 120
+            while resuming.poll() is None:
+                assert time.monotonic() < deadline, "the resume never finished"
+                _release(engine, f"{prefix}-b")
+                time.sleep(0.2)
+        finally:
+            if resuming.poll() is None:
+                resuming.kill()
+        out.seek(0)
+        err.seek(0)
+        resumed = subprocess.CompletedProcess(resuming.args, resuming.returncode, out.read(), err.read())
     assert resumed.returncode == 0, resumed.stderr
     assert f"resuming {job}: 2 rollouts finished, 2 to run" in resumed.stderr
     *results, totals = [json.loads(line) for line in resumed.stdout.splitlines()]

@@ -73,8 +73,8 @@ def disk_use(folder: Path) -> int:
 COPY_OUT = {
     # A 2 GiB sparse file: once 4 GiB on the host and 4.15 GB of runner memory (the archive held whole).
     "sparse-log": f"mkdir -p {LOGS} && truncate -s 2G {LOGS}/sparse.bin && echo kept > {LOGS}/small.txt\n",
-    # 200k small files: once 200k inodes in out/.
-    "many-logs": f"mkdir -p {LOGS}/many && cd {LOGS}/many && seq 200000 | xargs touch\n",
+    # Twice the files a rollout may collect (CopyBudget.files): once every one of 200k became an inode in out/.
+    "many-logs": f"mkdir -p {LOGS}/many && cd {LOGS}/many && seq 20000 | xargs touch\n",
     # Links in the log dir: once the whole collection stopped there (status ok, log lost).
     "linked-logs": (
         f"mkdir -p {LOGS}/sub && ln -s /etc/shadow {LOGS}/shadow && ln -s / {LOGS}/root && "
@@ -110,7 +110,7 @@ def test_copy_out_attacks_are_cut_with_notes_and_cost_the_host_little(
         result = results[name]
         assert (result.status, result.reward) == (Status.OK, 0.0), (name, result.error)
         assert disk_use(result.out_dir) < budget.bytes + 16 * MiB, name
-    assert peak.added_mib < 600  # the 2 GiB, 1 GiB and 200k-file streams are never held whole
+    assert peak.added_mib < 600  # the 2 GiB and 1 GiB streams are never held whole
 
     sparse = results["sparse-log"]
     agent = sparse.out_dir / "agent"
@@ -162,9 +162,10 @@ BREAKS_ITS_SANDBOX = {
     "sparse-300g": ("", "truncate -s 300G huge.sparse && sleep 5\n", NOT_SOLVED),
     "workdir-removed": ("", 'cd / && rm -rf "$HOME/workdir"\n', NOT_SOLVED),
     "workdir-linked": ("", 'cd / && rm -rf "$HOME/workdir" && ln -s / "$HOME/workdir"\n', NOT_SOLVED),
-    # A fork loop retaking every pid slot: once no command could start, sandbox_error, no verifier, no logs.
+    # A fork loop retaking every pid slot: once no command could start, sandbox_error, no verifier, no logs. A
+    # fork racing the launch's kill keeps it to the agent timeout, the batch's longest rollout: a short one.
     "fork-loop": (
-        "[agent]\ntimeout_sec = 30\n",
+        "[agent]\ntimeout_sec = 10\n",
         "setsid bash -c 'f() { f | f & }; f' </dev/null >/dev/null 2>&1 &\nsleep 2\nexit 0\n",
         NOT_SOLVED,
     ),
