@@ -194,7 +194,7 @@ def test_a_remote_backend_names_the_command_that_publishes_an_unpublished_enviro
     with Runner(config, HFBackend(HFConfig(manifest=manifest))) as runner:
         result = runner.run(tasks[0])
     assert result.status == Status.SANDBOX_ERROR
-    assert "is not in the published manifest" in result.error and "agentbake publish AGENT --tasks" in result.error
+    assert "is not in the published manifest" in result.error and "agentbake publish AGENT --path" in result.error
 
 
 TERMINAL_BENCH_TOML = """version = "1.0"
