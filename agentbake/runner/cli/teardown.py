@@ -24,23 +24,25 @@ def teardown_on_signals(*closeables: Closeable) -> Iterator[None]:
     """Run a batch; on leaving the block (normally, on error, Ctrl-C or SIGTERM) close each closeable
     (`DockerBackend.close()` removes its live sandboxes and warm pool).
 
-    SIGTERM raises SystemExit(143) in the main thread, so the block unwinds as for Ctrl-C. While the
-    closeables close, further SIGINT / SIGTERM are ignored: a second Ctrl-C does not leave half a teardown.
+    SIGTERM raises SystemExit(143) in the main thread, so the block unwinds as for Ctrl-C; SIGINT raises
+    KeyboardInterrupt even when the runner was started with it ignored (a background job of a script). While
+    the closeables close, further SIGINT / SIGTERM are ignored: a second Ctrl-C does not leave half a teardown.
     Outside the main thread no handler can be installed and only the closing applies.
     """
     in_main = threading.current_thread() is threading.main_thread()
-    previous = None
+    previous = previous_int = None
     if in_main:
 
         def on_term(signum: int, frame: object) -> None:
             raise SystemExit(128 + signum)
 
         previous = signal.signal(signal.SIGTERM, on_term)
+        previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
         if in_main:
-            previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         try:
             for closeable in closeables:
