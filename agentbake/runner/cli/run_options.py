@@ -85,7 +85,7 @@ def run_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                 try:
                     return RunnerConfig(
                         image=resolve_image(image, build_missing=build_missing),
-                        model=(model[0] if len(model) == 1 else model) or None,
+                        model=model or None,  # RunnerConfig makes one URL a string and drops repeats
                         model_name=model_name,
                         api_key_env=api_key_env,
                         oracle=oracle,
