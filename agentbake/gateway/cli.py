@@ -168,7 +168,7 @@ def trace_summary(path: Path, as_json: bool) -> None:
     for mode, count in sorted(summary.by_logprobs_mode.items()):
         click.echo(f"logprobs {mode}: {count}")
     for route, count in sorted(summary.by_route.items()):
-        click.echo(f"route {route}: {count}")
+        click.echo(f"token-in route {route}: {count}")
 
 
 @trace.command("check")
