@@ -30,7 +30,7 @@ from agentbake.serve import serve_in_thread
 from agentbake.trl import RunnerSessions, task_dataset, trainer_model_settings
 from tests.runner.rollouts import write_task
 from tests.tiny_tokenizer import build_tokenizer
-from tests.trl.tiny import INSTRUCTION, TEST_SH, tiny_model
+from tests.trl.tiny import INSTRUCTION, SOLVE, TEST_SH, tiny_model
 
 pytestmark = pytest.mark.docker
 
@@ -102,7 +102,7 @@ def test_trls_async_worker_trains_a_step_on_agentbake_sessions_over_two_workers(
     # TRL 1.16 asks CUDA for the device's name to report MFU, which fails on CPU; None is its own "unknown".
     monkeypatch.setattr("trl.experimental.async_grpo.async_grpo_trainer.get_peak_flops_per_device", lambda *a: None)
     monkeypatch.setattr("trl.experimental.async_grpo.packing._flash_attn", lambda: CpuVarlenAttention)
-    task_dir = write_task(tmp_path / "tasks", "nanoseconds", solve="date +%N > answer.txt\n", test=TEST_SH)
+    task_dir = write_task(tmp_path / "tasks", "nanoseconds", solve=SOLVE, test=TEST_SH)
     (task_dir / "instruction.md").write_text(INSTRUCTION)
     tokenizer_dir = build_tokenizer(tmp_path / "tokenizer")
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)

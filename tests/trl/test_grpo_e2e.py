@@ -33,7 +33,7 @@ from agentbake.serve import serve_in_thread
 from agentbake.trl import RolloutFunction, session_factory, task_dataset, trainer_model_settings, verifier_reward
 from tests.runner.rollouts import write_task
 from tests.tiny_tokenizer import build_tokenizer
-from tests.trl.tiny import INSTRUCTION, TEST_SH, tiny_model
+from tests.trl.tiny import INSTRUCTION, SOLVE, TEST_SH, tiny_model
 
 pytestmark = pytest.mark.docker
 
@@ -62,9 +62,7 @@ class RecordingTrainer(GRPOTrainer):
 @pytest.fixture(scope="module")
 def setup(built_images: dict[str, BuildResult], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     root = tmp_path_factory.mktemp("trl")
-    task_dir = write_task(
-        root / "tasks", "nanoseconds", solve="date +%N > answer.txt\n", test=TEST_SH, instruction=INSTRUCTION
-    )
+    task_dir = write_task(root / "tasks", "nanoseconds", solve=SOLVE, test=TEST_SH, instruction=INSTRUCTION)
     tokenizer_dir = build_tokenizer(root / "tokenizer")
     args = GRPOConfig(
         output_dir=str(root / "trainer"),

@@ -9,6 +9,9 @@ import torch
 from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
 INSTRUCTION = "Write the nanoseconds of the current time into answer.txt in the working directory.\n"
+# The scripted replies are the same in every rollout; printing the digits makes the contexts differ too, or the
+# two replies' gradients (equal tokens, opposite advantages) would cancel to exactly zero.
+SOLVE = "date +%N | tee answer.txt\n"
 # The reward is the verifier's reading of what the agent wrote: 0.<first three digits>, so two rollouts of
 # the same task get different rewards (GRPO's advantages are then not all zero).
 TEST_SH = """\
