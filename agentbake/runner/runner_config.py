@@ -137,6 +137,18 @@ class RunnerConfig(BaseModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _token_in_needs_the_host_gateway(self) -> RunnerConfig:
+        settings = self.model_settings
+        if self.gateway == "sandbox" and (settings.tokenizer is not None or settings.token_in):
+            field = "tokenizer" if settings.tokenizer is not None else "token_in"
+            raise ValueError(
+                f"model_settings.{field}: token-in needs the gateway on this host (it renders with `transformers`, "
+                "which the image's baked gateway venv lacks): use gateway='host' (--gateway host), or drop "
+                f"--{field.replace('_', '-')}"
+            )
+        return self
+
     @field_validator("agent_user")
     @classmethod
     def _user_name_or_uid(cls, user: str | None) -> str | None:

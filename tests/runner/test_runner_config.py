@@ -36,6 +36,14 @@ from tests.runner.rollouts import EXAMPLES
         ({"model": "scripted", "verifier_network": "internet"}, "Input should be 'none', 'allowlist', 'public'"),
         ({"oracle": True, "agent_user": "bad name"}, "'bad name': expected a user name or a uid of the task image's"),
         ({"oracle": True, "agent_user": "-x"}, "'-x': expected a user name or a uid"),
+        (
+            {"model": "http://m/v1", "gateway": "sandbox", "model_settings": {"tokenizer": "/models/qwen"}},
+            "model_settings.tokenizer: token-in needs the gateway on this host",
+        ),
+        (
+            {"model": "http://m/v1", "gateway": "sandbox", "model_settings": {"token_in": True}},
+            "use gateway='host' (--gateway host), or drop --token-in",
+        ),
     ],
 )
 def test_bad_settings_say_what_to_pass(fields: dict, message: str) -> None:
