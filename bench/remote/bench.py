@@ -30,7 +30,7 @@ import docker
 from agentbake.buildkit import Catalog, build, connect, plan
 from agentbake.buildkit.ca import detect_ca_bundle
 from agentbake.runner import E2BBackend, E2BConfig, HFBackend, HFConfig, SandboxRequest
-from agentbake.runner.remote.base import ImageFacts
+from agentbake.runner.remote.image_facts import ImageFacts
 from agentbake.serve import serve_in_thread
 from tests.runner.fakes.containers import LocalMachines
 from tests.runner.fakes.e2b_fake import FakeE2B

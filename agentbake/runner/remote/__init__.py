@@ -1,4 +1,5 @@
-"""The remote backends: E2B (`e2b.py`), Hugging Face (`hf.py`) and what they share (`base.py`).
+"""The remote backends: E2B (`e2b.py`), Hugging Face (`hf.py`) and what they share (`base.py`, and
+`image_facts.py`: what they know of the image they start).
 
 Their sandboxes reach each rollout's gateway through `relay.py`, or run it inside (`sandbox_gateway.py`). See
 docs/remote.md.

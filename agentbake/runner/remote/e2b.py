@@ -24,8 +24,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentbake.errors import SandboxError
-from agentbake.runner.remote import base
+from agentbake.runner.remote import base, image_facts
 from agentbake.runner.remote.e2b_config import E2BConfig
+from agentbake.runner.remote.image_facts import ImageFacts
 from agentbake.runner.sandbox import Capabilities, ExecResult, SandboxRequest
 from agentbake.runner.sandbox.deadline import deadline_command, deadline_result
 from agentbake.tasks.task_network import NetworkPolicy
@@ -54,20 +55,20 @@ class E2BBackend(base.RemoteBackend):
     name = "e2b"
     capabilities = Capabilities(gateway_in_sandbox=True, task_images=True, egress_rules=True)
 
-    def __init__(self, config: E2BConfig | None = None, *, image_facts: base.ImageFacts | None = None) -> None:
+    def __init__(self, config: E2BConfig | None = None, *, image_facts: ImageFacts | None = None) -> None:
         self.config = config or E2BConfig()
         super().__init__(self.config.relay, image_facts)
         self.sdk = base.import_sdk("e2b", "the E2B backend needs the e2b SDK: pip install 'agentbake[e2b]'")
 
-    def template(self, facts: base.ImageFacts) -> str:
+    def template(self, facts: ImageFacts) -> str:
         """The template to start: the config's, else the published manifest's for this content hash (a task
         image: for its environment hash)."""
         if self.config.template and facts.environment is None:
-            return base.refuse_moving_tag(self.config.template, "E2BConfig.template")
-        template = base.published_reference(
+            return image_facts.refuse_moving_tag(self.config.template, "E2BConfig.template")
+        template = image_facts.published_reference(
             facts, self.config.manifest, "e2b_template", "E2B template", "--e2b` (or set E2BConfig.template)"
         )
-        return base.refuse_moving_tag(template, "published E2B template")
+        return image_facts.refuse_moving_tag(template, "published E2B template")
 
     def create(self, request: SandboxRequest) -> E2BSandbox:
         facts = self.request_facts(request)
@@ -117,7 +118,12 @@ class E2BSandbox(base.RemoteSandbox):
     _backend: E2BBackend
 
     def __init__(
-        self, backend: E2BBackend, sdk_sandbox: Any, facts: base.ImageFacts, rollout_id: str, model_url: str | None
+        self,
+        backend: E2BBackend,
+        sdk_sandbox: Any,
+        facts: ImageFacts,
+        rollout_id: str,
+        model_url: str | None,
     ) -> None:
         super().__init__(backend, sdk_sandbox, sdk_sandbox.sandbox_id, facts, rollout_id, model_url)
         self._sdk = backend.sdk

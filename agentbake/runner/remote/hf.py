@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentbake.errors import SandboxError
-from agentbake.runner.remote import base
+from agentbake.runner.remote import base, image_facts
 from agentbake.runner.remote.hf_config import HFConfig
+from agentbake.runner.remote.image_facts import ImageFacts
 from agentbake.runner.sandbox import ExecResult, SandboxRequest
 from agentbake.runner.sandbox.deadline import TIMEOUT_EXIT, require_positive
 
@@ -50,7 +51,7 @@ class HFBackend(base.RemoteBackend):
 
     name = "hf"
 
-    def __init__(self, config: HFConfig | None = None, *, image_facts: base.ImageFacts | None = None) -> None:
+    def __init__(self, config: HFConfig | None = None, *, image_facts: ImageFacts | None = None) -> None:
         self.config = config or HFConfig()
         super().__init__(self.config.relay, image_facts)
         self.sdk = base.import_sdk(
@@ -58,12 +59,12 @@ class HFBackend(base.RemoteBackend):
         )
         self.api = self.sdk.HfApi()
 
-    def image(self, facts: base.ImageFacts) -> str:
+    def image(self, facts: ImageFacts) -> str:
         """The reference to start: the config's, else the published manifest's for this content hash (a task
         image: for its environment hash)."""
         if self.config.image and facts.environment is None:
             return self._pinned(self.config.image, "HFConfig.image")
-        image = base.published_reference(
+        image = image_facts.published_reference(
             facts, self.config.manifest, "hf_image", "Hugging Face reference", "--hf` (or set HFConfig.image)"
         )
         return self._pinned(image, "published Hugging Face image")
@@ -72,7 +73,7 @@ class HFBackend(base.RemoteBackend):
     def _pinned(image: str, what: str) -> str:
         if image.startswith("hf.co/spaces/"):
             return image  # a Space is rebuilt from its own pinned files; the manifest names it per content hash
-        return base.refuse_moving_tag(image, what)
+        return image_facts.refuse_moving_tag(image, what)
 
     def create(self, request: SandboxRequest) -> HFSandbox:
         facts = self.request_facts(request)
@@ -106,7 +107,12 @@ class HFSandbox(base.RemoteSandbox):
     _backend: HFBackend
 
     def __init__(
-        self, backend: HFBackend, sdk_sandbox: Any, facts: base.ImageFacts, rollout_id: str, model_url: str | None
+        self,
+        backend: HFBackend,
+        sdk_sandbox: Any,
+        facts: ImageFacts,
+        rollout_id: str,
+        model_url: str | None,
     ) -> None:
         super().__init__(backend, sdk_sandbox, sdk_sandbox.id, facts, rollout_id, model_url)
         self._jobs = 0

@@ -21,11 +21,11 @@ from click.testing import CliRunner
 from agentbake.buildkit.build import BuildResult
 from agentbake.cli import main
 from agentbake.publish.manifest import Published, save_manifest
-from agentbake.runner.remote.base import ImageFacts
 from agentbake.runner.remote.e2b import E2BBackend
 from agentbake.runner.remote.e2b_config import E2BConfig
 from agentbake.runner.remote.hf import HFBackend
 from agentbake.runner.remote.hf_config import HFConfig
+from agentbake.runner.remote.image_facts import ImageFacts
 from agentbake.runner.result import RolloutResult, Status
 from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig

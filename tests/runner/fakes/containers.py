@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import docker
 import docker.errors
 
-from agentbake.runner.remote.base import ImageFacts
+from agentbake.runner.remote.image_facts import ImageFacts
 
 FAKE_LABEL = "dev.agentbake.test.fake-remote"
 """Marks the containers a fake started with its `LocalMachines`' own value, so a test removes exactly what

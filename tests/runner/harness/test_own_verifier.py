@@ -18,9 +18,9 @@ from agentbake.errors import TaskError
 from agentbake.runner.docker import gc, labels
 from agentbake.runner.docker.backend import DockerBackend
 from agentbake.runner.docker.config import DockerConfig
-from agentbake.runner.remote.base import ImageFacts
 from agentbake.runner.remote.hf import HFBackend
 from agentbake.runner.remote.hf_config import HFConfig
+from agentbake.runner.remote.image_facts import ImageFacts
 from agentbake.runner.result import RolloutResult, Status
 from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig

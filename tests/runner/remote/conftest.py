@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from agentbake.runner.remote.base import ImageFacts
+from agentbake.runner.remote.image_facts import ImageFacts
 from tests.runner.fakes.containers import LocalMachines, facts_of, remove_leftovers
 
 

@@ -6,7 +6,7 @@ import docker
 import pytest
 
 from agentbake.errors import AgentError, SandboxError
-from agentbake.runner.remote.base import ImageFacts
+from agentbake.runner.remote.image_facts import ImageFacts
 from tests.runner.fakes.containers import facts_of
 
 pytestmark = pytest.mark.docker

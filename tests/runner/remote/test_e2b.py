@@ -16,9 +16,9 @@ import docker
 import pytest
 
 from agentbake.errors import SandboxError, TaskError
-from agentbake.runner.remote.base import ImageFacts
 from agentbake.runner.remote.e2b import ROLLOUT_KEY, E2BBackend, E2BSandbox, egress_rules
 from agentbake.runner.remote.e2b_config import E2BConfig
+from agentbake.runner.remote.image_facts import ImageFacts
 from agentbake.runner.result import Status
 from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig

@@ -17,9 +17,9 @@ import docker
 import pytest
 
 from agentbake.errors import SandboxError
-from agentbake.runner.remote.base import ImageFacts
 from agentbake.runner.remote.hf import ROLLOUT_LABEL, HFBackend, HFSandbox
 from agentbake.runner.remote.hf_config import HFConfig
+from agentbake.runner.remote.image_facts import ImageFacts
 from agentbake.runner.sandbox import SandboxRequest
 from tests.runner.fakes.containers import LocalMachines, facts_of
 from tests.runner.fakes.hf_fake import FakeHub
