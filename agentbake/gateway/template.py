@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbake.errors import ConfigError
+from agentbake.gateway.tool_parse import THINK_CLOSE, ToolParser
 
 _PROBE_TOOLS = [
     {
@@ -86,11 +87,11 @@ class ChatTemplate:
         tokenizes it (`/tokenize`)."""
         return None
 
-    def unsafe(self) -> str | None:
-        """Why token-in would not be exact with this template, or None.
+    def unsafe(self, parser: ToolParser) -> str | None:
+        """Why token-in would not be exact with this template and the server's tool-call `parser`, or None.
 
-        New messages must only append to the rendering, and an assistant turn must end with the end-of-sequence token.
-        """
+        New messages must only append to the rendering, an assistant turn must end with the end-of-sequence token, and
+        the tool call it writes must parse back as that call."""
         for cut in (2, 3):
             shorter = self.render(_PROBE[:cut], _PROBE_TOOLS, generation_prompt=False)
             longer = self.render(_PROBE[: cut + 1], _PROBE_TOOLS, generation_prompt=True)
@@ -102,6 +103,18 @@ class ChatTemplate:
         assistant = self.render(_PROBE[:3], _PROBE_TOOLS, generation_prompt=False)
         if self.eos_text not in assistant[len(self.render(_PROBE[:2], _PROBE_TOOLS, generation_prompt=True)) :]:
             return f"its chat template does not end an assistant turn with the eos_token {self.eos_text!r}"
+        # The assistant's turn, its header included, up to its end; reasoning left out.
+        turn = assistant.removeprefix(self.render(_PROBE[:2], _PROBE_TOOLS, generation_prompt=False))
+        written = turn[: turn.find(self.eos_text)].rpartition(THINK_CLOSE)[2]
+        _, calls = parser.parse(written, _PROBE_TOOLS)
+        expected = _PROBE[2]["tool_calls"][0]["function"]
+        if [(c.name, json.loads(c.arguments)) for c in calls] != [
+            (expected["name"], json.loads(expected["arguments"]))
+        ]:
+            return (
+                f"its chat template writes a tool call as {written!r}, which vLLM's {parser.name} tool-call parser "
+                "does not read back: set tool_call_parser to the server's --tool-call-parser"
+            )
         return None
 
 
