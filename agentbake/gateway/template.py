@@ -14,11 +14,12 @@ from typing import Any
 from agentbake.errors import ConfigError
 from agentbake.gateway.tool_parse import THINK_CLOSE, ToolParser
 
+_PROBE_CALL = ("probe_tool", {"command": "ls"})
 _PROBE_TOOLS = [
     {
         "type": "function",
         "function": {
-            "name": "probe_tool",
+            "name": _PROBE_CALL[0],
             "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
         },
     }
@@ -30,7 +31,11 @@ _PROBE = [
         "role": "assistant",
         "content": "",
         "tool_calls": [
-            {"id": "call_0", "type": "function", "function": {"name": "probe_tool", "arguments": '{"command": "ls"}'}}
+            {
+                "id": "call_0",
+                "type": "function",
+                "function": {"name": _PROBE_CALL[0], "arguments": json.dumps(_PROBE_CALL[1])},
+            }
         ],
     },
     {"role": "tool", "tool_call_id": "call_0", "content": "probe result"},
@@ -101,16 +106,15 @@ class ChatTemplate:
                     f"follow ({shorter!r} is not the start of {longer!r})"
                 )
         assistant = self.render(_PROBE[:3], _PROBE_TOOLS, generation_prompt=False)
-        if self.eos_text not in assistant[len(self.render(_PROBE[:2], _PROBE_TOOLS, generation_prompt=True)) :]:
+        opening = self.render(_PROBE[:2], _PROBE_TOOLS, generation_prompt=True)
+        if self.eos_text not in assistant[len(opening) :]:
             return f"its chat template does not end an assistant turn with the eos_token {self.eos_text!r}"
-        # The assistant's turn, its header included, up to its end; reasoning left out.
-        turn = assistant.removeprefix(self.render(_PROBE[:2], _PROBE_TOOLS, generation_prompt=False))
+        # The assistant's turn (what follows the conversation before it) to its end, reasoning left out.
+        before = self.render(_PROBE[:2], _PROBE_TOOLS, generation_prompt=False)
+        turn = assistant[len(before) if assistant.startswith(before) else len(opening) :]
         written = turn[: turn.find(self.eos_text)].rpartition(THINK_CLOSE)[2]
         _, calls = parser.parse(written, _PROBE_TOOLS)
-        expected = _PROBE[2]["tool_calls"][0]["function"]
-        if [(c.name, json.loads(c.arguments)) for c in calls] != [
-            (expected["name"], json.loads(expected["arguments"]))
-        ]:
+        if [(call.name, json.loads(call.arguments)) for call in calls] != [_PROBE_CALL]:
             return (
                 f"its chat template writes a tool call as {written!r}, which vLLM's {parser.name} tool-call parser "
                 "does not read back: set tool_call_parser to the server's --tool-call-parser"
