@@ -151,7 +151,9 @@ class Calls:
         if self.token_in is not None:
             call.plan = self.token_in.plan(rollout_id, body)
             if call.plan.prefix is not None:
-                call.answer = CompletionAnswer(self.token_in.template.eos_text, opened=call.plan.opens_thinking)
+                token_in, tools = self.token_in, body.get("tools")
+                opened = call.plan.opens_thinking
+                call.answer = CompletionAnswer(token_in.template.eos_text, token_in.parser, tools, opened=opened)
         if self.writer is not None:
             call.previous = self.prefixes.previous(rollout_id, call.retry_of)
         return call

@@ -5,13 +5,21 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from agentbake.gateway.settings import MODEL_SETTINGS
+from agentbake.gateway.tool_parsers import tool_parser
 
 
 class _FrozenSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @field_validator("tool_call_parser", mode="before", check_fields=False)
+    @classmethod
+    def _known_parser(cls, value: Any) -> Any:
+        return tool_parser(value).name
 
 
 # Built from the plain table in settings.py (types, defaults, bounds, help), which `agentbake run --help` reads

@@ -17,6 +17,10 @@ LogprobsMode = Literal["raw", "processed"]
 """What an answer's logprobs are, as vLLM's `--logprobs-mode` names them (`raw_logprobs`, `processed_logprobs`)."""
 LOGPROBS_MODES: tuple[str, ...] = get_args(LogprobsMode)
 
+ToolCallParser = Literal["hermes", "qwen3_coder"]
+"""How a completion's text holds tool calls, named as vLLM's `--tool-call-parser` (tool_parsers.py has their rules)."""
+TOOL_CALL_PARSERS: tuple[str, ...] = get_args(ToolCallParser)
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -24,7 +28,7 @@ class Setting:
     constraints: gt, ge, le)."""
 
     annotation: Any
-    default: bool | Path | None
+    default: bool | str | Path | None
     help: str
     bounds: dict[str, float] = field(default_factory=dict)
 
@@ -49,6 +53,14 @@ MODEL_SETTINGS: dict[str, Setting] = {
         "requires that; without `tokenizer` it takes the template from the server (vLLM's `/tokenizer_info`, "
         "served with `--enable-tokenizer-info-endpoint`) and the new messages' ids from its `/tokenize`. False "
         "sends every call to the chat route.",
+    ),
+    "tool_call_parser": Setting(
+        ToolCallParser,
+        "hermes",
+        "The tool-call parser the server runs (vLLM's `--tool-call-parser`), which token-in parses completions "
+        "with: `hermes` (Qwen2.5, Qwen3: `<tool_call>{json}</tool_call>`) or `qwen3_coder` (Qwen3-Coder's "
+        "`<function=NAME><parameter=P>` XML, values typed by the tool's schema). Token-in stays off (or refuses, "
+        "when asked for) if the chat template writes tool calls this parser does not read back.",
     ),
     "tokenizer": Setting(
         Path | None,

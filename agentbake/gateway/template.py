@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from agentbake.errors import ConfigError
+from agentbake.gateway.tool_parse import THINK_CLOSE, ToolParser
 
+_PROBE_CALL = ("probe_tool", {"command": "ls"})
 _PROBE_TOOLS = [
     {
         "type": "function",
         "function": {
-            "name": "probe_tool",
+            "name": _PROBE_CALL[0],
             "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
         },
     }
@@ -29,7 +31,11 @@ _PROBE = [
         "role": "assistant",
         "content": "",
         "tool_calls": [
-            {"id": "call_0", "type": "function", "function": {"name": "probe_tool", "arguments": '{"command": "ls"}'}}
+            {
+                "id": "call_0",
+                "type": "function",
+                "function": {"name": _PROBE_CALL[0], "arguments": json.dumps(_PROBE_CALL[1])},
+            }
         ],
     },
     {"role": "tool", "tool_call_id": "call_0", "content": "probe result"},
@@ -86,11 +92,11 @@ class ChatTemplate:
         tokenizes it (`/tokenize`)."""
         return None
 
-    def unsafe(self) -> str | None:
-        """Why token-in would not be exact with this template, or None.
+    def unsafe(self, parser: ToolParser) -> str | None:
+        """Why token-in would not be exact with this template and the server's tool-call `parser`, or None.
 
-        New messages must only append to the rendering, and an assistant turn must end with the end-of-sequence token.
-        """
+        New messages must only append to the rendering, an assistant turn must end with the end-of-sequence token, and
+        the tool call it writes must parse back as that call."""
         for cut in (2, 3):
             shorter = self.render(_PROBE[:cut], _PROBE_TOOLS, generation_prompt=False)
             longer = self.render(_PROBE[: cut + 1], _PROBE_TOOLS, generation_prompt=True)
@@ -100,8 +106,19 @@ class ChatTemplate:
                     f"follow ({shorter!r} is not the start of {longer!r})"
                 )
         assistant = self.render(_PROBE[:3], _PROBE_TOOLS, generation_prompt=False)
-        if self.eos_text not in assistant[len(self.render(_PROBE[:2], _PROBE_TOOLS, generation_prompt=True)) :]:
+        opening = self.render(_PROBE[:2], _PROBE_TOOLS, generation_prompt=True)
+        if self.eos_text not in assistant[len(opening) :]:
             return f"its chat template does not end an assistant turn with the eos_token {self.eos_text!r}"
+        # The assistant's turn (what follows the conversation before it) to its end, reasoning left out.
+        before = self.render(_PROBE[:2], _PROBE_TOOLS, generation_prompt=False)
+        turn = assistant[len(before) if assistant.startswith(before) else len(opening) :]
+        written = turn[: turn.find(self.eos_text)].rpartition(THINK_CLOSE)[2]
+        _, calls = parser.parse(written, _PROBE_TOOLS)
+        if [(call.name, json.loads(call.arguments)) for call in calls] != [_PROBE_CALL]:
+            return (
+                f"its chat template writes a tool call as {written!r}, which vLLM's {parser.name} tool-call parser "
+                "does not read back: set tool_call_parser to the server's --tool-call-parser"
+            )
         return None
 
 

@@ -21,6 +21,9 @@ import orjson
 from agentbake.errors import ConfigError
 from agentbake.gateway.errors import UpstreamError
 from agentbake.gateway.template import ChatTemplate, FolderTemplate, fetch_server_template, message_text
+from agentbake.gateway.tool_parse import ToolParser
+from agentbake.gateway.tool_parse_hermes import HERMES
+from agentbake.gateway.tool_parsers import tool_parser
 from agentbake.gateway.turns import PerRollout, digest
 
 if TYPE_CHECKING:
@@ -125,8 +128,10 @@ class _Rollout:
 class TokenIn:
     """Plans each call's route and remembers answered calls, for one gateway."""
 
-    def __init__(self, template: ChatTemplate) -> None:
+    def __init__(self, template: ChatTemplate, parser: ToolParser = HERMES) -> None:
         self.template = template
+        self.parser = parser
+        """The server's tool-call parser, which completions' text is parsed with."""
         self._rollouts = PerRollout(_Rollout, _ROLLOUTS)
         self._unavailable: str | None = None
 
@@ -262,7 +267,7 @@ def completions_body(chat: dict, prompt: list[int]) -> dict:
     """The `/v1/completions` request of a chat request continued at `prompt`, with the same sampling and capture fields.
 
     Logprobs take the legacy form (`logprobs: N`). With tools, special tokens stay in the text so `<tool_call>` reaches
-    the parser."""
+    the tool-call parser."""
     body: dict[str, Any] = {key: chat[key] for key in _PASSED if key in chat}
     body["prompt"] = prompt
     if "max_tokens" not in body:
@@ -279,28 +284,31 @@ def completions_body(chat: dict, prompt: list[int]) -> dict:
 def load_token_in(config: GatewayConfig, headers: dict[str, str]) -> TokenIn | None:
     """The gateway's token-in planner, or None when token-in is off.
 
-    Unset, `token_in` is on with a tokenizer folder whose template allows it. True without a folder, the template comes
-    from the server. Raises ConfigError when `token_in` is true and cannot be on."""
+    Unset, `token_in` is on with a tokenizer folder whose template allows it (with the `tool_call_parser`). True
+    without a folder, the template comes from the server. Raises ConfigError when `token_in` is true and cannot be
+    on."""
     token_in, tokenizer = config.token_in, config.tokenizer
     if token_in is False or (token_in is None and tokenizer is None):
         return None
+    parser = tool_parser(config.tool_call_parser)
     if tokenizer is not None:
-        template, unsafe = _load(tokenizer.resolve())
+        template, unsafe = _load(tokenizer.resolve(), parser)
         where = f"tokenizer {tokenizer}"
     else:
         root = config.upstream.removesuffix("/v1")
         template = fetch_server_template(root, headers, config.upstream_ca_file)
-        unsafe, where = template.unsafe(), f"{root}/tokenizer_info"
+        unsafe, where = template.unsafe(parser), f"{root}/tokenizer_info"
     if unsafe is not None:
         if token_in:
             raise ConfigError(f"token_in: {where}: token-in would not be exact: {unsafe}")
         logger.warning("token-in stays off: %s: %s", where, unsafe)
         return None
-    return TokenIn(template)
+    return TokenIn(template, parser)
 
 
 @functools.cache
-def _load(tokenizer: Path) -> tuple[FolderTemplate, str | None]:
-    """A folder's template and its verdict, loaded once per process (the runner starts a gateway per rollout)."""
+def _load(tokenizer: Path, parser: ToolParser) -> tuple[FolderTemplate, str | None]:
+    """A folder's template and its verdict with `parser`, loaded once per process (the runner starts a gateway per
+    rollout)."""
     template = FolderTemplate(tokenizer)
-    return template, template.unsafe()
+    return template, template.unsafe(parser)

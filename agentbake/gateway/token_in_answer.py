@@ -13,12 +13,11 @@ from agentbake.gateway.capture import choices_of
 from agentbake.gateway.tool_parse import (
     THINK_CLOSE,
     THINK_OPEN,
-    TOOL_CALL_OPEN,
     Parsed,
+    ToolParser,
     held_back,
     message_of,
     parse_completion,
-    parse_tool_calls,
 )
 
 
@@ -67,8 +66,11 @@ def _prompt_ids(data: dict, choice: dict) -> Any:
 class CompletionAnswer:
     """Turns one call's completions answer into chat form: `unary(answer)`, or `chunk(chunk)` per stream chunk."""
 
-    def __init__(self, eos_text: str, *, opened: bool = False) -> None:
+    def __init__(self, eos_text: str, parser: ToolParser, tools: Any = None, *, opened: bool = False) -> None:
         self.eos_text = eos_text
+        self.parser = parser
+        self.tools = tools
+        """The request's tools, whose schemas may type the calls' arguments."""
         self.opened = opened
         """The prompt opened `<think>`: the answer starts in its reasoning."""
         self.text = ""
@@ -77,6 +79,8 @@ class CompletionAnswer:
         self.body = 0
         """Where the text after the reasoning starts."""
         self.phase = "start"  # start -> reasoning -> content -> calls
+        self.parsed = Parsed(content=None)
+        """The calls, once the text is final."""
         self.head: dict[str, Any] = {}
         """`id`, `created`, `model` of the stream's first chunk, on every chunk made of it."""
         self.finished = False
@@ -86,7 +90,8 @@ class CompletionAnswer:
 
     def unary(self, data: dict) -> dict[str, Any]:
         choice = choices_of(data)[0]
-        parsed = parse_completion(self._whole(str(choice.get("text") or "")), opened=self.opened)
+        text = self._whole(str(choice.get("text") or ""))
+        parsed = parse_completion(text, self.parser, self.tools, opened=self.opened)
         out_choice = {
             "index": 0,
             "message": message_of(parsed, call_ids(data.get("id"), len(parsed.tool_calls))),
@@ -129,7 +134,7 @@ class CompletionAnswer:
             out[0]["usage"] = data["usage"]
         if not final:
             return out
-        parsed = self._calls()
+        parsed = self.parsed
         ids = call_ids(head.get("id"), len(parsed.tool_calls))
         for n, (call, call_id) in enumerate(zip(parsed.tool_calls, ids, strict=True)):
             function = {"name": call.name, "arguments": call.arguments}
@@ -171,22 +176,23 @@ class CompletionAnswer:
             self.phase = "content"
             self.shown = self.body = end + len(THINK_CLOSE)
         if self.phase == "content":
-            at = text.find(TOOL_CALL_OPEN, self.shown)
-            upto = at if at >= 0 else len(text) - (0 if final else held_back(text[self.shown :], TOOL_CALL_OPEN))
+            found = [at for marker in self.parser.markers if (at := text.find(marker, self.shown)) >= 0]
+            if found:
+                upto = min(found)
+            else:
+                hold = 0 if final else max(held_back(text[self.shown :], m) for m in self.parser.markers)
+                upto = len(text) - hold
             if upto > self.shown:
                 delta["content"] = text[self.shown : upto]
             self.shown = upto
-            if at >= 0:
+            if found:
                 self.phase = "calls"
         if self.phase == "calls" and final:
-            _, calls = parse_tool_calls(text[self.body :])
-            if not calls and len(text) > self.shown:  # not calls after all: the rest is content
-                delta["content"] = delta.get("content", "") + text[self.shown :]
-                self.shown = len(text)
+            content, calls = self.parser.parse(text[self.body :], self.tools)
+            # Content runs to where the calls start (past a marker that opened none), or is all the text.
+            end = self.body + len(content or "") if calls else len(text)
+            if end > self.shown:
+                delta["content"] = delta.get("content", "") + text[self.shown : end]
+                self.shown = end
+            self.parsed = Parsed(content=content, tool_calls=calls)
         return delta
-
-    def _calls(self) -> Parsed:
-        if self.phase != "calls":
-            return Parsed(content=None)
-        content, calls = parse_tool_calls(self._whole(self.text)[self.body :])
-        return Parsed(content=content, tool_calls=calls)

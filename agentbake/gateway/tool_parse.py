@@ -1,19 +1,18 @@
-"""A completion's text parsed as vLLM's chat server parses it: reasoning, content and hermes tool calls.
+"""A completion's text parsed as vLLM's chat server parses it: reasoning, content and tool calls.
 
 Token-in calls go to `/v1/completions`, which returns plain text. Parsing it as vLLM 0.34's chat route would
-(`--tool-call-parser hermes`, `--reasoning-parser qwen3`) gives the agent the same message on either route.
+(`--reasoning-parser qwen3`, and the `--tool-call-parser` in tool_parsers.py) gives the agent the same message on
+either route.
 """
 
 from __future__ import annotations
 
-import json
-import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
-_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,26 +45,23 @@ def split_reasoning(text: str, *, opened: bool = False) -> tuple[str | None, str
     return reasoning, rest
 
 
-def parse_tool_calls(text: str) -> tuple[str | None, list[ParsedCall]]:
-    """(content, calls) of a text after its reasoning, by vLLM's hermes tool parser's rules (module docstring)."""
-    if TOOL_CALL_OPEN not in text:
-        return text, []
-    try:
-        calls = []
-        for closed, unclosed in _TOOL_CALL.findall(text):
-            raw = json.loads(closed or unclosed)
-            calls.append(ParsedCall(str(raw["name"]), json.dumps(raw["arguments"], ensure_ascii=False)))
-    except (ValueError, KeyError, TypeError):
-        return text, []
-    content = text[: text.find(TOOL_CALL_OPEN)]
-    return content or None, calls
+@dataclass(frozen=True, slots=True)
+class ToolParser:
+    """One of vLLM's tool-call parsers, by its `--tool-call-parser` name."""
+
+    name: str
+    markers: tuple[str, ...]
+    """What may open the calls: a stream's content runs up to the first of them."""
+    parse: Callable[[str, Any], tuple[str | None, list[ParsedCall]]]
+    """(content, calls) of a text after its reasoning, given the request's `tools` (their schemas may type
+    arguments)."""
 
 
-def parse_completion(text: str, *, opened: bool = False) -> Parsed:
+def parse_completion(text: str, parser: ToolParser, tools: Any = None, *, opened: bool = False) -> Parsed:
     """A completion's whole text as the chat route's message: reasoning, content, tool calls (`opened`: the
     prompt opened `<think>`)."""
     reasoning, rest = split_reasoning(text, opened=opened)
-    content, calls = parse_tool_calls(rest)
+    content, calls = parser.parse(rest, tools)
     if reasoning is not None and not rest:
         content = None
     return Parsed(content=content, reasoning=reasoning, tool_calls=calls)

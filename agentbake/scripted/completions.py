@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from agentbake.gateway.tool_parse import parse_tool_calls
+from agentbake.gateway.tool_parse_hermes import parse_hermes
 from agentbake.scripted import tokens as tk
 from agentbake.scripted.vllm import CREATED, SYSTEM_FINGERPRINT, Completion, error_body
 
@@ -49,7 +49,7 @@ def chat_of(prompt: str) -> dict[str, Any]:
             if system:
                 messages.append({"role": "system", "content": system})
         elif role == "assistant":
-            text, calls = parse_tool_calls(content)
+            text, calls = parse_hermes(content)
             message: dict[str, Any] = {"role": "assistant", "content": (text or "").removesuffix("\n")}
             if calls:
                 message["tool_calls"] = [

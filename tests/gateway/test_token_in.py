@@ -43,17 +43,19 @@ def agent(request: dict) -> Reply:
     return Reply(text="All done.")
 
 
-def converse(url: str, *, stream: bool, first: str = "Do the thing.") -> list[list[dict[str, Any]]]:
+def converse(
+    url: str, *, stream: bool, first: str = "Do the thing.", tools: list[dict[str, Any]] = TOOLS
+) -> list[list[dict[str, Any]]]:
     """An Anthropic-SDK agent loop to the end of the task; the content blocks of each answer."""
     client = anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0)
     messages: list[dict[str, Any]] = [{"role": "user", "content": first}]
     answers = []
     for _ in range(STEPS + 1):
         if stream:
-            with client.messages.stream(model="m", max_tokens=400, tools=TOOLS, messages=messages) as events:
+            with client.messages.stream(model="m", max_tokens=400, tools=tools, messages=messages) as events:
                 answer = events.get_final_message()
         else:
-            answer = client.messages.create(model="m", max_tokens=400, tools=TOOLS, messages=messages)
+            answer = client.messages.create(model="m", max_tokens=400, tools=tools, messages=messages)
         blocks = [block.model_dump(exclude_none=True, exclude={"parsed_output"}) for block in answer.content]
         answers.append(blocks)
         messages.append({"role": "assistant", "content": blocks})

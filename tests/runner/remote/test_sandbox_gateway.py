@@ -58,8 +58,14 @@ def test_the_model_settings_reach_the_in_sandbox_gateway_as_its_own_options() ->
     from agentbake.gateway.model_settings import ModelSettings
     from agentbake.runner.remote.sandbox_gateway import settings_argv
 
-    settings = ModelSettings(inner_system_as_user=True, temperature=0.6, top_k=0, repetition_penalty=1.1)
+    settings = ModelSettings(
+        inner_system_as_user=True, tool_call_parser="qwen3_coder", temperature=0.6, top_k=0, repetition_penalty=1.1
+    )
     argv = settings_argv(settings)
-    assert argv == ["--inner-system-as-user", "--temperature", "0.6", "--top-k", "0", "--repetition-penalty", "1.1"]
+    assert argv == [
+        "--inner-system-as-user",
+        *("--tool-call-parser", "qwen3_coder"),
+        *("--temperature", "0.6", "--top-k", "0", "--repetition-penalty", "1.1"),
+    ]
     parsed = gateway.make_context("gateway", ["--upstream", "http://127.0.0.1:1/v1", *argv]).params
     assert ModelSettings(**{name: parsed[name] for name in ModelSettings.model_fields}) == settings
