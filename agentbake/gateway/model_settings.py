@@ -9,8 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from agentbake.gateway.settings import MODEL_SETTINGS
-from agentbake.gateway.tool_parsers import tool_parser
+from agentbake.gateway.settings import MODEL_SETTINGS, TOOL_CALL_PARSERS
 
 
 class _FrozenSettings(BaseModel):
@@ -19,7 +18,12 @@ class _FrozenSettings(BaseModel):
     @field_validator("tool_call_parser", mode="before", check_fields=False)
     @classmethod
     def _known_parser(cls, value: Any) -> Any:
-        return tool_parser(value).name
+        if value not in TOOL_CALL_PARSERS:
+            raise ValueError(
+                f"{value!r} is not a parser token-in has; expected one of {', '.join(TOOL_CALL_PARSERS)} "
+                "(the server's vLLM --tool-call-parser)"
+            )
+        return value
 
 
 # Built from the plain table in settings.py (types, defaults, bounds, help), which `agentbake run --help` reads

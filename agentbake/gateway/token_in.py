@@ -23,7 +23,7 @@ from agentbake.gateway.errors import UpstreamError
 from agentbake.gateway.template import ChatTemplate, FolderTemplate, fetch_server_template, message_text
 from agentbake.gateway.tool_parse import ToolParser
 from agentbake.gateway.tool_parse_hermes import HERMES
-from agentbake.gateway.tool_parsers import tool_parser
+from agentbake.gateway.tool_parsers import PARSERS
 from agentbake.gateway.turns import PerRollout, digest
 
 if TYPE_CHECKING:
@@ -290,7 +290,7 @@ def load_token_in(config: GatewayConfig, headers: dict[str, str]) -> TokenIn | N
     token_in, tokenizer = config.token_in, config.tokenizer
     if token_in is False or (token_in is None and tokenizer is None):
         return None
-    parser = tool_parser(config.tool_call_parser)
+    parser = PARSERS[config.tool_call_parser]
     if tokenizer is not None:
         template, unsafe = _load(tokenizer.resolve(), parser)
         where = f"tokenizer {tokenizer}"

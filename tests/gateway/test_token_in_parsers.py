@@ -7,9 +7,12 @@ import re
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from agentbake.errors import ConfigError
 from agentbake.gateway import GatewayConfig, create_app
+from agentbake.gateway.settings import TOOL_CALL_PARSERS
+from agentbake.gateway.tool_parsers import PARSERS
 from agentbake.gateway.trace import load_trace
 from agentbake.scripted import Reply, ScriptedModel
 
@@ -66,8 +69,10 @@ def test_a_parser_that_cannot_read_the_templates_calls_keeps_token_in_off(
 
 
 def test_a_tool_call_parser_vllm_does_not_name_is_refused_with_the_choices() -> None:
-    expected = "tool_call_parser: 'qwen3' is not a parser token-in has; expected one of hermes, qwen3_coder"
-    with pytest.raises(ConfigError, match=re.escape(expected)):
+    expected = (
+        "tool_call_parser\n  Value error, 'qwen3' is not a parser token-in has; expected one of hermes, qwen3_coder"
+    )
+    with pytest.raises(ValidationError, match=re.escape(expected)):
         GatewayConfig(upstream="http://127.0.0.1:9/v1", tool_call_parser="qwen3")
 
 
@@ -91,3 +96,7 @@ def test_xml_tool_calls_on_the_completions_route_reach_the_agent_typed_by_the_sc
     assert text == {"type": "text", "text": "Listing.\n"}
     assert (use["type"], use["name"], use["input"]) == ("tool_use", "Bash", {"command": "ls -la", "timeout": 30})
     assert answers[2] == [{"type": "text", "text": "Done."}]
+
+
+def test_every_parser_setting_names_a_parser() -> None:
+    assert tuple(PARSERS) == TOOL_CALL_PARSERS

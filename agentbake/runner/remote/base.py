@@ -2,6 +2,7 @@
 
 The image facts each sandbox starts from come from `image_facts.py`.
 """
+
 from __future__ import annotations
 
 import abc
