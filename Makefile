@@ -38,7 +38,7 @@ chromium:
 test: dev engine bases chromium
 	$(VENV)/bin/ruff check agentbake tests bench
 	$(VENV)/bin/ruff format --check agentbake tests bench
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest --durations=25
 
 # The main job on a fresh machine: the claude-code image (built unless the engine has its tag), then the
 # first example task through the real Claude Code against the built-in scripted model; the result, then
