@@ -12,10 +12,10 @@ INSTRUCTION = "Write the nanoseconds of the current time into answer.txt in the 
 # The scripted replies are the same in every rollout; printing the digits makes the contexts differ too, or the
 # two replies' gradients (equal tokens, opposite advantages) would cancel to exactly zero.
 SOLVE = "date +%N | tee answer.txt\n"
-# The reward is the verifier's reading of what the agent wrote: 0.<first three digits>, so two rollouts of
+# The reward is the verifier's reading of what the agent wrote: 0.<first six digits>, so two rollouts of
 # the same task get different rewards (GRPO's advantages are then not all zero).
 TEST_SH = """\
-digits=$(tr -dc 0-9 < answer.txt 2>/dev/null | cut -c1-3)
+digits=$(tr -dc 0-9 < answer.txt 2>/dev/null | cut -c1-6)
 if [ -z "$digits" ]; then echo 0 > /logs/verifier/reward.txt; else echo "0.$digits" > /logs/verifier/reward.txt; fi
 """
 
