@@ -14,7 +14,7 @@ import pytest
 from agentbake.egress import Policy
 from agentbake.egress.upstream import connect_failure
 from tests.egress.clients import fetch, raw
-from tests.egress.conftest import FakeUpstream, Sandboxed, free_port, loopback_policy
+from tests.egress.conftest import FakeUpstream, Sandboxed, loopback_policy, refusing_port
 
 TIMEOUT = {"upstream_timeout_s": 0.5}
 
@@ -57,8 +57,15 @@ def broken() -> Iterator[str]:
     server.close()
 
 
-def test_a_refused_connect_is_counted_for_gets_fills_and_tunnels(sandbox: Callable[..., Sandboxed]) -> None:
-    closed = free_port()
+@pytest.fixture
+def closed() -> Iterator[int]:
+    with refusing_port() as port:
+        yield port
+
+
+def test_a_refused_connect_is_counted_for_gets_fills_and_tunnels(
+    sandbox: Callable[..., Sandboxed], closed: int
+) -> None:
     box = sandbox(loopback_policy())
     assert fetch(box.url, "http://pypi.org/").status == 403  # a refusal, for the log's sake
     # a plain GET, a cache fill (an archive path), a CONNECT tunnel: each answered 502 as before
