@@ -3,9 +3,9 @@
 Every request is checked against the proxy's current policy (switched by the host between phases; open
 connections are cut at a switch). A refusal is answered 403 with a body naming the host and the phase; an allowed
 upstream that cannot be reached is answered 502 or 504. Both are counted per (phase, host) and written to the
-proxy's log (ledger.py). Plain-HTTP archive files and the mirror routes go through the
-shared cache; everything else is streamed through uncached. Nothing of the host is added to a request: no
-credentials, no proxy variables; hop-by-hop headers and Proxy-Authorization are dropped.
+proxy's log (ledger.py). Plain-HTTP archive files and the mirror routes go through the shared cache; everything
+else is streamed through uncached. Nothing of the host is added to a request: no credentials, no proxy
+variables; hop-by-hop headers and Proxy-Authorization are dropped.
 """
 
 from __future__ import annotations
