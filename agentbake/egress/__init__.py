@@ -3,7 +3,8 @@
 from agentbake.egress.allowlist import Allowlist, NetworkMode, Policy
 from agentbake.egress.cache import Cache, CacheInfo, PruneReport
 from agentbake.egress.config import EgressConfig
-from agentbake.egress.proxy import ProxyStats, Refusal
+from agentbake.egress.ledger import Failure, Refusal
+from agentbake.egress.proxy import ProxyStats
 from agentbake.egress.service import EgressService, ProxyHandle, sandbox_env
 
 __all__ = [
@@ -12,6 +13,7 @@ __all__ = [
     "CacheInfo",
     "EgressConfig",
     "EgressService",
+    "Failure",
     "NetworkMode",
     "Policy",
     "ProxyHandle",

@@ -78,4 +78,5 @@ class EgressConfig(BaseModel):
     request is refused."""
 
     max_logged_refusals: int = Field(default=1000, ge=0)
-    """Refusal lines written to a proxy's log; later ones are counted only."""
+    """Per phase, of refusals and of upstream failures each: the hosts counted by name (later ones are counted
+    together as `(other hosts)`) and the lines written to the proxy's log (later ones are counted only)."""

@@ -40,6 +40,24 @@ class HttpError(Exception):
         self.status = status
 
 
+class UpstreamFailure(HttpError):
+    """An upstream the policy allows that could not be reached or broke off its answer: `host` and `reason`, a short
+    cause (`connection refused`, `no answer in 30 s`), are what the proxy counts."""
+
+    def __init__(self, status: int, message: str, host: str, reason: str) -> None:
+        super().__init__(status, message)
+        self.host = host
+        self.reason = reason
+
+
+CLOSED = "upstream closed the connection"
+
+
+def no_answer(timeout: float) -> str:
+    """The cause of an upstream that stayed silent past the proxy's timeout."""
+    return f"no answer in {timeout:g} s"
+
+
 @dataclass(frozen=True)
 class Request:
     method: str
@@ -158,16 +176,18 @@ def response_framing(response: Response, method: str) -> tuple[str, int]:
     return ("length", length) if length is not None else ("close", 0)
 
 
-async def iter_body(reader: asyncio.StreamReader, framing: tuple[str, int], timeout: float) -> AsyncIterator[bytes]:
-    """The decoded body of a message framed as `response_framing` says. A body that ends early raises HttpError(502): a
-    cut answer is never taken for a whole one."""
+async def iter_body(
+    reader: asyncio.StreamReader, framing: tuple[str, int], timeout: float, host: str
+) -> AsyncIterator[bytes]:
+    """The decoded body of `host`'s answer framed as `response_framing` says. A body that ends early raises
+    UpstreamFailure(502), a silent one UpstreamFailure(504): a cut answer is never taken for a whole one."""
     kind, remaining = framing
     try:
         if kind == "length":
             while remaining:
                 data = await within(reader.read(min(CHUNK, remaining)), timeout)
                 if not data:
-                    raise HttpError(502, "the upstream closed before the end of its body")
+                    raise UpstreamFailure(502, "the upstream closed before the end of its body", host, CLOSED)
                 remaining -= len(data)
                 yield data
         elif kind == "chunked":
@@ -184,7 +204,7 @@ async def iter_body(reader: asyncio.StreamReader, framing: tuple[str, int], time
                 while size:
                     data = await within(reader.read(min(CHUNK, size)), timeout)
                     if not data:
-                        raise HttpError(502, "the upstream closed inside a chunk")
+                        raise UpstreamFailure(502, "the upstream closed inside a chunk", host, CLOSED)
                     size -= len(data)
                     yield data
                 if await within(reader.readexactly(2), timeout) != b"\r\n":
@@ -192,10 +212,14 @@ async def iter_body(reader: asyncio.StreamReader, framing: tuple[str, int], time
         elif kind == "close":
             while data := await within(reader.read(CHUNK), timeout):
                 yield data
-    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
-        raise HttpError(502, "the upstream's body ended early or was malformed") from exc
+    except asyncio.IncompleteReadError as exc:
+        raise UpstreamFailure(502, "the upstream's body ended early", host, CLOSED) from exc
+    except asyncio.LimitOverrunError as exc:
+        raise HttpError(502, "the upstream's body was malformed") from exc
     except TimeoutError as exc:
-        raise HttpError(504, "the upstream stopped sending") from exc
+        raise UpstreamFailure(504, "the upstream stopped sending", host, no_answer(timeout)) from exc
+    except OSError as exc:  # a reset, or a TLS record error on an https upstream
+        raise UpstreamFailure(502, f"the upstream's body was cut: {exc}", host, CLOSED) from exc
 
 
 def encode_head(first_line: str, headers: Headers) -> bytes:

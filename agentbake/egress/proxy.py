@@ -1,21 +1,20 @@
 """One sandbox's egress proxy: HTTP/1.1 forward proxying, CONNECT tunnels and the mirror routes, on a unix socket.
 
 Every request is checked against the proxy's current policy (switched by the host between phases; open
-connections are cut at a switch). A refusal is answered 403 with a body naming the host and the phase, counted
-per (phase, host) and written to the proxy's log. Plain-HTTP archive files and the mirror routes go through the
-shared cache; everything else is streamed through uncached. Nothing of the host is added to a request: no
-credentials, no proxy variables; hop-by-hop headers and Proxy-Authorization are dropped.
+connections are cut at a switch). A refusal is answered 403 with a body naming the host and the phase; an allowed
+upstream that cannot be reached is answered 502 or 504. Both are counted per (phase, host) and written to the
+proxy's log (ledger.py). Plain-HTTP archive files and the mirror routes go through the shared cache; everything
+else is streamed through uncached. Nothing of the host is added to a request: no credentials, no proxy
+variables; hop-by-hop headers and Proxy-Authorization are dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import ssl
 import time
-from collections import Counter
 from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
@@ -29,6 +28,7 @@ from agentbake.egress.http1 import (
     Headers,
     HttpError,
     Request,
+    UpstreamFailure,
     encode_head,
     end_to_end,
     header,
@@ -38,6 +38,7 @@ from agentbake.egress.http1 import (
     response_framing,
     within,
 )
+from agentbake.egress.ledger import Failure, Ledger, Refusal
 from agentbake.egress.mirrors import Mirrors, Render
 from agentbake.egress.rules import Rule, archive_rule
 from agentbake.egress.upstream import Refused, Target, Upstream, connect, parse_authority, parse_url, request
@@ -46,22 +47,6 @@ _LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 _PRIVATE_REQUEST = frozenset({"authorization", "cookie", "range", "if-range"})
 # Never forwarded: the Host is the URL's, and the whole body is already read (no 100 Continue to relay).
 _DROP_REQUEST = frozenset({"host", "expect"})
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """Requests refused in one phase for one host (what the runner turns into result.json notes)."""
-
-    phase: str
-    host: str
-    reason: str
-    count: int
-
-    @property
-    def note(self) -> str:
-        """One line for result.json notes and the phase's log."""
-        times = "once" if self.count == 1 else f"{self.count} times"
-        return f"network: {self.host} refused {times} in the {self.phase} phase ({self.reason})"
 
 
 @dataclass(frozen=True)
@@ -95,10 +80,8 @@ class EgressProxy:
         self.config = shared.config
         self.socket_path = socket_path
         self.policy = policy
-        self.log_path = log_path
-        self._counts: Counter[tuple[str, str]] = Counter()
-        self._reasons: dict[tuple[str, str], str] = {}
-        self._logged = 0
+        self._refused = Ledger("refusal", self.config.max_logged_refusals, log_path)
+        self._failed = Ledger("failure", self.config.max_logged_refusals, log_path)
         self._spent = 0
         self.hits = 0
         self._tasks: dict[asyncio.Task[None], _Client] = {}
@@ -133,19 +116,10 @@ class EgressProxy:
         return ProxyStats(self.hits, self._spent)
 
     def refusals(self) -> list[Refusal]:
-        return [Refusal(phase, host, self._reasons[(phase, host)], n) for (phase, host), n in self._counts.items()]
+        return [Refusal(*counted) for counted in self._refused.counts()]
 
-    def _record(self, host: str, reason: str) -> None:
-        key = (self.policy.phase, host)
-        if key not in self._counts and len(self._counts) >= self.config.max_logged_refusals:
-            key = (self.policy.phase, "(other hosts)")
-        self._counts[key] += 1
-        self._reasons.setdefault(key, reason)
-        if self.log_path is not None and self._logged < self.config.max_logged_refusals:
-            self._logged += 1
-            line = {"time": time.time(), "phase": self.policy.phase, "host": host, "reason": reason}
-            with self.log_path.open("a") as log:
-                log.write(json.dumps(line) + "\n")
+    def failures(self) -> list[Failure]:
+        return [Failure(*counted) for counted in self._failed.counts()]
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if len(self._tasks) >= self.config.max_connections:
@@ -183,11 +157,13 @@ class EgressProxy:
                 return False
             return await self._dispatch(client, req, body, keep)
         except Refused as exc:
-            self._record(exc.host, exc.reason)
+            self._refused.record(self.policy.phase, exc.host, exc.reason)
             body = f"agentbake egress: {exc.host} refused in the {self.policy.phase} phase: {exc.reason}\n"
             await self._answer(client, req.method, 403, body, keep=keep and req.method != "CONNECT")
             return keep and req.method != "CONNECT"
         except HttpError as exc:
+            if isinstance(exc, UpstreamFailure):
+                self._failed.record(self.policy.phase, exc.host, exc.reason)
             if not client.started:
                 await self._answer(client, req.method, exc.status, f"agentbake egress: {exc}\n", keep=False)
             return False

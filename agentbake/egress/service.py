@@ -6,7 +6,7 @@ proxy = service.start_proxy(host_folder, Policy.build("allowlist", "agent", ["py
 env = sandbox_env(port, proxy.policy, service.config)
 ...                                   # the agent runs, then is killed
 proxy.set_policy(Policy.build("public", "verifier"))
-notes = proxy.refusals()
+notes = [*proxy.refusals(), *proxy.failures()]
 proxy.close(); service.close()
 """
 
@@ -22,8 +22,9 @@ from agentbake.egress.allowlist import Policy
 from agentbake.egress.cache import Cache
 from agentbake.egress.config import EgressConfig
 from agentbake.egress.fill import Shared
+from agentbake.egress.ledger import Failure, Refusal
 from agentbake.egress.mirrors import Digests, Mirrors
-from agentbake.egress.proxy import EgressProxy, ProxyStats, Refusal
+from agentbake.egress.proxy import EgressProxy, ProxyStats
 from agentbake.egress.upstream import parse_url, tls_context
 from agentbake.errors import ConfigError
 
@@ -59,6 +60,11 @@ class ProxyHandle:
         """Refused requests so far, one per (phase, host), with a count and the first reason."""
         return self._service._call(_sync(self._proxy.refusals))
 
+    def failures(self) -> list[Failure]:
+        """Requests to allowed hosts that failed upstream so far, one per (phase, host), with a count and the first
+        cause."""
+        return self._service._call(_sync(self._proxy.failures))
+
     def close(self) -> None:
         self._service._call(self._proxy.close())
 
@@ -83,8 +89,8 @@ class EgressService:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(_CALL_TIMEOUT_S)
 
     def start_proxy(self, folder: Path, policy: Policy, *, log_path: Path | None = None) -> ProxyHandle:
-        """Serve a proxy for one sandbox on `<folder>/egress.sock` (the folder must be this user's). Each refusal is
-        also appended to `log_path` as a JSON line."""
+        """Serve a proxy for one sandbox on `<folder>/egress.sock` (the folder must be this user's). Each refusal and
+        upstream failure is also appended to `log_path` as a JSON line."""
         socket_path = folder / SOCKET_NAME
         if len(str(socket_path)) > 100:
             raise ConfigError(f"egress socket path {socket_path} is too long for a unix socket (keep it under 100)")

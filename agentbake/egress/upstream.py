@@ -17,11 +17,14 @@ from urllib.parse import urlsplit
 
 from agentbake.egress.allowlist import IPAddress, Policy, normalize_name, parse_address
 from agentbake.egress.http1 import (
+    CLOSED,
     Headers,
     HttpError,
     Response,
+    UpstreamFailure,
     encode_head,
     iter_body,
+    no_answer,
     parse_response,
     read_head,
     response_framing,
@@ -106,7 +109,9 @@ async def _addresses(host: str, port: int, timeout: float) -> list[IPAddress]:
     try:
         infos = await within(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout)
     except (OSError, TimeoutError) as exc:
-        raise HttpError(502, f"cannot resolve {host}: {exc or 'timed out'}") from exc
+        raise UpstreamFailure(
+            502, f"cannot resolve {host}: {exc or 'timed out'}", host, "name did not resolve"
+        ) from exc
     found: list[IPAddress] = []
     for info in infos:
         address = parse_address(str(info[4][0]))
@@ -124,7 +129,7 @@ async def connect(
     timeout: float,
     limit: int,
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A connection to `host:port` through an address the policy allows; Refused, or HttpError(502/504)."""
+    """A connection to `host:port` through an address the policy allows; Refused, or UpstreamFailure(502)."""
     reason = policy.check_host(host)
     if reason is not None:
         raise Refused(host, reason)
@@ -144,7 +149,22 @@ async def connect(
             )
         except (OSError, TimeoutError, ssl.SSLError) as exc:
             failure = exc
-    raise HttpError(502, f"cannot connect to {host}:{port}: {failure or 'timed out'}")
+    raise UpstreamFailure(
+        502, f"cannot connect to {host}:{port}: {failure or 'timed out'}", host, connect_failure(failure)
+    )
+
+
+def connect_failure(exc: Exception | None) -> str:
+    """The short cause of a failed connect (what the proxy counts and logs)."""
+    if isinstance(exc, ssl.SSLError):  # a subclass of OSError, as is a certificate's rejection
+        return f"TLS handshake failed: {getattr(exc, 'verify_message', None) or exc.reason or exc}"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, TimeoutError) or exc is None:
+        return "connect timed out"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()  # "network is unreachable", "no route to host"
+    return f"connect failed: {exc}"
 
 
 @dataclass
@@ -175,22 +195,33 @@ async def request(
 ) -> Upstream:
     """Send one request (`headers` already end-to-end; Host and `Connection: close` are added) and read the
     answer's head. The caller closes the Upstream."""
+    host = target.host
     reader, writer = await connect(
-        target.host, target.port, policy, tls=tls if target.scheme == "https" else None, timeout=timeout, limit=limit
+        host, target.port, policy, tls=tls if target.scheme == "https" else None, timeout=timeout, limit=limit
     )
     try:
         framing = [("Content-Length", str(len(body)))] if body or method in ("POST", "PUT", "PATCH") else []
         sent = [("Host", target.authority), *headers, *framing, ("Connection", "close")]
-        writer.write(encode_head(f"{method} {target.path} HTTP/1.1", sent) + body)
-        await within(writer.drain(), timeout)
         try:
+            writer.write(encode_head(f"{method} {target.path} HTTP/1.1", sent) + body)
+            await within(writer.drain(), timeout)
             head = await read_head(reader, timeout)
         except HttpError as exc:
-            raise HttpError(504 if exc.status == 408 else 502, f"{target.authority}: {exc} (its answer)") from exc
+            if exc.status == 408:
+                raise UpstreamFailure(
+                    504, f"{target.authority} sent no answer in time", host, no_answer(timeout)
+                ) from exc
+            if exc.status == 400:  # its head ended with the connection
+                raise UpstreamFailure(502, f"{target.authority}: {exc} (its answer)", host, CLOSED) from exc
+            raise HttpError(502, f"{target.authority}: {exc} (its answer)") from exc
+        except TimeoutError as exc:  # it took no request
+            raise UpstreamFailure(504, f"{target.authority} took no request in time", host, no_answer(timeout)) from exc
+        except OSError as exc:
+            raise UpstreamFailure(502, f"{target.authority} closed the connection: {exc}", host, CLOSED) from exc
         if head is None:
-            raise HttpError(502, f"{target.authority} closed the connection without an answer")
+            raise UpstreamFailure(502, f"{target.authority} closed the connection without an answer", host, CLOSED)
         response = parse_response(head, max_headers)
-        return Upstream(response, iter_body(reader, response_framing(response, method), timeout), writer)
+        return Upstream(response, iter_body(reader, response_framing(response, method), timeout, host), writer)
     except BaseException:
         writer.close()
         raise

@@ -1,15 +1,15 @@
 """Each phase's network: the task's policy, the batch's override, and the egress proxy that enforces both.
 
 On Docker the rollout's proxy (agentbake.egress) starts before the sandbox. It switches to the verifier's policy once
-the agent is dead, and its refusals become notes. A remote cloud enforces policies with its egress rules where it has
-them, else a policy stricter than public is refused there.
+the agent is dead, and its refusals and upstream failures become notes. A remote cloud enforces policies with its
+egress rules where it has them, else a policy stricter than public is refused there.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,12 +19,16 @@ from agentbake.tasks import Task
 from agentbake.tasks.task_network import NetworkPolicy
 
 if TYPE_CHECKING:
-    from agentbake.egress import EgressService, ProxyHandle
+    from agentbake.egress import EgressService, Failure, ProxyHandle, Refusal
     from agentbake.runner.runner_config import RunnerConfig
 
 EGRESS_DIR_PREFIX = "agentbake-egress-"
 EGRESS_LOG = "egress.jsonl"
-"""In the rollout's folder: one JSON line per refused request (time, phase, host, reason)."""
+"""In the rollout's folder: one JSON line per refused or failed request (time, kind `refusal` or `failure`, phase,
+host, reason)."""
+VERIFIER_FAILED = "network: the verifier phase could not reach {}: its reward may be the network's, not the agent's"
+"""The note of a rollout whose verifier's upstreams failed (its reward and status stay: Harbor scores it as it is)."""
+_NAMED_HOSTS = 5
 _MODES = {"none": "no-network", "allowlist": "allowlist", "public": "public"}
 
 
@@ -138,15 +142,27 @@ class RolloutEgress:
 
     def refused_hosts(self, phase: str) -> list[str]:
         """The hosts refused in `phase` so far, most refused first."""
-        refused = sorted((r for r in self.proxy.refusals() if r.phase == phase), key=lambda r: -r.count)
-        return [r.host for r in refused]
+        return _most_first(self.proxy.refusals(), phase)
 
     def notes(self) -> list[str]:
-        """Each refused host as a result note (`network: <host> refused N times in the <phase> phase (why)`)."""
-        return [refusal.note for refusal in self.proxy.refusals()]
+        """Each refused and each failed host as a result note (`network: <host> refused|failed N times in the <phase>
+        phase (why)`), and when the verifier's upstreams failed, that its reward may be the network's."""
+        failures = self.proxy.failures()
+        notes = [event.note for event in (*self.proxy.refusals(), *failures)]
+        failed = _most_first(failures, "verifier")
+        if failed:
+            more = len(failed) - _NAMED_HOSTS
+            named = ", ".join(failed[:_NAMED_HOSTS]) + (f" and {more} more" if more > 0 else "")
+            notes.append(VERIFIER_FAILED.format(named))
+        return notes
 
     def close(self) -> None:
         try:
             self.proxy.close()
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _most_first(events: Sequence[Refusal | Failure], phase: str) -> list[str]:
+    """The hosts of `phase`'s events, the most counted first."""
+    return [event.host for event in sorted((e for e in events if e.phase == phase), key=lambda e: -e.count)]

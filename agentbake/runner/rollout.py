@@ -193,7 +193,7 @@ class RolloutSteps:
             )
             outcome = harness.run()
             if live.egress is not None:
-                outcome.notes += live.egress.notes()  # each refused host, by phase
+                outcome.notes += live.egress.notes()  # each refused or failed host, by phase
         except BaseException:
             with timings.phase("teardown"):
                 release(live)  # never raises: the original error is what the caller sees

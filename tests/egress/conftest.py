@@ -145,6 +145,14 @@ def make_service(tmp_path: Path) -> Iterator[Callable[..., EgressService]]:
         service.close()
 
 
+@contextlib.contextmanager
+def refusing_port(host: str = "127.0.0.1") -> Iterator[int]:
+    """A loopback port bound but not listening, held: a connect to it is refused."""
+    with socket.socket() as held:
+        held.bind((host, 0))
+        yield held.getsockname()[1]
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -1,6 +1,7 @@
 """Each phase's network through the real engine: the task's policy (or the run's override) enforced by the
-rollout's egress proxy, seen from inside the sandbox; refusals as result notes; a verifier that could not fetch
-its tools is a `verifier_error`; a test.sh installing from a (fake) PyPI through the proxy's cached mirror."""
+rollout's egress proxy, seen from inside the sandbox; refusals and upstream failures as result notes; a verifier
+that could not fetch its tools is a `verifier_error`; a test.sh installing from a (fake) PyPI through the proxy's
+cached mirror."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from agentbake.runner.runner import Runner
 from agentbake.runner.runner_config import RunnerConfig
 from agentbake.tasks import Task, load_task
 from agentbake.tasks.task_network import NetworkPolicy
-from tests.egress.conftest import FakeUpstream, serve_fake
+from tests.egress.conftest import FakeUpstream, refusing_port, serve_fake
 from tests.egress.test_mirrors import METADATA, WHEEL_PATH, make_wheel, pypi_page
 from tests.runner.rollouts import reward_if, write_task
 
@@ -153,10 +154,15 @@ def test_each_phase_reaches_only_what_its_policy_allows(
         # agent: public, verifier: no network
         "public-then-none": '[verifier]\nnetwork_mode = "no-network"\n',
     }
-    loaded = [load_task(probe_task(tmp_path, name, toml, every, every)) for name, toml in tasks.items()]
-    config = RunnerConfig(image=image, oracle=True, out_dir=tmp_path / "out")
-    with Runner(config, backend, egress=egress) as runner:
-        results = {r.task: r for r in runner.run_batch(loaded, concurrency=3)}
+    with refusing_port("127.0.0.2") as port:
+        down = f"http://127.0.0.2:{port}/"  # allowed to none-then-list's verifier, and down
+        loaded = [
+            load_task(probe_task(tmp_path, name, toml, every, every + [down] * (name == "none-then-list")))
+            for name, toml in tasks.items()
+        ]
+        config = RunnerConfig(image=image, oracle=True, out_dir=tmp_path / "out")
+        with Runner(config, backend, egress=egress) as runner:
+            results = {r.task: r for r in runner.run_batch(loaded, concurrency=3)}
     for result in results.values():
         assert result.status is Status.OK and result.reward == 1.0, (result.task, result.error)
 
@@ -165,7 +171,7 @@ def test_each_phase_reaches_only_what_its_policy_allows(
     assert probed(first) == {**everything_refused, ok: "200"}
     assert verifier_probed(first) == everything_refused  # public: never loopback, the bridge or a container
     assert probed(results["none-then-list"]) == everything_refused
-    assert verifier_probed(results["none-then-list"]) == {**everything_refused, ok: "200"}
+    assert verifier_probed(results["none-then-list"]) == {**everything_refused, ok: "200", down: "502"}
     assert probed(results["public-then-none"]) == everything_refused
     assert verifier_probed(results["public-then-none"]) == everything_refused
     assert listed.hits["/ok"] == 2 and other.hits["/ok"] == 0
@@ -177,6 +183,11 @@ def test_each_phase_reaches_only_what_its_policy_allows(
     )
     assert any(n.startswith(f"network: {neighbour[0]} refused once in the verifier phase (") for n in notes), notes
     assert (first.out_dir / "egress.jsonl").read_text().count('"phase": "verifier"') == 4
+    # an allowed host that is down: a note, the reward (1.0 above) as Harbor gives it
+    assert results["none-then-list"].notes[-2:] == [
+        "network: 127.0.0.2 failed once in the verifier phase (connection refused)",
+        "network: the verifier phase could not reach 127.0.0.2: its reward may be the network's, not the agent's",
+    ]
 
 
 @pytest.mark.docker

@@ -248,7 +248,7 @@ class VerifierPhase:
             hosts = self.egress.refused_hosts("verifier")
             if hosts:
                 return REFUSED_HOSTS.format(hosts=", ".join(hosts), mode=self.egress.verifier_mode, line=line)
-            if self.egress.verifier_mode != "no-network":  # the proxy refused nothing: the network was there
+            if self.egress.verifier_mode != "no-network":  # refused nothing: an upstream failure is only a note
                 return None
         return NO_NETWORK.format(line)
 
