@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 OTHER_HOSTS = "(other hosts)"
 _MAX_TEXT = 300
@@ -23,33 +24,34 @@ def _times(count: int) -> str:
 
 
 @dataclass(frozen=True)
-class Refusal:
-    """Requests refused in one phase for one host (what the runner turns into result.json notes)."""
+class _Counted:
+    """Requests of one phase to one host that did not go through (what the runner turns into result.json notes)."""
 
     phase: str
     host: str
     reason: str
+    """The first such request's reason."""
     count: int
-
-    @property
-    def note(self) -> str:
-        """One line for result.json notes and the phase's log."""
-        return f"network: {self.host} refused {_times(self.count)} in the {self.phase} phase ({self.reason})"
-
-
-@dataclass(frozen=True)
-class Failure:
-    """Requests to a host the policy allows that failed upstream in one phase, with the first one's cause."""
-
-    phase: str
-    host: str
-    reason: str
-    count: int
+    verb: ClassVar[str]
 
     @property
     def note(self) -> str:
         """One line for result.json notes."""
-        return f"network: {self.host} failed {_times(self.count)} in the {self.phase} phase ({self.reason})"
+        return f"network: {self.host} {self.verb} {_times(self.count)} in the {self.phase} phase ({self.reason})"
+
+
+@dataclass(frozen=True)
+class Refusal(_Counted):
+    """Requests the phase's policy refused."""
+
+    verb: ClassVar[str] = "refused"
+
+
+@dataclass(frozen=True)
+class Failure(_Counted):
+    """Requests to a host the policy allows that failed upstream (name, connect, TLS, or a broken answer)."""
+
+    verb: ClassVar[str] = "failed"
 
 
 class Ledger:
