@@ -40,11 +40,14 @@ def task_dataset(tasks: Iterable[Task | str | Path]) -> list[dict[str, str]]:
     return [{"prompt": task.instruction, "task": task.name} for task in load_tasks(tasks)]
 
 
-def trainer_model_settings(args: Any, **template: bool) -> ModelSettings:
+def trainer_model_settings(args: Any, **settings: Any) -> ModelSettings:
     """The gateway settings that make the agent sample as the trainer computes.
 
-    They are the `GRPOConfig`'s temperature, top_p, top_k, min_p and repetition_penalty, plus `template`'s switches."""
-    return ModelSettings(**template, **{name: getattr(args, name) for name in SAMPLING_FIELDS})
+    They are the `GRPOConfig`'s temperature, top_p, top_k, min_p and repetition_penalty, plus any other
+    `ModelSettings` field in `settings`: template switches, and `tokenizer=DIR` for token-in (exact prompt ids)."""
+    if taken := sorted(set(settings) & set(SAMPLING_FIELDS)):
+        raise ConfigError(f"trainer_model_settings: {', '.join(taken)} come from the trainer's args; drop them here")
+    return ModelSettings(**settings, **{name: getattr(args, name) for name in SAMPLING_FIELDS})
 
 
 def check_alignment(runner: Runner, args: Any) -> None:

@@ -13,8 +13,9 @@ which vLLM refuses every request that offers tools (every Claude Code call): `he
         --model Qwen/Qwen3-1.7B --vllm-url http://127.0.0.1:8000
 
 Every rollout runs the agent CLI in its own hardened sandbox; the gateway sets the trainer's sampling on
-each call, records the ids vLLM sampled and their processed logprobs, and the verifier's reward goes back to
-TRL (None for a rollout the infrastructure broke). See agentbake/trl/README.md.
+each call, records the ids vLLM sampled and their processed logprobs, sends each later turn as those ids plus
+the new messages (token-in: no re-tokenization drift), and the verifier's reward goes back to TRL (None for a
+rollout the infrastructure broke). See agentbake/trl/README.md.
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8, help="sandboxes at once")
     parser.add_argument("--max-steps", type=int, default=100)
     parser.add_argument("--out", type=Path, default=Path("out/grpo"))
+    parser.add_argument(
+        "--token-in",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="continue each turn from the exact ids sampled, not a re-tokenized chat (needs the model's tokenizer)",
+    )
     options = parser.parse_args()
 
     args = GRPOConfig(
@@ -64,8 +71,14 @@ def main() -> None:
         api_key_env=options.api_key_env,
         out_dir=options.out / "rollouts",
         expect_logprobs="processed",  # what the server sends (--logprobs-mode) and TRL computes
-        # Qwen3's chat template refuses Claude Code's system messages after the first user turn.
-        model_settings=trainer_model_settings(args, inner_system_as_user=True),
+        # Qwen3's chat template refuses Claude Code's system messages after the first user turn. Token-in
+        # renders only each turn's new messages with the served model's tokenizer (on when its template allows).
+        model_settings=trainer_model_settings(
+            args,
+            inner_system_as_user=True,
+            tokenizer=tokenizer_folder(options.model) if options.token_in else None,
+            token_in=None if options.token_in else False,
+        ),
     )
     with Runner(config) as runner:  # its preflight checks the server sends processed logprobs
         trainer = GRPOTrainer(
@@ -76,6 +89,15 @@ def main() -> None:
             rollout_func=RolloutFunction(runner, options.tasks, concurrency=options.concurrency, args=args),
         )
         trainer.train()
+
+
+def tokenizer_folder(model: str) -> Path:
+    """The served model's tokenizer files: its own folder, or those files of its Hub snapshot."""
+    if Path(model).is_dir():
+        return Path(model)
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(model, allow_patterns=["*.json", "*.jinja", "*.txt", "*.model", "*.tiktoken"]))
 
 
 if __name__ == "__main__":

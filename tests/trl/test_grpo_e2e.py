@@ -2,9 +2,11 @@
 Code in its sandbox, the gateway, and the scripted model answering in the ids of a tokenizer built here (no
 Hub), for a tiny model with random weights built from a config.
 
-Checked at the trainer's own `compute_loss`: every row's prompt and completion are the ids the model was
-shown and sampled (from the gateway's trace and the scripted model's own log), its loss mask is 1 exactly on
-the sampled ids (tool results and template tokens masked by env_mask), and the rewards are the verifier's.
+The model samples non-canonical tokenizations, which re-tokenizing the chat would not reproduce; the gateway
+continues each turn by token-in, so every row is one sequence. Checked at the trainer's own `compute_loss`:
+every row's prompt and completion are the ids the model was shown and sampled (from the gateway's trace and
+the scripted model's own log), its loss mask is 1 exactly on the sampled ids (tool results and template tokens
+masked by env_mask), and the rewards are the verifier's.
 AsyncGRPO's session factory then runs one more rollout, read by TRL's own chaining code."""
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ def setup(built_images: dict[str, BuildResult], tmp_path_factory: pytest.TempPat
         use_cpu=True,
         seed=0,
     )
-    model = ScriptedModel(tasks=[task_dir], tokenizer=tokenizer_dir, keep_log=True)
+    model = ScriptedModel(tasks=[task_dir], tokenizer=tokenizer_dir, keep_log=True, piecewise=True)
     model.logprobs_mode = "processed"  # as vLLM --logprobs-mode processed_logprobs, which TRL computes
     with serve_in_thread(model, log_level="critical") as served:
         config = RunnerConfig(
@@ -87,7 +89,8 @@ def setup(built_images: dict[str, BuildResult], tmp_path_factory: pytest.TempPat
             model_name="scripted",
             out_dir=root / "out",
             expect_logprobs="processed",
-            model_settings=trainer_model_settings(args),  # the gateway samples as the trainer computes
+            # the gateway samples as the trainer computes, and sends the exact ids of each turn on
+            model_settings=trainer_model_settings(args, tokenizer=tokenizer_dir, token_in=True),
         )
         with Runner(config) as runner:
             yield Setup(runner, model, task_dir, tokenizer_dir, args)
@@ -133,7 +136,8 @@ def test_one_grpo_step_trains_exactly_the_sampled_tokens_with_the_verifiers_rewa
         calls = agent_calls(result.out_dir)
         assert len(calls) >= 2 and all(c.request.get("temperature") == 0.7 for c in calls)  # trainer's sampling
         document = json.loads((result.out_dir / "sequences.json").read_text())
-        assert [s["role"] for s in document["sequences"]].count("agent") == 1  # the template chained every turn
+        assert [s["role"] for s in document["sequences"]].count("agent") == 1  # every turn chained
+        assert [c.token_in["route"] for c in calls] == ["chat"] + ["completions"] * (len(calls) - 1)
         whole = calls[-1].prompt_token_ids + calls[-1].completion_token_ids
         sampled = [i for c in calls for i in c.completion_token_ids]
         expected.append((tuple(calls[0].prompt_token_ids), tuple(whole), tuple(sampled)))
@@ -141,7 +145,8 @@ def test_one_grpo_step_trains_exactly_the_sampled_tokens_with_the_verifiers_rewa
     by_model = [
         tuple(ids)
         for request, ids in zip(setup.model.requests, setup.model.emitted, strict=True)
-        if request.get("tools") and any(INSTRUCTION.strip() in json.dumps(m) for m in request["messages"])
+        if "prompt" in request  # a turn continued by token-in
+        or (request.get("tools") and any(INSTRUCTION.strip() in json.dumps(m) for m in request["messages"]))
     ]
     assert Counter(by_model) == Counter(tuple(c.completion_token_ids) for r in results for c in agent_calls(r.out_dir))
 

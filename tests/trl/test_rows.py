@@ -168,3 +168,12 @@ def test_runner_sessions_pickle_as_settings_and_a_bound_runner_refuses(tmp_path)
     bound = session_factory(runner, [tmp_path / "tasks"])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"pass RunnerSessions\(runner_config, tasks\) instead"):
         pickle.dumps(bound)
+
+
+def test_trainer_settings_take_token_in_and_leave_sampling_to_the_trainer(tmp_path):
+    args = SimpleNamespace(temperature=0.7, top_p=0.9, top_k=-1, min_p=0.0, repetition_penalty=1.0)
+    settings = trainer_model_settings(args, tokenizer=tmp_path, token_in=True, inner_system_as_user=True)
+    assert (settings.tokenizer, settings.token_in, settings.inner_system_as_user) == (tmp_path, True, True)
+    assert (settings.temperature, settings.top_p) == (0.7, 0.9)
+    with pytest.raises(ConfigError, match=r"temperature come from the trainer's args; drop them here"):
+        trainer_model_settings(args, temperature=1.0)
