@@ -3,8 +3,8 @@
 each session is a real Pi rollout (the agent) against one of two scripted-model workers (one tokenizer, no Hub).
 
 Checked: the worker's process starts (pickling included), the two sessions of the group land one per worker
-and stay there (records and the workers' own logs), the step trains exactly the ids the workers sampled, and
-`stop()` closes the rollouts (no sandbox left)."""
+and stay there (records and the workers' own logs), each later turn goes by token-in, the step trains exactly the
+ids the workers sampled, and `stop()` closes the rollouts (no sandbox left)."""
 
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ def test_trls_async_worker_trains_a_step_on_agentbake_sessions_over_two_workers(
             model_name="scripted",
             out_dir=tmp_path / "out",
             expect_logprobs="processed",
-            model_settings=trainer_model_settings(args),
+            model_settings=trainer_model_settings(args, tokenizer=tokenizer_dir, token_in=True),  # exact ids
         )
         worker = harness.HarnessRolloutWorker(
             model_name=str(model_dir),
@@ -191,6 +191,9 @@ def test_trls_async_worker_trains_a_step_on_agentbake_sessions_over_two_workers(
     for result in results:
         records = read_trace(tmp_path / "out" / result["rollout_id"] / "trace.jsonl")
         assert {r.worker for r in records} <= {result["worker"]}
+        calls = [r for r in records if r.request.get("tools")]
+        if result["status"] == "ok":  # each later turn continued the previous one's exact ids
+            assert [c.token_in["route"] for c in calls] == ["chat"] + ["completions"] * (len(calls) - 1)
         recorded[result["worker"]] += [tuple(r.completion_token_ids) for r in records if r.ok]
     for url, model in zip(urls, models, strict=True):
         served = [tuple(ids) for request, ids in zip(model.requests, model.emitted, strict=True) if _agent(request)]
@@ -205,5 +208,6 @@ def test_trls_async_worker_trains_a_step_on_agentbake_sessions_over_two_workers(
 
 
 def _agent(request: dict) -> bool:
-    """A call of the task's conversation (the preflight's calls carry no task instruction)."""
-    return INSTRUCTION.strip()[:40] in json.dumps(request.get("messages"))
+    """A call of the task's conversation: one continued by token-in (a prompt of ids), or a chat call holding the
+    task's instruction (the preflight's calls carry none)."""
+    return "prompt" in request or INSTRUCTION.strip()[:40] in json.dumps(request.get("messages"))
