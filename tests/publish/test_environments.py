@@ -1,7 +1,7 @@
 """`agentbake publish AGENT --path DIR` and the rollouts that start what it published, end to end.
 
-Two Terminal-Bench-layout tasks with the same environment/ (their own Dockerfile, FROM a stand-in of
-ubuntu:24.04) are published once: one layered image (the task image with claude-code's bundle copied in)
+Two Terminal-Bench-layout tasks with the same environment/ (their own Dockerfile, FROM the Debian base
+`make bases` builds) are published once: one layered image (the task image with claude-code's bundle copied in)
 pushed to the real test registry, one E2B template built through the real `e2b` SDK against the loopback
 template fake, one Hugging Face reference. Then the oracle and claude-code with the scripted model run on
 `--backend e2b` and `--backend hf` against the sandbox fakes (tests/runner/fakes/), whose sandboxes pull
@@ -54,12 +54,12 @@ build_timeout_sec = 600.0
 cpus = 1
 memory_mb = 2048
 """
-DOCKERFILE = """FROM ubuntu:24.04
+DOCKERFILE = """FROM debian:bookworm-slim
 COPY wget /usr/local/bin/wget
 RUN printf 'a\\nb\\nc\\n' > /srv/input.txt
 WORKDIR /app
 """
-# A Hugging Face sandbox's bootstrap fetches a helper with curl or wget, which ubuntu:24.04 lacks; the fakes never
+# A Hugging Face sandbox's bootstrap fetches a helper with curl or wget, which the slim base lacks; the fakes never
 # run it, so a stand-in on PATH satisfies the publish check.
 WGET = "#!/bin/sh\necho 'wget stand-in' >&2\nexit 1\n"
 
@@ -222,7 +222,7 @@ def test_a_dry_run_publishes_the_agent_image_only_for_tasks_that_run_in_it(built
 
 def test_a_task_whose_image_cannot_be_built_fails_naming_it(built_images, tmp_path: Path) -> None:
     task = tb_task(tmp_path, "broken-image")
-    (task / "environment" / "Dockerfile").write_text("FROM ubuntu:24.04\nRUN exit 7\n")
+    (task / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nRUN exit 7\n")
     args = ["publish", "claude-code", "--path", str(task), "--registry", "127.0.0.1:9/x", "--json"]
     done = CliRunner().invoke(main, args)
     assert done.exit_code == 1
