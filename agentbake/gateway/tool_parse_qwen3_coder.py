@@ -51,21 +51,21 @@ def _function_bodies(text: str) -> list[str]:
         blocks.append(text)
     while at >= 0:
         start = at + len(TOOL_CALL_OPEN)
-        end = _call_end(text, start)
+        end = _closing(text, TOOL_CALL_CLOSE, start, TOOL_CALL_OPEN)  # the call's own `</tool_call>`
         blocks.append(text[start:end] if end >= 0 else text[start:])
         at = text.find(TOOL_CALL_OPEN, end + len(TOOL_CALL_CLOSE)) if end >= 0 else -1
     return [block[block.find(FUNCTION_OPEN) + len(FUNCTION_OPEN) :] for block in blocks if FUNCTION_OPEN in block]
 
 
-def _call_end(text: str, start: int) -> int:
-    """Where the `</tool_call>` closing the call that starts at `start` is: the first one followed by another call or
-    the end; -1 when the call is left open."""
-    at = text.find(TOOL_CALL_CLOSE, start)
+def _closing(text: str, tag: str, start: int, then: str) -> int:
+    """The first `tag` from `start` followed by nothing but whitespace, or by `then`: the one the format puts there;
+    -1 when there is none."""
+    at = text.find(tag, start)
     while at >= 0:
-        after = text[at + len(TOOL_CALL_CLOSE) :].lstrip()
-        if not after or after.startswith(TOOL_CALL_OPEN):
+        after = text[at + len(tag) :].lstrip()
+        if not after or after.startswith(then):
             return at
-        at = text.find(TOOL_CALL_CLOSE, at + 1)
+        at = text.find(tag, at + 1)
     return -1
 
 
@@ -107,7 +107,8 @@ def _call(body: str, tools: Any) -> ParsedCall | None:
         elif (end := _parameter_start(value, 0, known)) >= 0:  # a missing `</parameter>`: the next one ends it
             pos = value_at + end
         else:
-            end, pos = _function_end(value), len(rest)
+            closed = _closing(value, FUNCTION_CLOSE, 0, TOOL_CALL_CLOSE)  # left open: to `</function>`, else the end
+            end, pos = (closed if closed >= 0 else len(value)), len(rest)
         arguments[key] = _convert(value[:end].removeprefix("\n").removesuffix("\n"), key, schema)
     return ParsedCall(name, json.dumps(arguments, ensure_ascii=False))
 
@@ -140,17 +141,6 @@ def _parameter_end(value: str, known: set[str] | None) -> int:
         if not after or after.startswith((FUNCTION_CLOSE, TOOL_CALL_CLOSE)) or _parameter_start(after, 0, known) == 0:
             return close
     return -1
-
-
-def _function_end(value: str) -> int:
-    """The end of a value left open: a `</function>` followed by nothing but `</tool_call>`, else the text's end."""
-    at = value.find(FUNCTION_CLOSE)
-    while at >= 0:
-        after = value[at + len(FUNCTION_CLOSE) :].lstrip()
-        if not after or after.startswith(TOOL_CALL_CLOSE):
-            return at
-        at = value.find(FUNCTION_CLOSE, at + 1)
-    return len(value)
 
 
 def _properties(tools: Any, name: str) -> dict[str, Any]:
