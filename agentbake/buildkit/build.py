@@ -17,7 +17,7 @@ from pathlib import Path
 
 import docker
 
-from agentbake.buildkit.builders import Builder, Progress, run_build
+from agentbake.buildkit.builders import Builder, Progress, run_build, seconds_since
 from agentbake.buildkit.digest import content_hash, image_tag
 from agentbake.buildkit.engine import ensure_base, find_image
 from agentbake.buildkit.render import Rendered, render
@@ -99,7 +99,7 @@ def build(
         id=image.id,
         size_bytes=int(image.attrs["Size"]),
         cached=cached,
-        seconds=round(time.monotonic() - started, 3),
+        seconds=seconds_since(started),
     )
 
 

@@ -31,6 +31,11 @@ _LEGACY_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 _BUILDKIT_STEP = re.compile(r"^\[(?:\S+ )?\s*(\d+)/(\d+)\] (.*)$")
 
 
+def seconds_since(started: float) -> float:
+    """Seconds from the `time.monotonic()` reading `started` until now, to the millisecond (what results report)."""
+    return round(time.monotonic() - started, 3)
+
+
 class Progress:
     """Receives build events; the CLI draws them, the default ignores them."""
 

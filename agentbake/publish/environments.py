@@ -14,11 +14,12 @@ from pathlib import Path
 
 import docker
 
+from agentbake.buildkit.builders import seconds_since
 from agentbake.buildkit.engine import find_image
 from agentbake.errors import AgentbakeError, PublishError
 from agentbake.publish import e2b, hf
 from agentbake.publish.manifest import EnvironmentRecord, Published, RegistryRef
-from agentbake.publish.pipeline import PublishOptions, PublishResult, seconds_since
+from agentbake.publish.pipeline import PublishOptions, PublishResult
 from agentbake.publish.registry import push_to_registry
 from agentbake.tasks.layered import REPOSITORY, layered_image, layered_tag
 from agentbake.tasks.resolver import ImageResolver, ProgressFactory, ResolvedImage

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import docker
 
 from agentbake.buildkit.build import BuildPlan, build
+from agentbake.buildkit.builders import seconds_since
 from agentbake.buildkit.engine import find_image
 from agentbake.errors import AgentbakeError, PublishError
 from agentbake.publish import e2b, hf
@@ -47,11 +48,6 @@ class PublishResult:
     action: str
     seconds: float
     error: str | None = None
-
-
-def seconds_since(started: float) -> float:
-    """Seconds from the `time.monotonic()` reading `started` until now, to the millisecond."""
-    return round(time.monotonic() - started, 3)
 
 
 def check_options(options: PublishOptions) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from agentbake.buildkit.builders import Progress
+from agentbake.buildkit.builders import Progress, seconds_since
 from agentbake.errors import AgentError
 
 BUNDLE_MOUNT = "/opt/agentbake"
@@ -90,7 +90,7 @@ def ensure_bundle(client: docker.DockerClient, agent_image: str, *, progress: Pr
                     "without the container that records it; remove what uses it "
                     f"(`docker ps -a --filter volume={name}`)"
                 )
-    return AgentBundle(name, attrs["Id"], created, round(time.monotonic() - started, 3))
+    return AgentBundle(name, attrs["Id"], created, seconds_since(started))
 
 
 def _lock(name: str) -> threading.Lock:

@@ -20,7 +20,7 @@ import docker
 import docker.errors
 from docker.utils.build import exclude_paths, tar
 
-from agentbake.buildkit.builders import Progress, run_build
+from agentbake.buildkit.builders import Progress, run_build, seconds_since
 from agentbake.buildkit.digest import length_prefixed
 from agentbake.buildkit.engine import image_id
 from agentbake.errors import BuildError, TaskImageError
@@ -94,7 +94,7 @@ def build_task_image(
     tag = f"{TAG_REPOSITORY}/{slug(task)}:{context_hash(client, environment_dir)[:12]}"
     found = image_id(client, tag)
     if found is not None:
-        return TaskImage(tag, found, "dockerfile", True, round(time.monotonic() - started, 3))
+        return TaskImage(tag, found, "dockerfile", True, seconds_since(started))
     missing = [ref for ref in base_images((environment_dir / DOCKERFILE).read_text()) if image_id(client, ref) is None]
     context = tar(str(environment_dir), exclude=_patterns(environment_dir), dockerfile=(DOCKERFILE, None)).read()
     try:
@@ -107,7 +107,7 @@ def build_task_image(
                 "it (`docker load`), or for Debian build one offline (`agentbake base debian --suite bookworm`)"
             )
         raise TaskImageError(f"task {task}: {environment_dir / DOCKERFILE}: {exc}{hint}") from None
-    return TaskImage(tag, built, "dockerfile", False, round(time.monotonic() - started, 3))
+    return TaskImage(tag, built, "dockerfile", False, seconds_since(started))
 
 
 def pull_task_image(client: docker.DockerClient, task: str, ref: str, *, progress: Progress | None = None) -> TaskImage:
@@ -115,7 +115,7 @@ def pull_task_image(client: docker.DockerClient, task: str, ref: str, *, progres
     started = time.monotonic()
     found = image_id(client, ref)
     if found is not None:
-        return TaskImage(ref, found, "docker_image", True, round(time.monotonic() - started, 3))
+        return TaskImage(ref, found, "docker_image", True, seconds_since(started))
     (progress or Progress()).step(1, 1, f"pull {ref}")
     try:
         pulled = client.images.pull(ref).id
@@ -125,7 +125,7 @@ def pull_task_image(client: docker.DockerClient, task: str, ref: str, *, progres
             f"task {task}: [environment] docker_image {ref!r} is not on this engine and could not be pulled "
             f"({first}); pull or load it (`docker load`), or give the task an environment/Dockerfile"
         ) from None
-    return TaskImage(ref, pulled, "docker_image", False, round(time.monotonic() - started, 3))
+    return TaskImage(ref, pulled, "docker_image", False, seconds_since(started))
 
 
 def task_image(

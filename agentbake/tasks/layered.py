@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import docker
 import docker.errors
 
-from agentbake.buildkit.builders import Progress, run_build
+from agentbake.buildkit.builders import Progress, run_build, seconds_since
 from agentbake.buildkit.digest import length_prefixed
 from agentbake.buildkit.engine import image_id
 from agentbake.buildkit.labels import LABEL_PREFIX, ImageLabels
@@ -94,13 +94,9 @@ def layered_image(
         if time.monotonic() > deadline:
             raise TaskImageError(f"{tag}: another process's layering ({name}) did not finish in {LAYER_TIMEOUT_S} s")
         if _layer(client, attrs["Id"], bundle, name, tag, environment, config, progress or Progress()):
-            return LayeredImage(tag, image_id(client, tag) or "", environment, False, _since(started))
+            return LayeredImage(tag, image_id(client, tag) or "", environment, False, seconds_since(started))
         _wait_for(client, name, deadline)
-    return LayeredImage(tag, found, environment, True, _since(started))
-
-
-def _since(started: float) -> float:
-    return round(time.monotonic() - started, 3)
+    return LayeredImage(tag, found, environment, True, seconds_since(started))
 
 
 def _layer(

@@ -25,7 +25,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from agentbake.buildkit.builders import Progress, run_build
+from agentbake.buildkit.builders import Progress, run_build, seconds_since
 from agentbake.buildkit.digest import length_prefixed
 from agentbake.buildkit.engine import image_id
 from agentbake.buildkit.labels import LABEL_PREFIX, ImageLabels
@@ -211,7 +211,7 @@ def runnable_image(
     tag = f"{TAG_REPOSITORY}/{slug(task)}:{digest.hexdigest()[:12]}"
     found = image_id(client, tag)
     if found is not None:
-        return RunnableImage(tag, found, labels, True, round(time.monotonic() - started, 3))
+        return RunnableImage(tag, found, labels, True, seconds_since(started))
     from agentbake.buildkit.build import context_tar  # here, as dockerpairs above
 
     context = context_tar({"Dockerfile": recipe.encode(), _PREPARE.name: _PREPARE.read_bytes()})
@@ -226,7 +226,7 @@ def runnable_image(
         if "/bin/sh" in str(exc) and "no such file" in str(exc):
             reason = "it has no /bin/sh, which agentbake's harness needs"
         raise TaskImageError(f"task {task}: image {image.ref}: {reason}") from None
-    return RunnableImage(tag, built, labels, False, round(time.monotonic() - started, 3))
+    return RunnableImage(tag, built, labels, False, seconds_since(started))
 
 
 def _check_platform(client: docker.DockerClient, task: str, image: TaskImage) -> dict:
