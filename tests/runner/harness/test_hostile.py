@@ -271,20 +271,16 @@ PY
 
 
 def test_an_agent_flooding_its_gateway_costs_the_runner_bounded_descriptors_and_memory(
-    image: str, engine: docker.DockerClient, tmp_path: Path
+    image: str, agent_backend: DockerBackend, engine: docker.DockerClient, tmp_path: Path
 ) -> None:
     """Gateway floods through the real path: Claude Code's Bash tool, the in-sandbox relay, the rollout's
     gateway in this process (unbounded, they would cost the runner ~510 descriptors and ~890 MB)."""
     task = load_task(write_task(tmp_path, "gateway-flood", solve=GATEWAY_FLOOD, test=NOT_SOLVED))
-    backend = DockerBackend(DockerConfig(memory_mb=1024, cpus=1))
     config = RunnerConfig(image=image, model="scripted", out_dir=tmp_path / "out")
-    try:
-        with Runner(config, backend) as runner:
-            runner.start_scripted([task])
-            with Peak() as peak:
-                result = runner.run(task)
-    finally:
-        backend.close()
+    with Runner(config, agent_backend) as runner:
+        runner.start_scripted([task])
+        with Peak() as peak:
+            result = runner.run(task)
     print(f"\ngateway flood: +{peak.added_mib:.0f} MiB resident (peak), +{peak.added_fds} descriptors (peak)")
     assert (result.status, result.reward, result.exit_code) == (Status.OK, 0.0, 0), result.error
     log = (result.out_dir / "agent" / "claude-code.log").read_text()
