@@ -90,6 +90,8 @@ class GatewayRelay:
         try:
             self._unrouted[writer] = None
             if len(self._unrouted) > self.max_unrouted:
+                # The oldest goes, not the newest: refusing new ones would let a sandbox's idle sockets lock the
+                # others out for the timeout, while a client that sends its request line at once is rarely oldest.
                 oldest = next(iter(self._unrouted))
                 del self._unrouted[oldest]
                 oldest.close()  # its read below ends at once
@@ -143,12 +145,8 @@ class GatewayRelay:
 
 
 def unrouted_bound() -> int:
-    """A quarter of the process's descriptors (RLIMIT_NOFILE's soft limit), at least 64: a burst of sandboxes
-    connecting at once is read whole while silent connections never leave the relayed ones (two descriptors
-    each), the gateways and the backends' clients short. Past it the oldest silent connection is closed
-    rather than the new one refused: a refusal would let whoever holds the bound (a hostile sandbox's idle
-    sockets) lock every other sandbox out for the 60 s timeout, whereas a client that sends its request line
-    on connecting is rarely the oldest."""
+    """A quarter of the process's descriptors (RLIMIT_NOFILE's soft limit), at least 64: room for a burst of
+    sandboxes connecting at once, while silent connections never starve the relayed ones, gateways and clients."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         soft = _NR_OPEN_DEFAULT
